@@ -86,7 +86,10 @@ ipc_fb_reserve(struct ipc_fb_builder *b, size_t n, size_t align)
     size_t pos = align_up(b->len, align);
     if (!grow(b, pos + n))
         return 0;
-    memset(b->buf + b->len, 0, pos + n - b->len);
+    /* Nothing to add to a builder that has not allocated yet (padding an
+     * empty buffer) leaves buf NULL, which memset must not be given. */
+    if (pos + n > b->len)
+        memset(b->buf + b->len, 0, pos + n - b->len);
     b->len = pos + n;
     return pos;
 }
@@ -393,9 +396,11 @@ verify_ref(struct verifier *v, size_t target, const struct ipc_fb_schema *s,
     }
 }
 
+/* The union value field `id` (its type field, id - 1, was checked by the
+ * caller's loop before it).  tsize is the table's size. */
 static int
 verify_union(struct verifier *v, size_t pos, const uint8_t *vt, size_t vtsize,
-             const struct ipc_fb_schema *s, unsigned id)
+             size_t tsize, const struct ipc_fb_schema *s, unsigned id)
 {
     const struct ipc_fb_field *f = &s->fields[id];
     size_t tslot = 4 + 2 * (size_t)(id - 1);
@@ -414,6 +419,11 @@ verify_union(struct verifier *v, size_t pos, const uint8_t *vt, size_t vtsize,
     e = check_offset(v, pos + off, &target);
     if (e)
         return fail(v, e, s, f, pos + off);
+    /* The stricter table-size rule holds for the value's slot as for any
+     * other field; after the offset's own checks, which Google's verifier
+     * shares, so that a bad offset keeps its own code. */
+    if ((size_t)off + 4 > tsize)
+        return fail(v, IPC_FB_ERR_TABLE_SIZE, s, f, pos + off);
     if (type == 0)
         return fail(v, IPC_FB_ERR_UNION_NONE, s, f, pos + off);
     if (type > f->nmembers || f->members[type - 1] == NULL)
@@ -478,7 +488,7 @@ verify_table(struct verifier *v, size_t pos, const struct ipc_fb_schema *s)
         if (f->type == IPC_FB_NONE)
             continue;
         if (f->type == IPC_FB_UNION) {
-            if (verify_union(v, pos, vt, vtsize, s, id))
+            if (verify_union(v, pos, vt, vtsize, tsize, s, id))
                 return -1;
             continue;
         }
@@ -524,8 +534,8 @@ verify_root(struct verifier *v, size_t prefix, const char *ident,
 }
 
 int
-ipc_fb_verify(const uint8_t *buf, size_t len, size_t prefix,
-              const char *ident, const struct ipc_fb_schema *root,
+ipc_fb_verify(const uint8_t *buf, size_t len, size_t prefix, const char *ident,
+              const struct ipc_fb_schema *root,
               const struct ipc_fb_limits *limits, struct ipc_fb_error *err)
 {
     static const struct ipc_fb_limits defaults = {
@@ -598,7 +608,8 @@ ipc_fb_error_format(const struct ipc_fb_error *err, char *out, size_t outlen)
     const char *what = err->code == IPC_FB_ERR_APP && err->detail
                            ? err->detail
                            : ipc_fb_err_name(err->code);
-    snprintf(out, outlen, "%s%s%s%s%s at offset %zu", err->table ? err->table : "",
-             err->field ? "." : "", err->field ? err->field : "",
-             err->table ? ": " : "", what, err->offset);
+    snprintf(out, outlen, "%s%s%s%s%s at offset %zu",
+             err->table ? err->table : "", err->field ? "." : "",
+             err->field ? err->field : "", err->table ? ": " : "", what,
+             err->offset);
 }

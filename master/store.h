@@ -69,8 +69,7 @@ typedef void (*store_done_cb)(enum store_status status, uint64_t revision,
  * non-zero to stop the listing. */
 typedef int (*store_list_cb)(const char *key, enum store_status status,
                              const uint8_t *value, size_t len,
-                             uint64_t revision, const char *message,
-                             void *arg);
+                             uint64_t revision, const char *message, void *arg);
 
 /* Opens the backend named by cfg->backend.  Returns NULL with a message in
  * err naming the cause (an unknown backend, an unusable state_dir). */
@@ -81,9 +80,9 @@ void store_close(struct store *st);
 
 /* Reads a key: STORE_OK with *value (malloc'd, the caller frees), *len and
  * *revision; STORE_NOT_FOUND; STORE_CORRUPT or STORE_IO with a message. */
-enum store_status store_get(struct store *st, const char *key,
-                            uint8_t **value, size_t *len, uint64_t *revision,
-                            char *err, size_t errlen);
+enum store_status store_get(struct store *st, const char *key, uint8_t **value,
+                            size_t *len, uint64_t *revision, char *err,
+                            size_t errlen);
 
 /* Calls cb for every key starting with prefix, in key order. */
 enum store_status store_list(struct store *st, const char *prefix,

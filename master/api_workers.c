@@ -1,0 +1,1076 @@
+/*
+ * api_workers.c — the /v1/workers routes (DESIGN §7, §8).
+ *
+ * Every mutation follows one order so that a failure leaves nothing
+ * half-done: validate everything first; store the code blob (content
+ * addressed, so a leftover is harmless); when the worker is to run, have a
+ * host load the code (a load failure answers 422 `load_failed` with the
+ * host's message and changes nothing); write the record (compare-and-set on
+ * its revision); only then change the registry, emit the lifecycle event
+ * and answer.  The desired status is persisted; the host state is not.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/cloudevent.h"
+#include "master/api.h"
+#include "master/base64.h"
+#include "master/conf.h"
+#include "master/daemon.h"
+#include "master/engines.h"
+#include "master/events.h"
+#include "master/ids.h"
+#include "master/lifecycle.h"
+#include "master/log.h"
+#include "master/record.h"
+#include "master/registry.h"
+#include "master/stamp.h"
+#include "master/store.h"
+#include "master/supervise.h"
+
+#define MAX_TAGS 50
+#define MAX_TAG_KEY 128
+#define MAX_TAG_VALUE 1024
+#define MAX_CONFIG 64
+#define MAX_CONCURRENCY 64
+
+/* ---- the worker object ----------------------------------------------- */
+
+static json_t *
+pairs_json(const struct worker_pair *p, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, p[i].name, json_string(p[i].value));
+    return o;
+}
+
+static json_t *
+time_json(int64_t ms)
+{
+    char buf[40];
+    if (ms == 0)
+        return json_null();
+    ids_time_format(ms, buf);
+    return json_string(buf);
+}
+
+static json_t *
+exit_json(const struct worker_exit *e)
+{
+    if (!e->present)
+        return json_null();
+    json_t *j = json_pack(
+        "{s:s, s:o, s:o, s:o}", "reason", e->reason, "at", time_json(e->at_ms),
+        "signal", e->signal ? json_integer(e->signal) : json_null(), "code",
+        e->code >= 0 ? json_integer(e->code) : json_null());
+    json_object_set_new(
+        j, "syscall", e->syscall >= 0 ? json_integer(e->syscall) : json_null());
+    return j;
+}
+
+static json_t *
+api_worker_json(const struct worker *w)
+{
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:o, s:I, s:o}", "id",
+        w->id, "name", w->name, "tenant", w->tenant, "mime_type", w->mime_type,
+        "topic", w->topic, "group",
+        w->group ? json_string(w->group) : json_null(), "status",
+        worker_status_name(w->status), "state", worker_state_name(w->state),
+        "version", (json_int_t)w->version, "pid",
+        w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
+        (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
+    json_object_set_new(j, "confinement", json_string("none"));
+    json_object_set_new(j, "created_at", time_json(w->created_at_ms));
+    json_object_set_new(j, "updated_at", time_json(w->updated_at_ms));
+    json_object_set_new(j, "config", pairs_json(w->config, w->nconfig));
+    json_object_set_new(j, "tags", pairs_json(w->tags, w->ntags));
+    json_object_set_new(j, "limits",
+                        json_pack("{s:I, s:I, s:I}", "timeout_ms",
+                                  (json_int_t)w->limits.timeout_ms, "memory_mb",
+                                  (json_int_t)w->limits.memory_mb,
+                                  "concurrency",
+                                  (json_int_t)w->limits.concurrency));
+    json_object_set_new(j, "isolation",
+                        json_string(w->in_process ? "in-process" : "process"));
+    json_object_set_new(j, "idle_timeout_s", json_integer(w->idle_timeout_s));
+    if (w->error)
+        json_object_set_new(j, "error", json_string(w->error));
+    return j;
+}
+
+/* ---- validation ------------------------------------------------------ */
+
+static bool
+matches_name(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max ||
+        !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool
+looks_like_uuid(const char *s)
+{
+    if (strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+            return false;
+    }
+    return true;
+}
+
+static bool
+valid_topic(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Config entries become CloudEvent extensions (DESIGN §6). */
+static const char *
+config_name_problem(const char *name)
+{
+    static const char *const reserved[] = {
+        "id",
+        "type",
+        "source",
+        "specversion",
+        "datacontenttype",
+        "dataschema",
+        "subject",
+        "time",
+        "data",
+        "correlationid",
+        "replytopic",
+        "traceparent",
+        "tracestate",
+        "wmhops",
+    };
+    size_t n = strlen(name);
+    if (n == 0 || n > 20)
+        return "is not [a-z0-9]{1,20}";
+    for (size_t i = 0; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') ||
+              (name[i] >= '0' && name[i] <= '9')))
+            return "is not [a-z0-9]{1,20}";
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcmp(name, reserved[i]) == 0)
+            return "is a reserved CloudEvents attribute";
+    return NULL;
+}
+
+/* Copies a JSON object of strings into pairs.  Returns NULL and answers on
+ * a bad member. */
+static int
+take_pairs(struct api_req *rq, json_t *obj, const char *what, bool is_config,
+           struct worker_pair **out, size_t *nout)
+{
+    const char *key;
+    json_t *v;
+    size_t n = json_object_size(obj), i = 0;
+
+    if (is_config ? n > MAX_CONFIG : n > MAX_TAGS) {
+        api_error(rq, 400, "invalid_argument", "%s: at most %d entries", what,
+                  is_config ? MAX_CONFIG : MAX_TAGS);
+        return -1;
+    }
+    *out = calloc(n ? n : 1, sizeof **out);
+    *nout = 0;
+    if (*out == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return -1;
+    }
+    json_object_foreach(obj, key, v)
+    {
+        const char *problem = NULL;
+        if (!json_is_string(v))
+            problem = "value must be a string";
+        else if (is_config)
+            problem = config_name_problem(key);
+        else if (*key == '\0' || strlen(key) > MAX_TAG_KEY)
+            problem = "key must have 1 to 128 characters";
+        else if (json_string_length(v) > MAX_TAG_VALUE)
+            problem = "value longer than 1024 characters";
+        if (problem) {
+            api_error(rq, 400, "invalid_argument", "%s.%s: %s", what, key,
+                      problem);
+            return -1;
+        }
+        (*out)[i].name = strdup(key);
+        (*out)[i].value = strdup(json_string_value(v));
+        *nout = ++i;
+    }
+    return 0;
+}
+
+static int
+get_uint(struct api_req *rq, json_t *obj, const char *key, const char *what,
+         uint32_t min, uint32_t max, uint32_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min ||
+        json_integer_value(v) > max) {
+        api_error(rq, 400, "invalid_argument",
+                  "%s%s must be an integer from %" PRIu32 " to %" PRIu32, what,
+                  key, min, max);
+        return -1;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* Reads an optional string member; -1 (answered) if it is not a string. */
+static int
+get_str(struct api_req *rq, json_t *obj, const char *key, const char **out)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        api_error(rq, 400, "invalid_argument", "%s must be a string", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* The code of a create or reload: {"content": base64} (URL sources come
+ * with their own issue). */
+static int
+take_code(struct api_req *rq, json_t *body, uint8_t **code, size_t *len)
+{
+    json_t *c = json_object_get(body, "code");
+    if (!json_is_object(c)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code must be an object: {\"content\": \"<base64>\"}");
+        return -1;
+    }
+    if (json_object_get(c, "url")) {
+        api_error(rq, 501, "unsupported",
+                  "code.url: code from URLs is not supported yet; send "
+                  "code.content");
+        return -1;
+    }
+    json_t *content = json_object_get(c, "content");
+    if (!json_is_string(content)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.content must be a base64 string");
+        return -1;
+    }
+    if (base64_decode(json_string_value(content), json_string_length(content),
+                      code, len) != 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.content is not valid base64");
+        return -1;
+    }
+    if (*len == 0) {
+        free(*code);
+        *code = NULL;
+        api_error(rq, 400, "invalid_argument", "code.content is empty");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- a pending operation --------------------------------------------- */
+
+enum op_kind {
+    OP_CREATE,
+    OP_STATUS,
+    OP_RELOAD,
+    OP_ROLLBACK,
+    OP_TAGS,
+    OP_DELETE,
+};
+
+struct op {
+    enum op_kind kind;
+    struct api_req *rq;
+    struct daemon *d;
+    struct worker *w;
+    uint8_t *code; /* the new code (create, reload) */
+    size_t len;
+    const char *event; /* lifecycle event to emit on success */
+    /* What to restore if the write fails. */
+    enum worker_status old_status;
+    uint32_t old_version;
+    size_t old_nhistory;
+    struct worker_pair *old_tags;
+    size_t old_ntags;
+};
+
+static void
+op_free(struct op *op)
+{
+    free(op->code);
+    free(op);
+}
+
+static void op_persist(struct op *op);
+
+static void
+worker_answer(struct api_req *rq, int status, const struct worker *w)
+{
+    api_reply(rq, status, api_worker_json(w));
+}
+
+static void
+history_pop(struct worker *w, size_t n)
+{
+    while (w->nhistory > n)
+        free(w->history[--w->nhistory].source);
+}
+
+/* Undoes an operation whose record could not be written. */
+static void
+op_undo(struct op *op)
+{
+    struct worker *w = op->w;
+    switch (op->kind) {
+    case OP_CREATE:
+        supervise_forget(op->d->sv, w);
+        worker_free(w);
+        op->w = NULL;
+        break;
+    case OP_STATUS:
+        w->status = op->old_status;
+        break;
+    case OP_RELOAD:
+    case OP_ROLLBACK:
+        w->version = op->old_version;
+        history_pop(w, op->old_nhistory);
+        break;
+    case OP_TAGS: {
+        struct worker_pair *t = w->tags;
+        size_t n = w->ntags;
+        w->tags = op->old_tags;
+        w->ntags = op->old_ntags;
+        op->old_tags = t;
+        op->old_ntags = n;
+        break;
+    }
+    case OP_DELETE:
+        break;
+    }
+}
+
+static void
+free_pairs(struct worker_pair *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].name);
+        free(p[i].value);
+    }
+    free(p);
+}
+
+static void
+after_apply(struct worker *w, void *arg)
+{
+    struct op *op = arg;
+    (void)w;
+    lifecycle_emit(op->d, op->w, op->event, NULL);
+    worker_answer(op->rq, 200, op->w);
+    op_free(op);
+}
+
+static void
+on_record_written(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
+{
+    struct op *op = arg;
+    struct worker *w = op->w;
+
+    if (st != STORE_OK) {
+        log_err("store: worker %s: %s", w->id, message);
+        op_undo(op);
+        if (st == STORE_CONFLICT)
+            api_error(op->rq, 409, "conflict",
+                      "the worker changed meanwhile; retry");
+        else
+            api_error(op->rq, 500, "internal", "the store failed: %s", message);
+        op_free(op);
+        return;
+    }
+    w->revision = revision;
+    switch (op->kind) {
+    case OP_CREATE:
+        if (registry_add(op->d->registry, w) != 0) {
+            api_error(op->rq, 409, "conflict", "name %s is taken", w->name);
+            op_undo(op);
+            op_free(op);
+            return;
+        }
+        lifecycle_emit(op->d, w, "created", NULL);
+        if (w->status == WORKER_RUNNING)
+            lifecycle_emit(op->d, w, "started", NULL);
+        worker_answer(op->rq, 201, w);
+        op_free(op);
+        return;
+    case OP_STATUS:
+        /* Answer once the host has followed (a stop waits for it). */
+        supervise_apply(op->d->sv, w, after_apply, op);
+        return;
+    case OP_TAGS:
+        free_pairs(op->old_tags, op->old_ntags);
+        api_reply(op->rq, 200,
+                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+        op_free(op);
+        return;
+    default:
+        lifecycle_emit(op->d, w, op->event, NULL);
+        worker_answer(op->rq, 200, w);
+        op_free(op);
+        return;
+    }
+}
+
+static void
+op_persist(struct op *op)
+{
+    char key[STORE_KEY_MAX];
+    uint8_t *rec;
+    size_t len;
+
+    op->w->updated_at_ms = ids_now_ms();
+    record_worker_key(op->w->id, key, sizeof key);
+    if (record_worker_encode(op->w, &rec, &len) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    store_put(op->d->store, key, rec, len, op->w->revision, on_record_written,
+              op);
+    free(rec);
+}
+
+static void
+on_loaded(struct worker *w, const struct ipc_result *r, const char *error_type,
+          const char *message, void *arg)
+{
+    struct op *op = arg;
+    (void)r;
+    (void)w;
+    if (error_type) {
+        op_undo(op);
+        api_error(op->rq, 422, "load_failed", "%s: %s", error_type,
+                  message ? message : "the host could not load the code");
+        op_free(op);
+        return;
+    }
+    op_persist(op);
+}
+
+static void
+on_blob_written(enum store_status st, uint64_t revision, const char *message,
+                void *arg)
+{
+    struct op *op = arg;
+    (void)revision;
+    if (st != STORE_OK) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "storing the code failed: %s",
+                  message);
+        op_free(op);
+        return;
+    }
+    /* A worker that will run proves its code loads now; a stopped one
+     * proves it when started. */
+    if (op->w->status != WORKER_STOPPED &&
+        supervise_load(op->d->sv, op->w, on_loaded, op) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "cannot start a host");
+        op_free(op);
+        return;
+    }
+    if (op->w->status == WORKER_STOPPED)
+        op_persist(op);
+}
+
+/* Appends a history entry for new code and makes it current. */
+static int
+history_push(struct worker *w, const char *sha, size_t size, const char *source,
+             uint32_t rollback_of)
+{
+    struct worker_version *h =
+        realloc(w->history, (w->nhistory + 1) * sizeof *h);
+    if (h == NULL)
+        return -1;
+    w->history = h;
+    h = &w->history[w->nhistory];
+    memset(h, 0, sizeof *h);
+    h->version = (uint32_t)w->nhistory + 1;
+    snprintf(h->sha256, sizeof h->sha256, "%s", sha);
+    h->size = size;
+    h->at_ms = ids_now_ms();
+    h->source = strdup(source);
+    h->rollback_of = rollback_of;
+    if (h->source == NULL)
+        return -1;
+    w->nhistory++;
+    w->version = h->version;
+    return 0;
+}
+
+static struct op *
+op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
+{
+    struct op *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return NULL;
+    }
+    op->kind = kind;
+    op->rq = rq;
+    op->d = rq->d;
+    op->w = w;
+    if (w) {
+        op->old_status = w->status;
+        op->old_version = w->version;
+        op->old_nhistory = w->nhistory;
+        snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
+    }
+    return op;
+}
+
+/* Stores op->code as a blob, appends it to the history, then loads and
+ * persists (on_blob_written). */
+static void
+op_store_code(struct op *op, const char *source)
+{
+    char sha[STORE_SHA256_HEX];
+    store_sha256_hex(op->code, op->len, sha);
+    if (history_push(op->w, sha, op->len, source, 0) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    store_blob_put(op->d->store, op->code, op->len, sha, on_blob_written, op);
+}
+
+/* ---- routes ---------------------------------------------------------- */
+
+static const struct engines_entry *
+engine_for(struct api_req *rq, const char *mime)
+{
+    const struct engines_entry *e = engines_find_mime(rq->d->engines, mime);
+    if (e == NULL) {
+        char known[512] = "";
+        const struct engines *list = rq->d->engines;
+        for (size_t i = 0; i < list->n; i++)
+            for (size_t k = 0; k < list->v[i].nmime_types; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known),
+                         "%s%s", *known ? ", " : "", list->v[i].mime_types[k]);
+        api_error(rq, 400, "unknown_mime_type",
+                  "no engine for mime_type %s (known: %s)", mime, known);
+        return NULL;
+    }
+    if (!e->available) {
+        api_error(rq, 503, "engine_unavailable", "engine %s: %s", e->name,
+                  e->reason);
+        return NULL;
+    }
+    return e;
+}
+
+static void
+create(struct api_req *rq)
+{
+    json_t *body = api_body_object(rq);
+    struct worker *w = NULL;
+    const char *mime, *topic, *tenant, *group, *name, *isolation;
+    uint8_t *code = NULL;
+    size_t len = 0;
+    const struct engines_entry *e;
+
+    if (body == NULL)
+        return;
+    if (get_str(rq, body, "mime_type", &mime) ||
+        get_str(rq, body, "topic", &topic) ||
+        get_str(rq, body, "tenant", &tenant) ||
+        get_str(rq, body, "group", &group) ||
+        get_str(rq, body, "name", &name) ||
+        get_str(rq, body, "isolation", &isolation))
+        goto out;
+    if (mime == NULL) {
+        api_error(rq, 400, "invalid_argument", "mime_type is required");
+        goto out;
+    }
+    if (topic == NULL || !valid_topic(topic)) {
+        api_error(rq, 400, "invalid_argument",
+                  "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
+        goto out;
+    }
+    if (tenant && !matches_name(tenant, 64)) {
+        api_error(rq, 400, "invalid_argument",
+                  "tenant must match [a-z0-9][a-z0-9_.-]{0,63}");
+        goto out;
+    }
+    if (group && !matches_name(group, 64)) {
+        api_error(rq, 400, "invalid_argument",
+                  "group must match [a-z0-9][a-z0-9_.-]{0,63}");
+        goto out;
+    }
+    if (name && (!matches_name(name, 64) || looks_like_uuid(name))) {
+        api_error(rq, 400, "invalid_argument",
+                  "name must match [a-z0-9][a-z0-9_.-]{0,63} and not be a "
+                  "UUID");
+        goto out;
+    }
+    if (name && registry_lookup_name(rq->d->registry, name)) {
+        api_error(rq, 409, "conflict", "name %s is taken", name);
+        goto out;
+    }
+    if (isolation && strcmp(isolation, "process") != 0 &&
+        strcmp(isolation, "in-process") != 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "isolation must be \"process\" or \"in-process\"");
+        goto out;
+    }
+    json_t *start = json_object_get(body, "start");
+    if (start && !json_is_boolean(start)) {
+        api_error(rq, 400, "invalid_argument", "start must be a boolean");
+        goto out;
+    }
+    json_t *cfg = json_object_get(body, "config");
+    json_t *tags = json_object_get(body, "tags");
+    json_t *limits = json_object_get(body, "limits");
+    if ((cfg && !json_is_object(cfg)) || (tags && !json_is_object(tags)) ||
+        (limits && !json_is_object(limits))) {
+        api_error(rq, 400, "invalid_argument",
+                  "config, tags and limits must be objects");
+        goto out;
+    }
+    if ((e = engine_for(rq, mime)) == NULL)
+        goto out;
+    if (isolation && strcmp(isolation, "in-process") == 0 &&
+        e->spawn != ENGINES_SPAWN_INPROCESS) {
+        api_error(rq, 400, "invalid_argument",
+                  "isolation in-process: engine %s runs only in a host "
+                  "process",
+                  e->name);
+        goto out;
+    }
+
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+    w->limits.concurrency = 1;
+    if ((cfg && take_pairs(rq, cfg, "config", true, &w->config, &w->nconfig)) ||
+        (tags && take_pairs(rq, tags, "tags", false, &w->tags, &w->ntags)) ||
+        (limits && (get_uint(rq, limits, "timeout_ms", "limits.", 1, 3600000,
+                             &w->limits.timeout_ms) ||
+                    get_uint(rq, limits, "memory_mb", "limits.", 0, 1048576,
+                             &w->limits.memory_mb) ||
+                    get_uint(rq, limits, "concurrency", "limits.", 1,
+                             MAX_CONCURRENCY, &w->limits.concurrency))) ||
+        get_uint(rq, body, "idle_timeout_s", "", 0, 86400 * 365,
+                 &w->idle_timeout_s) ||
+        take_code(rq, body, &code, &len))
+        goto out;
+
+    ids_uuid_new(w->id);
+    w->name = strdup(name ? name : w->id);
+    w->tenant = strdup(tenant ? tenant : "default");
+    w->mime_type = strdup(mime);
+    w->topic = strdup(topic);
+    w->group = group ? strdup(group) : NULL;
+    w->status = start && !json_is_true(start) ? WORKER_STOPPED : WORKER_RUNNING;
+    w->in_process = isolation && strcmp(isolation, "in-process") == 0;
+    w->engine = e;
+    w->created_at_ms = ids_now_ms();
+    w->state = WORKER_STATE_IDLE;
+    if (!w->name || !w->tenant || !w->mime_type || !w->topic ||
+        (group && !w->group)) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+
+    struct op *op = op_new(rq, OP_CREATE, w);
+    if (op == NULL)
+        goto out;
+    op->code = code;
+    op->len = len;
+    code = NULL;
+    w = NULL;
+    op_store_code(op, "content");
+out:
+    free(code);
+    worker_free(w);
+    json_decref(body);
+}
+
+static void
+list(struct api_req *rq)
+{
+    json_t *arr = json_array();
+    struct registry *r = rq->d->registry;
+    for (size_t i = 0; i < registry_count(r); i++)
+        json_array_append_new(arr, api_worker_json(registry_at(r, i)));
+    api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
+}
+
+static void
+change_status(struct api_req *rq, struct worker *w, enum worker_status to,
+              const char *event)
+{
+    if (to == WORKER_SUSPENDED && w->status == WORKER_STOPPED) {
+        api_error(rq, 409, "conflict", "worker %s is stopped: start it",
+                  w->name);
+        return;
+    }
+    if (strcmp(event, "resumed") == 0 && w->status != WORKER_SUSPENDED) {
+        api_error(rq, 409, "conflict", "worker %s is %s, not suspended",
+                  w->name, worker_status_name(w->status));
+        return;
+    }
+    if (to != WORKER_STOPPED && !w->engine->available) {
+        api_error(rq, 503, "engine_unavailable", "engine %s: %s",
+                  w->engine->name, w->engine->reason);
+        return;
+    }
+    if (w->status == to && w->state != WORKER_STATE_FAILED) {
+        worker_answer(rq, 200, w); /* idempotent */
+        return;
+    }
+    struct op *op = op_new(rq, OP_STATUS, w);
+    if (op == NULL)
+        return;
+    op->event = event;
+    w->status = to;
+    op_persist(op);
+}
+
+static void
+reload(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    uint8_t *code = NULL;
+    size_t len;
+
+    if (body == NULL)
+        return;
+    if (take_code(rq, body, &code, &len) == 0) {
+        struct op *op = op_new(rq, OP_RELOAD, w);
+        if (op) {
+            op->code = code;
+            op->len = len;
+            op->event = "reloaded";
+            code = NULL;
+            op_store_code(op, "content");
+        }
+    }
+    free(code);
+    json_decref(body);
+}
+
+static void
+rollback(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    uint32_t to = 0;
+
+    if (body == NULL)
+        return;
+    if (get_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
+        const struct worker_version *v = worker_version_find(w, to);
+        if (to == 0 || v == NULL) {
+            api_error(rq, 400, "invalid_argument",
+                      "version must name an existing version (1 to %zu)",
+                      w->nhistory);
+        } else {
+            struct op *op = op_new(rq, OP_ROLLBACK, w);
+            char sha[STORE_SHA256_HEX];
+            char *source = strdup(v->source);
+            uint64_t size = v->size;
+            snprintf(sha, sizeof sha, "%s", v->sha256);
+            if (op && source && history_push(w, sha, size, source, to) == 0) {
+                op->event = "rolledback";
+                if (w->status == WORKER_STOPPED) {
+                    op_persist(op);
+                } else if (supervise_load(op->d->sv, w, on_loaded, op)) {
+                    op_undo(op);
+                    api_error(rq, 500, "internal", "cannot start a host");
+                    op_free(op);
+                }
+            } else if (op) {
+                op_undo(op);
+                api_error(rq, 500, "internal", "out of memory");
+                op_free(op);
+            }
+            free(source);
+        }
+    }
+    json_decref(body);
+}
+
+static void
+history(struct api_req *rq, struct worker *w)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < w->nhistory; i++) {
+        const struct worker_version *v = &w->history[i];
+        json_t *j = json_pack("{s:I, s:s, s:I, s:o, s:s}", "version",
+                              (json_int_t)v->version, "sha256", v->sha256,
+                              "size", (json_int_t)v->size, "created_at",
+                              time_json(v->at_ms), "source", v->source);
+        if (v->rollback_of)
+            json_object_set_new(j, "rollback_of", json_integer(v->rollback_of));
+        json_array_append_new(arr, j);
+    }
+    api_reply(rq, 200,
+              json_pack("{s:s, s:I, s:o}", "worker_id", w->id, "current",
+                        (json_int_t)w->version, "versions", arr));
+}
+
+static void
+put_tags(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    struct worker_pair *tags = NULL;
+    size_t n = 0;
+
+    if (body == NULL)
+        return;
+    json_t *t = json_object_get(body, "tags");
+    if (!json_is_object(t)) {
+        api_error(rq, 400, "invalid_argument",
+                  "the body must be {\"tags\": {...}}");
+    } else if (take_pairs(rq, t, "tags", false, &tags, &n) == 0) {
+        struct op *op = op_new(rq, OP_TAGS, w);
+        if (op) {
+            op->old_tags = w->tags;
+            op->old_ntags = w->ntags;
+            w->tags = tags;
+            w->ntags = n;
+            tags = NULL;
+            op_persist(op);
+        }
+    }
+    free_pairs(tags, n);
+    json_decref(body);
+}
+
+static void
+on_record_deleted(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
+{
+    struct op *op = arg;
+    (void)revision;
+    if (st != STORE_OK && st != STORE_NOT_FOUND) {
+        api_error(op->rq, 500, "internal", "the store failed: %s", message);
+        op_free(op);
+        return;
+    }
+    registry_remove(op->d->registry, op->w);
+    lifecycle_emit(op->d, op->w, "deleted", NULL);
+    worker_free(op->w);
+    api_reply(op->rq, 204, NULL);
+    op_free(op);
+}
+
+static void delete (struct api_req *rq, struct worker *w)
+{
+    char key[STORE_KEY_MAX];
+    struct op *op = op_new(rq, OP_DELETE, w);
+    if (op == NULL)
+        return;
+    supervise_forget(rq->d->sv, w);
+    record_worker_key(w->id, key, sizeof key);
+    store_delete(rq->d->store, key, STORE_ANY_REVISION, on_record_deleted, op);
+}
+
+/* ---- invoke ---------------------------------------------------------- */
+
+struct invoke {
+    struct api_req *rq;
+    struct ipc_fb_builder event;
+};
+
+static void
+on_invoked(struct worker *w, const struct ipc_result *r, const char *error_type,
+           const char *message, void *arg)
+{
+    struct invoke *iv = arg;
+    (void)w;
+
+    if (error_type || (r && r->error.type.ptr)) {
+        json_t *extra = json_object();
+        const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
+        json_object_set_new(extra, "error_type",
+                            e ? json_stringn(e->type.ptr, e->type.len)
+                              : json_string(error_type));
+        if (e && e->exception_type.ptr)
+            json_object_set_new(
+                extra, "exception_type",
+                json_stringn(e->exception_type.ptr, e->exception_type.len));
+        if (e && e->traceback.ptr)
+            json_object_set_new(
+                extra, "traceback",
+                json_stringn(e->traceback.ptr, e->traceback.len));
+        if (e && e->message.ptr)
+            api_error_extra(iv->rq, 422, "worker_error", extra, "%.*s",
+                            (int)e->message.len, e->message.ptr);
+        else
+            api_error_extra(iv->rq, 422, "worker_error", extra, "%s",
+                            message ? message : error_type);
+    } else if (r->outputs.n == 0) {
+        api_reply(iv->rq, 204, NULL);
+    } else if (r->outputs.n == 1) {
+        struct ipc_cloudevent ce;
+        ipc_cloudevent_list_get(&r->outputs, 0, &ce);
+        api_reply(iv->rq, 200, events_to_json(&ce));
+    } else {
+        json_t *arr = json_array();
+        for (uint32_t i = 0; i < r->outputs.n; i++) {
+            struct ipc_cloudevent ce;
+            ipc_cloudevent_list_get(&r->outputs, i, &ce);
+            json_array_append_new(arr, events_to_json(&ce));
+        }
+        api_reply(iv->rq, 200, arr);
+    }
+    ipc_fb_builder_free(&iv->event);
+    free(iv);
+}
+
+static void
+invoke(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    char err[256];
+    struct invoke *iv;
+
+    if (body == NULL)
+        return;
+    if (w->status != WORKER_RUNNING) {
+        api_error(rq, 409, "conflict", "worker %s is %s", w->name,
+                  worker_status_name(w->status));
+        goto out;
+    }
+    iv = calloc(1, sizeof *iv);
+    if (iv == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+    iv->rq = rq;
+    ipc_fb_builder_init(&iv->event);
+    if (events_from_json(body, &iv->event, err, sizeof err) != 0 ||
+        stamp_config(&iv->event, w->config, w->nconfig, err, sizeof err) != 0) {
+        api_error(rq, 400, "invalid_argument", "%s", err);
+        ipc_fb_builder_free(&iv->event);
+        free(iv);
+        goto out;
+    }
+    if (supervise_process(rq->d->sv, w, iv->event.buf, iv->event.len,
+                          on_invoked, iv) != 0) {
+        api_error(rq, 409, "conflict", "worker %s cannot take events now",
+                  w->name);
+        ipc_fb_builder_free(&iv->event);
+        free(iv);
+    }
+out:
+    json_decref(body);
+}
+
+/* ---- dispatch -------------------------------------------------------- */
+
+static bool
+is(const struct api_req *rq, const char *method)
+{
+    return strcmp(rq->method, method) == 0;
+}
+
+void
+api_workers_route(struct api_req *rq)
+{
+    /* /v1/workers[/{id}[/{action}]] */
+    if (rq->nseg == 2) {
+        if (is(rq, "GET"))
+            list(rq);
+        else if (is(rq, "POST") && !api_refuse_while_recovering(rq))
+            create(rq);
+        else if (!is(rq, "POST"))
+            api_error(rq, 405, "invalid_argument",
+                      "%s is not allowed on /v1/workers", rq->method);
+        return;
+    }
+    if (rq->nseg > 4) {
+        api_error(rq, 404, "not_found", "no route %s", rq->path);
+        return;
+    }
+    struct worker *w = registry_lookup(rq->d->registry, rq->seg[2]);
+    if (w == NULL) {
+        api_error(rq, 404, "not_found", "no worker %s", rq->seg[2]);
+        return;
+    }
+    snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
+    const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
+
+    if (!is(rq, "GET") && !is(rq, "HEAD") && api_refuse_while_recovering(rq))
+        return;
+    if (action == NULL) {
+        if (is(rq, "GET"))
+            worker_answer(rq, 200, w);
+        else if (is(rq, "DELETE"))
+            delete (rq, w);
+        else
+            api_error(rq, 405, "invalid_argument",
+                      "%s is not allowed on a worker", rq->method);
+        return;
+    }
+    if (is(rq, "POST") && strcmp(action, "start") == 0)
+        change_status(rq, w, WORKER_RUNNING, "started");
+    else if (is(rq, "POST") && strcmp(action, "stop") == 0)
+        change_status(rq, w, WORKER_STOPPED, "stopped");
+    else if (is(rq, "POST") && strcmp(action, "suspend") == 0)
+        change_status(rq, w, WORKER_SUSPENDED, "suspended");
+    else if (is(rq, "POST") && strcmp(action, "resume") == 0)
+        change_status(rq, w, WORKER_RUNNING, "resumed");
+    else if (is(rq, "POST") && strcmp(action, "rollback") == 0)
+        rollback(rq, w);
+    else if (is(rq, "POST") && strcmp(action, "invoke") == 0)
+        invoke(rq, w);
+    else if (is(rq, "PUT") && strcmp(action, "code") == 0)
+        reload(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "history") == 0)
+        history(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "tags") == 0)
+        api_reply(rq, 200,
+                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+    else if (is(rq, "PUT") && strcmp(action, "tags") == 0)
+        put_tags(rq, w);
+    else
+        api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
+}

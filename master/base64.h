@@ -1,0 +1,19 @@
+/*
+ * base64.h — strict RFC 4648 base64 (standard alphabet, padding required,
+ * no whitespace), for code payloads and CloudEvents' data_base64.
+ */
+#ifndef WM_MASTER_BASE64_H
+#define WM_MASTER_BASE64_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes in[0..len) into *out (malloc'd even when empty; the caller
+ * frees).  Returns 0, or -1 with errno EINVAL for anything that is not
+ * canonical base64, ENOMEM when out of memory. */
+int base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen);
+
+/* Encodes into a malloc'd NUL-terminated string, or NULL. */
+char *base64_encode(const uint8_t *in, size_t len);
+
+#endif /* WM_MASTER_BASE64_H */

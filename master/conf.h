@@ -1,0 +1,236 @@
+/*
+ * conf.h — the daemon's configuration (DESIGN §8): one table of keys, four
+ * sources, one struct.
+ *
+ * Sources, each overriding the one before: the built-in defaults, the
+ * configuration file (`key = value` lines), the environment (WM_<KEY> and,
+ * for some keys, the original system's variable), and `-o key=value`
+ * arguments.  Every key, its type, default, range, environment names and
+ * meaning are in the table of conf.c (conf_keys() returns it; the comment
+ * at the top of conf.c shows it as a table for workmanager.conf(5)).
+ *
+ * An unknown key or a bad value in any source stops start-up: conf_load()
+ * fails with a message naming the source (file:line, the environment
+ * variable, or -o), the key, and what is wrong or allowed.
+ *
+ * Hosts of a given struct conf: filled once by conf_load() on the loop
+ * thread at start-up, read-only afterwards, so any thread may read it.
+ */
+#ifndef WM_MASTER_CONF_H
+#define WM_MASTER_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum conf_type {
+    CONF_STRING,      /* free text, no control characters */
+    CONF_PATH,        /* an absolute path */
+    CONF_BOOL,        /* true/false/1/0/yes/no/on/off */
+    CONF_UINT,        /* a decimal integer within [min, max] */
+    CONF_DURATION_MS, /* milliseconds; suffixes ms, s, min, h accepted */
+    CONF_DURATION_S,  /* seconds; suffixes s, min, h, d accepted */
+    CONF_SIZE,        /* bytes; suffixes K/KiB, M/MiB, G/GiB (×1024) */
+    CONF_MODE,        /* an octal file mode, at most 0777 */
+    CONF_ENUM,        /* one of the key's words */
+    CONF_LIST,        /* strings separated by commas (or blanks) */
+};
+
+/* A key may be empty (""), meaning what its doc string says. */
+#define CONF_F_EMPTY_OK 0x1u
+
+/* One word of an enum key and the value stored for it. */
+struct conf_word {
+    const char *name;
+    int value;
+};
+
+/* A list value: n strings, owned by the struct conf. */
+struct conf_list {
+    char **v;
+    size_t n;
+};
+
+/* One row of the table: everything about one key. */
+struct conf_key {
+    const char *name;
+    enum conf_type type;
+    unsigned flags;      /* CONF_F_* */
+    const char *def;     /* the built-in default, in the file's syntax */
+    const char *env;     /* WM_<NAME uppercased> */
+    const char *env_alt; /* the original system's variable, or NULL */
+    const char *doc;     /* one line for --help and workmanager.conf(5) */
+    size_t offset;       /* of the value in struct conf */
+    uint64_t min, max;   /* numbers: inclusive range, in the key's unit */
+    const struct conf_word *words; /* enums: ends with a NULL name */
+    /* Extra syntax check of a non-empty string value; returns 0 or -1 with
+     * what is wrong in why. */
+    int (*check)(const char *value, char *why, size_t whylen);
+};
+
+/* Where a key's value came from. */
+enum conf_source {
+    CONF_SRC_DEFAULT = 0,
+    CONF_SRC_FILE,
+    CONF_SRC_ENV,
+    CONF_SRC_ARG,     /* -o key=value */
+    CONF_SRC_DERIVED, /* computed from another key or the system */
+};
+
+struct conf_origin {
+    enum conf_source source;
+    unsigned line;   /* CONF_SRC_FILE: the line in conf->file */
+    const char *env; /* CONF_SRC_ENV: the variable (a table string) */
+};
+
+enum conf_store {
+    CONF_STORE_FILE,
+    CONF_STORE_NATS,
+};
+
+enum conf_broker {
+    CONF_BROKER_EMBEDDED,
+    CONF_BROKER_NATS,
+};
+
+enum conf_fsync {
+    CONF_FSYNC_ALWAYS,
+    CONF_FSYNC_BATCH,
+    CONF_FSYNC_OFF,
+};
+
+/*
+ * The configuration.  Strings are never NULL after conf_load() ("" when
+ * empty); enum keys hold the enum named in their comment, log_level a
+ * syslog priority.  Durations are in the unit their name ends with.
+ */
+struct conf {
+    /* Paths and sockets. */
+    char *state_dir;
+    char *runtime_dir;
+    char *control_socket; /* <runtime_dir>/control.sock when not set */
+    unsigned control_socket_mode;
+    char *control_socket_group;
+    char *listen;
+    char *token_file;
+    char *engines_dir;
+    char *libexec_dir;
+    char *instance; /* the host name when not set */
+
+    /* Backends. */
+    int store;  /* enum conf_store */
+    int broker; /* enum conf_broker */
+    char *nats_url;
+    int journal_fsync; /* enum conf_fsync */
+    int store_fsync;   /* enum conf_fsync */
+
+    /* Recovery. */
+    bool recovery_on_start;
+    uint64_t recovery_lease_ttl_s;
+
+    /* Hosts. */
+    uint64_t message_timeout_ms;
+    uint64_t handshake_timeout_ms;
+    uint64_t heartbeat_interval_ms;
+    uint64_t heartbeat_timeout_ms;
+    uint64_t idle_timeout_s;
+    uint64_t shutdown_grace_ms;
+    uint64_t restart_base_delay_ms;
+    uint64_t restart_max_delay_ms;
+    unsigned crash_loop_max;
+    uint64_t crash_loop_window_s;
+    char *min_confinement;
+
+    /* Messages. */
+    uint64_t lock_max_age_ms;
+    uint64_t group_lock_retry_base_delay_ms;
+    unsigned group_lock_max_retries;
+    uint64_t redelivery_base_delay_ms;
+    unsigned max_redeliveries;
+
+    /* Limits. */
+    uint64_t max_body_bytes;
+    uint64_t max_frame_bytes;
+
+    /* Code and engines' policies. */
+    struct conf_list allowed_code_source_hosts;
+    struct conf_list python_allowed_packages;
+    struct conf_list python_blocked_modules;
+
+    int log_level; /* LOG_DEBUG … LOG_ERR */
+
+    /* The file read, or NULL when none was (the default file is absent). */
+    char *file;
+    /* One per row of conf_keys(), in its order. */
+    struct conf_origin *origin;
+};
+
+/*
+ * Fills *c (whatever it held is overwritten, not freed) from the defaults,
+ * then the file, the environment and the `noverrides` strings of
+ * `overrides` ("key=value", from -o), then the derived defaults, then
+ * checks the rules between keys.
+ *
+ * `file` NULL means conf_default_file().  When `file_explicit` (--config FILE)
+ * a missing file is an error; otherwise a missing file is skipped.  Any other
+ * failure to read the file is an error.
+ *
+ * Returns 0, or -1 with a one-line message in err (which names the source,
+ * the key and what is wrong) and *c left empty (conf_free() on it is
+ * harmless).
+ */
+int conf_load(struct conf *c, const char *file, bool file_explicit,
+              char *const *overrides, size_t noverrides, char *err,
+              size_t errlen);
+
+/* The configuration file read when --config is not given
+ * (<sysconfdir>/workmanager/workmanager.conf, fixed at build time). */
+const char *conf_default_file(void);
+
+/* Frees what conf_load() allocated and empties *c; idempotent. */
+void conf_free(struct conf *c);
+
+/*
+ * Writes every key as `key = value  # source` in table order (the output is
+ * itself a valid configuration file), for workmanagerd --print-config.
+ */
+void conf_dump(const struct conf *c, FILE *out);
+
+/* The table of keys, in the order of workmanager.conf(5); *n its length. */
+const struct conf_key *conf_keys(size_t *n);
+
+/* The row of key `name`, or NULL. */
+const struct conf_key *conf_key_find(const char *name);
+
+/*
+ * Writes the value of key `name` as conf_dump() shows it into buf.
+ * Returns 0, or -1 when there is no such key.
+ */
+int conf_value_format(const struct conf *c, const char *name, char *buf,
+                      size_t len);
+
+/*
+ * Writes where key `name` got its value ("default", "file PATH:LINE",
+ * "environment VAR", "-o", "derived from runtime_dir") into buf, for
+ * messages of other modules that reject a value ("store = nats (file
+ * /etc/workmanager/workmanager.conf:3): not built").  Returns 0, or -1
+ * when there is no such key.
+ */
+int conf_origin_format(const struct conf *c, const char *name, char *buf,
+                       size_t len);
+
+/*
+ * Splits one line of the `key = value` syntax, shared by the configuration
+ * file and engines.d descriptors, in place.  Blank lines and lines whose
+ * first non-blank is '#' give *key = NULL.  Otherwise *key is the trimmed
+ * text before the first '=', *value the trimmed text after it: a value in
+ * double quotes is taken literally (quotes removed, '#' kept), else a '#'
+ * preceded by a blank starts a comment.  Returns 0, or -1 with the reason
+ * in why (no '=', an empty key, an unterminated quote, text after the
+ * closing quote, a control character).
+ */
+int conf_line_split(char *line, char **key, char **value, char *why,
+                    size_t whylen);
+
+#endif /* WM_MASTER_CONF_H */

@@ -1,0 +1,110 @@
+/*
+ * events.h — CloudEvents 1.0 at the master's edges: structured, batched
+ * and binary HTTP mode in, the ABI CloudEvent FlatBuffer (ipc/cloudevent.h)
+ * out, and back to the structured JSON form (DESIGN §3, §6, §8).
+ *
+ * Events enter once: the admin API hands each published or invoked event
+ * to events_from_*() and from then on only the FlatBuffer travels (broker,
+ * journal, hosts).  Every rule a sender can break is checked here and
+ * reported in err with the attribute and the rule, e.g.
+ * `attribute "type" is required`, ready for a 400 `invalid_argument`.
+ *
+ * Rules (both modes):
+ * - specversion "1.0" (filled in when absent); id filled in with a new
+ *   UUIDv4 when absent; type and source required.
+ * - Every attribute present is a non-empty string without control
+ *   characters (U+0000-U+001F, U+007F-U+009F: CloudEvents 1.0 §Type
+ *   System); time is an RFC 3339 date-time; datacontenttype a type/subtype
+ *   media type.  A JSON null counts as absent.
+ * - Data: with datacontenttype absent, `application/json` or `*+json`
+ *   (parameters allowed) `data` is any JSON value, stored as its compact
+ *   UTF-8 serialisation (events_json_dumps()); with any other type `data`
+ *   must be a string, stored as its UTF-8 bytes; `data_base64` (strict
+ *   RFC 4648 base64) is stored decoded; not both.
+ * - Every other member is an extension: name [a-z0-9]{1,20}, value a
+ *   string (as is), number or boolean (its JSON text); null omits it;
+ *   at most EVENTS_MAX_EXTENSIONS.  `correlationid` is stored first, the
+ *   original ABI's convention; the others keep their order.
+ */
+#ifndef WM_MASTER_EVENTS_H
+#define WM_MASTER_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "ipc/cloudevent.h"
+
+/* As ipc_cloudevent_check() allows: enough for any real event, and a bound
+ * that keeps hostile input cheap. */
+#define EVENTS_MAX_EXTENSIONS 128
+
+/* Converts a structured-mode CloudEvent (a JSON object) into an ABI
+ * CloudEvent buffer in `out`, which is emptied first.  Returns 0, or -1
+ * with a message in err (truncated to errlen; always ASCII) and `out`
+ * empty.  obj is only read. */
+int events_from_json(json_t *obj, struct ipc_fb_builder *out, char *err,
+                     size_t errlen);
+
+/* Converts an HTTP binary-mode CloudEvent.  names[i]/values[i] are its
+ * `ce-*` headers with the prefix stripped and the name lowercased (values
+ * still percent-encoded as the HTTP binding 1.0.2 §3.1.3.2 sends them;
+ * they are decoded here, and a `%` not followed by two hex digits is kept
+ * as it is), plus the Content-Type header as "content-type" (not
+ * percent-decoded), which becomes datacontenttype.  A `ce-content-type`
+ * header must not be passed stripped (it would read as Content-Type): pass
+ * it unstripped, which fails the name rule, or reject it.  body[0..len) is
+ * the data, stored as it is (absent when len is 0; not parsed, whatever
+ * the content type).  Returns 0, or -1 with err as events_from_json(). */
+int events_from_binary(const char *const *names, const char *const *values,
+                       size_t n, const uint8_t *body, size_t len,
+                       struct ipc_fb_builder *out, char *err, size_t errlen);
+
+/* The structured form of a decoded event: its attributes that are
+ * present, its extensions as string members (an extension whose name is
+ * no valid attribute name, a context attribute's name or repeated is left
+ * out), and its data as
+ * - a JSON value when the content type is absent or JSON and the bytes
+ *   parse as JSON,
+ * - a string when the content type is text/... and the bytes are UTF-8,
+ * - else `data_base64`, so that every byte survives the round trip.
+ * Strings that are not valid UTF-8 (a host's output is only verified,
+ * not trusted) get U+FFFD for each bad byte.  Returns a new reference,
+ * NULL when out of memory. */
+json_t *events_to_json(const struct ipc_cloudevent *ce);
+
+/* A batch of events: their ABI buffers back to back in one builder, each
+ * starting on an 8-byte boundary. */
+struct events_batch {
+    struct ipc_fb_builder fb;
+    size_t n;
+    size_t *offsets; /* n + 1 of them: event i is [offsets[i], [i + 1]) */
+    size_t cap;
+};
+
+void events_batch_init(struct events_batch *batch);
+void events_batch_free(struct events_batch *batch);
+
+/* Converts a batched-mode body (a JSON array of structured events, each
+ * under events_from_json()'s rules) into `batch` (emptied first).  All or
+ * nothing: returns 0, or -1 with err naming the index (`event 3: attribute
+ * "type" is required`) and the batch empty.  An empty array is a valid,
+ * empty batch. */
+int events_batch_from_json(json_t *array, struct events_batch *batch, char *err,
+                           size_t errlen);
+
+/* Event i (< batch->n) of a batch: its buffer, and its length in *len. */
+const uint8_t *events_batch_get(const struct events_batch *batch, size_t i,
+                                size_t *len);
+
+/* The compact JSON text of any JSON value, as stored for JSON data: no
+ * whitespace, object members in their order, UTF-8 left unescaped, and
+ * reals in the shortest form that reads back as the same double (19.99,
+ * not jansson's 19.989999999999998), in Python's repr() style.  Use it to
+ * write events out too, so numbers keep their short form.  Returns a
+ * malloc'd NUL-terminated string (length in *len when len is not NULL),
+ * NULL when out of memory or nested deeper than 2048 levels. */
+char *events_json_dumps(const json_t *value, size_t *len);
+
+#endif /* WM_MASTER_EVENTS_H */

@@ -1,0 +1,44 @@
+/*
+ * host.h — the operating-system side of a host process: spawning it with
+ * its channel on fd 3, killing it, and the sealed memfd that carries its
+ * code (DESIGN §2, §3).  Private to the supervisor (supervise.c).
+ */
+#ifndef WM_MASTER_HOST_H
+#define WM_MASTER_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* What to exec for one host. */
+struct supervise_spawn {
+    const char *path;      /* the host binary (absolute); also argv[0] */
+    const char *worker_id; /* WM_WORKER_ID */
+    const char *engine;    /* WM_ENGINE, may be NULL */
+    int fd;                /* the host's end of the channel: becomes fd 3 */
+};
+
+/*
+ * Forks and execs s->path with s->fd as fd 3, /dev/null as stdin, stdout
+ * and stderr shared with the master, every other descriptor closed, an
+ * empty signal mask and default signal dispositions, its own process group,
+ * PR_SET_PDEATHSIG SIGKILL and a scrubbed environment (PATH, LANG=C.UTF-8,
+ * WM_WORKER_ID, WM_ENGINE, and the sanitizers' *SAN_OPTIONS when set).
+ * The caller keeps s->fd (and closes it).  Returns the pid once the exec
+ * succeeded, or -1 with errno and a message in err (an exec failure is
+ * reported by the child over a close-on-exec pipe, and the child reaped).
+ */
+pid_t supervise_host_spawn(const struct supervise_spawn *s, char *err,
+                           size_t errlen);
+
+/* SIGKILL to the host's process group and to the host itself (a host that
+ * left its group still dies).  Only for a pid not yet reaped.  Returns 0,
+ * or -1 with errno. */
+int supervise_host_kill(pid_t pid);
+
+/* A memfd named `name` holding data[0..len), sealed against every change
+ * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), offset 0,
+ * close-on-exec.  Returns the descriptor, or -1 with errno. */
+int supervise_code_memfd(const char *name, const uint8_t *data, size_t len);
+
+#endif /* WM_MASTER_HOST_H */

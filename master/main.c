@@ -1,0 +1,343 @@
+/*
+ * main.c — workmanagerd: start-up, signals, readiness, shutdown.
+ *
+ * Start-up order: configuration (any error stops here, naming the key) →
+ * logging → state and runtime directories → engines → store → audit trail
+ * → registry → supervisor → API (the control socket answers from here on,
+ * /health Degraded) → recovery → READY=1 (systemd) once recovery is done.
+ *
+ * Shutdown (SIGTERM, SIGINT): STOPPING=1, stop accepting connections,
+ * Shutdown to every host with shutdown_grace_ms, SIGKILL after it, drain
+ * the store's writes, exit 0.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <systemd/sd-daemon.h>
+
+#include "master/api.h"
+#include "master/audit.h"
+#include "master/conf.h"
+#include "master/daemon.h"
+#include "master/engines.h"
+#include "master/ids.h"
+#include "master/lifecycle.h"
+#include "master/log.h"
+#include "master/recovery.h"
+#include "master/registry.h"
+#include "master/store.h"
+#include "master/supervise.h"
+
+#define MAX_OVERRIDES 256
+
+static void
+usage(FILE *f)
+{
+    fprintf(f, "usage: workmanagerd [--foreground] [--config FILE] "
+               "[-o key=value]...\n"
+               "       workmanagerd --print-config [--config FILE] "
+               "[-o key=value]...\n"
+               "       workmanagerd --version\n"
+               "See workmanagerd(8) and workmanager.conf(5).\n");
+}
+
+/* ---- supervisor hooks ------------------------------------------------- */
+
+static bool
+registered(struct daemon *d, const struct worker *w)
+{
+    return registry_lookup(d->registry, w->id) == w;
+}
+
+static void
+on_state(struct worker *w, enum worker_state old, void *arg)
+{
+    struct daemon *d = arg;
+    if (!registered(d, w))
+        return;
+    log_debug("worker %s: %s -> %s", w->id, worker_state_name(old),
+              worker_state_name(w->state));
+    bool unasked = w->last_exit.present &&
+                   strcmp(w->last_exit.reason, "stopped") != 0 &&
+                   strcmp(w->last_exit.reason, "idle") != 0;
+    if (w->state == WORKER_STATE_PENDING && old != WORKER_STATE_PENDING) {
+        if (unasked)
+            lifecycle_emit_exit(d, w);
+        lifecycle_emit(d, w, "restarting", NULL);
+    } else if (w->state == WORKER_STATE_FAILED && old != WORKER_STATE_FAILED &&
+               unasked) {
+        lifecycle_emit_exit(d, w);
+    }
+}
+
+static int
+code_of(struct worker *w, uint8_t **data, size_t *len, char *err, size_t errlen,
+        void *arg)
+{
+    struct daemon *d = arg;
+    const struct worker_version *v = worker_version_find(w, w->version);
+    if (v == NULL) {
+        snprintf(err, errlen, "worker %s has no version %u", w->id,
+                 (unsigned)w->version);
+        return -1;
+    }
+    return store_blob_get(d->store, v->sha256, data, len, err, errlen) ==
+                   STORE_OK
+               ? 0
+               : -1;
+}
+
+static const struct supervise_hooks hooks = {
+    .on_state = on_state,
+    .code = code_of,
+};
+
+/* ---- readiness, watchdog, shutdown ------------------------------------ */
+
+static void
+on_recovered(struct daemon *d)
+{
+    (void)d;
+    sd_notify(0, "READY=1\nSTATUS=ready");
+}
+
+static void
+on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static void
+on_hosts_gone(void *arg)
+{
+    struct daemon *d = arg;
+    event_base_loopexit(d->base, NULL);
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct daemon *d = arg;
+    (void)what;
+    if (d->stopping) {
+        log_notice("signal %d again: still stopping", (int)sig);
+        return;
+    }
+    d->stopping = true;
+    log_notice("signal %d: shutting down (grace %llu ms)", (int)sig,
+               (unsigned long long)d->conf->shutdown_grace_ms);
+    sd_notify(0, "STOPPING=1");
+    api_stop_listening(d->api);
+    supervise_shutdown(d->sv, (unsigned)d->conf->shutdown_grace_ms,
+                       on_hosts_gone, d);
+}
+
+static int
+make_dir(const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    log_err("cannot create %s: %s", path, strerror(errno));
+    return -1;
+}
+
+/* Detaches from the terminal (without --foreground); stderr stays where
+ * the caller sent it, since the log goes there. */
+static int
+daemonize(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid > 0)
+        _exit(0);
+    if (setsid() < 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid > 0)
+        _exit(0);
+    if (chdir("/") != 0 || !freopen("/dev/null", "r", stdin) ||
+        !freopen("/dev/null", "w", stdout))
+        return -1;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "foreground", no_argument, NULL, 'f' },
+        { "config", required_argument, NULL, 'c' },
+        { "print-config", no_argument, NULL, 'p' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    char *overrides[MAX_OVERRIDES];
+    size_t noverrides = 0;
+    const char *config_file = NULL;
+    bool foreground = false, print = false;
+    char err[1024];
+    struct daemon d = { 0 };
+    struct conf conf;
+    int c, rc = 1;
+
+    while ((c = getopt_long(argc, argv, "fc:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            foreground = true;
+            break;
+        case 'c':
+            config_file = optarg;
+            break;
+        case 'o':
+            if (noverrides == MAX_OVERRIDES) {
+                fprintf(stderr, "workmanagerd: too many -o options\n");
+                return 2;
+            }
+            overrides[noverrides++] = optarg;
+            break;
+        case 'p':
+            print = true;
+            break;
+        case 'V':
+            printf("workmanagerd %s\n", PACKAGE_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (conf_load(&conf, config_file, config_file != NULL, overrides,
+                  noverrides, err, sizeof err) != 0) {
+        fprintf(stderr, "workmanagerd: %s\n", err);
+        return 2;
+    }
+    if (print) {
+        conf_dump(&conf, stdout);
+        conf_free(&conf);
+        return 0;
+    }
+    log_init(conf.log_level, "workmanagerd");
+    if (!foreground && daemonize() != 0) {
+        log_err("cannot daemonize: %s", strerror(errno));
+        conf_free(&conf);
+        return 1;
+    }
+
+    d.conf = &conf;
+    d.started_at_ms = ids_now_ms();
+    signal(SIGPIPE, SIG_IGN);
+    if (make_dir(conf.state_dir, 0750) || make_dir(conf.runtime_dir, 0755))
+        goto out;
+    d.base = event_base_new();
+    if (d.base == NULL) {
+        log_err("cannot create the event loop");
+        goto out;
+    }
+    static struct engines engines;
+    if (engines_load(conf.engines_dir, conf.libexec_dir, &engines, err,
+                     sizeof err) != 0) {
+        log_err("engines: %s", err);
+        goto out;
+    }
+    d.engines = &engines;
+    engines_log(d.engines);
+    static const char *const fsync_words[] = {
+        [CONF_FSYNC_ALWAYS] = "always",
+        [CONF_FSYNC_BATCH] = "batch",
+        [CONF_FSYNC_OFF] = "off",
+    };
+    struct store_config sc = {
+        .backend = conf.store == CONF_STORE_NATS ? "nats" : "file",
+        .state_dir = conf.state_dir,
+        .fsync = fsync_words[conf.store_fsync],
+    };
+    d.store = store_open(&sc, d.base, err, sizeof err);
+    if (d.store == NULL) {
+        log_err("store: %s", err);
+        goto out;
+    }
+    if (audit_open(conf.state_dir, err, sizeof err) != 0) {
+        log_err("%s", err);
+        goto out;
+    }
+    d.registry = registry_new();
+    d.sv = supervise_new(d.base, &conf, &hooks, &d);
+    if (d.registry == NULL || d.sv == NULL) {
+        log_err("out of memory");
+        goto out;
+    }
+    d.api = api_new(&d, err, sizeof err);
+    if (d.api == NULL) {
+        log_err("api: %s", err);
+        goto out;
+    }
+
+    struct event *sigterm = evsignal_new(d.base, SIGTERM, on_signal, &d);
+    struct event *sigint = evsignal_new(d.base, SIGINT, on_signal, &d);
+    struct event *watchdog = NULL;
+    uint64_t wd_usec = 0;
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+        /* Half the interval, as sd_watchdog_enabled(3) advises. */
+        struct timeval tv = { .tv_sec = (time_t)(wd_usec / 2000000),
+                              .tv_usec = (suseconds_t)(wd_usec / 2 % 1000000) };
+        watchdog = event_new(d.base, -1, EV_PERSIST, on_watchdog, &d);
+        event_add(watchdog, &tv);
+    }
+
+    log_notice("workmanagerd %s started (pid %d, state %s, socket %s)",
+               PACKAGE_VERSION, (int)getpid(), conf.state_dir,
+               conf.control_socket);
+    if (conf.recovery_on_start)
+        recovery_start(&d, on_recovered);
+    else
+        on_recovered(&d);
+
+    event_base_dispatch(d.base);
+    log_notice("stopped");
+    rc = 0;
+
+    event_free(sigterm);
+    event_free(sigint);
+    if (watchdog)
+        event_free(watchdog);
+out:
+    if (d.api)
+        api_free(d.api);
+    if (d.sv)
+        supervise_free(d.sv);
+    if (d.store)
+        store_close(d.store);
+    audit_close();
+    registry_free(d.registry);
+    if (d.engines)
+        engines_free(d.engines);
+    if (d.base)
+        event_base_free(d.base);
+    conf_free(&conf);
+    return rc;
+}

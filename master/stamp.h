@@ -1,0 +1,24 @@
+/*
+ * stamp.h — per-worker config stamped on incoming events (DESIGN §6).
+ *
+ * Each config entry becomes an extension of the event the worker receives,
+ * unless the event already has an extension of that name (the event wins).
+ * Names are checked when the worker is created (never correlationid,
+ * replytopic, traceparent or a core attribute).
+ */
+#ifndef WM_MASTER_STAMP_H
+#define WM_MASTER_STAMP_H
+
+#include <stddef.h>
+
+#include "ipc/fb.h"
+#include "master/worker.h"
+
+/* Rewrites the ABI CloudEvent held in `event` (the whole builder) with
+ * the config entries it lacks.  Returns 0 (unchanged when nothing is
+ * missing), or -1 with a message when the result would break the
+ * CloudEvent rules (too many extensions) or memory runs out. */
+int stamp_config(struct ipc_fb_builder *event, const struct worker_pair *config,
+                 size_t n, char *err, size_t errlen);
+
+#endif /* WM_MASTER_STAMP_H */

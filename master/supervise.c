@@ -1,0 +1,1796 @@
+/*
+ * supervise.c — engine-host processes: spawn, handshake, load, events,
+ * heartbeats, deadlines, idle reaping, restarts, exit classification
+ * (supervise.h; DESIGN §2, §3, §7).
+ *
+ * Two records.  A struct host is the supervision of one worker: its event
+ * queue and in-flight events, the callbacks waiting for a Load, the restart
+ * history of the crash-loop window, the backoff timer.  It lives from the
+ * worker's first load or event until supervise_forget() or
+ * supervise_free(), across any number of processes.  A struct proc is one
+ * host process: its pid, its channel and its timers (handshake is the
+ * channel's, then the Load deadline, heartbeats, idle reaping, the grace
+ * after Shutdown).  A host has at most one proc; a new one is spawned only
+ * after the previous one is finalized.
+ *
+ * A proc ends in two steps that come in either order: its exit (reaped on
+ * SIGCHLD, reap.c) and the close of its channel (EOF).  It is finalized
+ * when both happened, so that the Results a host writes just before
+ * exiting are read before its exit is classified.  A proc that exits while
+ * a descendant keeps the socket open is given LINGER_MS; one that closes
+ * its channel unasked and does not exit, the shutdown grace (at least
+ * LINGER_MS), then it is killed.  Finalizing classifies the exit:
+ *
+ *   killed by us        the reason we killed it for (timeout, protocol,
+ *                       handshake; a missed heartbeat is a timeout), even
+ *                       if it exited by itself before the SIGKILL landed
+ *   SIGSYS              seccomp
+ *   another signal      crash
+ *   exit 0, Shutdown    stopped (idle: "idle"; after a failed load:
+ *                       load_error)
+ *   exit 0, unasked     protocol (an error, restarted like a crash)
+ *   exit code != 0      crash
+ *
+ * then sets the state: stopped / killed / failed / idle for exits asked
+ * for; for unexpected ones, pending and a restart after
+ * restart_base_delay_ms × 2^(n−1) (capped) while the worker's status is
+ * running, or failed once crash_loop_max restarts happened within
+ * crash_loop_window_s (no more restarts until a load or an apply of
+ * "running" resets it).
+ *
+ * Events: queued per host, sent as Process calls up to the host's
+ * max_inflight (its Hello), each with a deadline timer.  A deadline kills
+ * the host (timeout): that event fails with "timeout", the host's other
+ * in-flight events go back to the front of the queue, in order, for the
+ * next host.  Any other death fails the in-flight events with the exit's
+ * reason.  A Load for a new version waits until nothing is in flight, and
+ * nothing is sent meanwhile (the hot reload).
+ *
+ * Re-entrancy: the caller's callbacks may call back into the supervisor,
+ * supervise_forget() included (not supervise_free()).  A host is held
+ * (busy) by every loop callback that works on it; a forget inside marks it
+ * forgotten and its memory is freed by the last to let go, so code after a
+ * callback checks `h->forgotten` before going on.  Reply callbacks of the
+ * channel ignore their error case entirely (their argument may be gone):
+ * whoever closes or frees a channel here fails or requeues the events and
+ * Loads that waited on it itself.  hooks->on_state must not call back into
+ * the supervisor.
+ *
+ * Invariants: w->host == h and h->w == w until the forget; h->proc is the
+ * live proc or NULL; every event is in exactly one of h->queue and
+ * h->inflight (ninflight counts the latter) or being completed; every done
+ * callback runs exactly once; every child is reaped (reap.c).
+ */
+#include "config.h"
+
+#include "master/supervise.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "ipc/channel.h"
+#include "master/conf.h"
+#include "master/engines.h"
+#include "master/host.h"
+#include "master/log.h"
+#include "master/reap.h"
+
+/* How long the channel of an exited host may stay open (a descendant
+ * holding it), and the least time a host that closed its channel unasked
+ * has to exit (else shutdown_grace_ms: a dying runtime may take its time,
+ * an interpreter's finalization or a sanitizer's leak check). */
+#define LINGER_MS 1000u
+/* The most concurrent events a host may ask for in its Hello. */
+#define MAX_INFLIGHT_CAP 1024u
+/* The largest backoff exponent (2^20 × any base is past any cap). */
+#define BACKOFF_SHIFT_MAX 20u
+
+struct host;
+
+/* One event: a copy of the caller's ABI CloudEvent buffer. */
+struct sv_event {
+    TAILQ_ENTRY(sv_event) link;
+    struct host *h;
+    uint8_t *buf;
+    size_t len;
+    supervise_done_cb cb;
+    void *arg;
+    struct event *deadline;
+    uint32_t deadline_ms;
+};
+
+TAILQ_HEAD(sv_event_list, sv_event);
+
+/* A callback waiting for a Load (supervise_load) or for the host to be
+ * gone (supervise_apply of "stopped"). */
+struct waiter {
+    struct waiter *next;
+    supervise_done_cb load_cb;
+    void (*gone_cb)(struct worker *w, void *arg);
+    void *arg;
+};
+
+enum proc_stop {
+    STOP_NONE = 0,
+    STOP_USER,   /* status stopped: → stopped, or killed after the grace */
+    STOP_IDLE,   /* idle reaping, or a failed reload: → idle */
+    STOP_FAILED, /* the first Load failed: → failed */
+    STOP_DAEMON, /* supervise_shutdown(): → stopped / killed */
+};
+
+struct proc {
+    LIST_ENTRY(proc) link;
+    struct supervisor *sv;
+    struct host *h; /* NULL once the worker was forgotten */
+    pid_t pid;
+    char worker_id[sizeof((struct worker *)0)->id];
+    struct ipc_channel *ch; /* NULL once closed */
+    uint32_t max_inflight;
+    int memfd; /* the code for the first Load, until sent */
+    uint64_t code_len;
+    uint32_t code_version; /* the version in memfd */
+    bool loaded;           /* some version is loaded */
+    bool load_sent;        /* a Load awaits its Loaded */
+    uint32_t loaded_version;
+    bool hb_outstanding;
+    bool exited;
+    int wstatus;
+    enum proc_stop stop;
+    bool shutdown_sent;
+    uint64_t grace_ms;       /* of the Shutdown sent */
+    const char *kill_reason; /* why we killed it (static), or NULL */
+    char kill_msg[256];
+    struct event *linger;
+    struct event *grace;
+    struct event *load_timer;
+    struct event *hb;
+    struct event *hb_timeout;
+    struct event *idle;
+};
+
+struct host {
+    LIST_ENTRY(host) link;
+    struct supervisor *sv;
+    struct worker *w;
+    struct proc *proc;
+    struct sv_event_list queue;
+    struct sv_event_list inflight;
+    unsigned ninflight;
+    struct waiter *loads; /* oldest first */
+    struct waiter *gones;
+    bool failed; /* events fail with fail_type until a reset */
+    char fail_type[24];
+    char fail_msg[512];
+    int64_t *restarts_at; /* monotonic ms of the restarts in the window */
+    unsigned nrestarts_at;
+    struct event *kick; /* runs pump() on the next loop turn */
+    struct event *backoff;
+    unsigned busy;
+    bool forgotten;
+};
+
+struct supervisor {
+    struct event_base *base;
+    const struct conf *conf;
+    struct supervise_hooks hooks;
+    void *arg;
+    struct supervise_reaper *reaper;
+    LIST_HEAD(, host) hosts;
+    LIST_HEAD(, proc) procs;
+    size_t nprocs;
+    bool shutting_down;
+    unsigned shutdown_grace_ms;
+    void (*shutdown_done)(void *arg);
+    void *shutdown_arg;
+    struct event *shutdown_ev;
+};
+
+static void pump(struct host *h);
+static void proc_finalize(struct proc *p);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int64_t
+now_ms(clockid_t clock)
+{
+    struct timespec ts;
+
+    if (clock_gettime(clock, &ts) < 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+timer_ms(struct event *ev, uint64_t ms)
+{
+    struct timeval tv = {
+        .tv_sec = (time_t)(ms / 1000),
+        .tv_usec = (suseconds_t)(ms % 1000) * 1000,
+    };
+
+    if (evtimer_add(ev, &tv) < 0)
+        log_alert("supervise: evtimer_add failed");
+}
+
+static void
+timer_del(struct event *ev)
+{
+    if (ev)
+        evtimer_del(ev);
+}
+
+static void
+set_state(struct supervisor *sv, struct worker *w, enum worker_state s)
+{
+    enum worker_state old = w->state;
+
+    if (old == s)
+        return;
+    w->state = s;
+    log_debug("worker %s: host state %s -> %s", w->id, worker_state_name(old),
+              worker_state_name(s));
+    if (sv->hooks.on_state)
+        sv->hooks.on_state(w, old, sv->arg);
+}
+
+/* The deadline of one event, and of a Load. */
+static uint32_t
+deadline_ms(const struct supervisor *sv, const struct worker *w)
+{
+    uint64_t ms = w->limits.timeout_ms ? w->limits.timeout_ms
+                                       : sv->conf->message_timeout_ms;
+    return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
+static uint64_t
+idle_timeout_ms(const struct supervisor *sv, const struct worker *w)
+{
+    uint64_t s =
+        w->idle_timeout_s ? w->idle_timeout_s : sv->conf->idle_timeout_s;
+    return s * 1000;
+}
+
+/* The error types a host may report in a Result; anything else is
+ * reported as worker_error, so that a host cannot pass its failure off as
+ * one of the master's (a crash, a lock contention...). */
+static const char *
+host_error_type(struct ipc_str t)
+{
+    static const char *const allowed[] = {
+        "exception", "worker_error", "output_too_large", "timeout", "oom",
+    };
+
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (ipc_str_eq(t, allowed[i]))
+            return allowed[i];
+    return "worker_error";
+}
+
+/* ---- holding hosts ---------------------------------------------------- */
+
+static void
+host_hold(struct host *h)
+{
+    h->busy++;
+}
+
+static void
+host_destroy(struct host *h)
+{
+    event_free(h->kick);
+    event_free(h->backoff);
+    free(h->restarts_at);
+    free(h);
+}
+
+/* Lets go of h; frees it if it was forgotten and nobody else holds it. */
+static void
+host_release(struct host *h)
+{
+    if (--h->busy == 0 && h->forgotten)
+        host_destroy(h);
+}
+
+static void
+kick(struct host *h)
+{
+    if (!h->forgotten)
+        event_active(h->kick, EV_TIMEOUT, 1);
+}
+
+/* ---- completing callbacks -------------------------------------------- */
+
+static void
+event_free_one(struct sv_event *ev)
+{
+    if (ev->deadline)
+        event_free(ev->deadline);
+    free(ev->buf);
+    free(ev);
+}
+
+/* Runs ev's callback (ev already out of its list) and frees ev. */
+static void
+event_complete(struct host *h, struct sv_event *ev, const struct ipc_result *r,
+               const char *type, const char *msg)
+{
+    host_hold(h);
+    ev->cb(h->w, r, type, msg, ev->arg);
+    event_free_one(ev);
+    host_release(h);
+}
+
+/* Fails every queued event.  Callbacks may queue more: those fail too. */
+static void
+fail_queue(struct host *h, const char *type, const char *msg)
+{
+    struct sv_event *ev;
+
+    while ((ev = TAILQ_FIRST(&h->queue)) != NULL) {
+        TAILQ_REMOVE(&h->queue, ev, link);
+        event_complete(h, ev, NULL, type, msg);
+    }
+}
+
+static void
+fail_inflight(struct host *h, const char *type, const char *msg)
+{
+    struct sv_event *ev;
+
+    while ((ev = TAILQ_FIRST(&h->inflight)) != NULL) {
+        TAILQ_REMOVE(&h->inflight, ev, link);
+        h->ninflight--;
+        evtimer_del(ev->deadline);
+        event_complete(h, ev, NULL, type, msg);
+    }
+}
+
+/* Completes the Load waiters: type NULL for success. */
+static void
+finish_loads(struct host *h, const char *type, const char *msg)
+{
+    struct waiter *wt;
+
+    host_hold(h);
+    while ((wt = h->loads) != NULL) {
+        h->loads = wt->next;
+        wt->load_cb(h->w, NULL, type, msg, wt->arg);
+        free(wt);
+    }
+    host_release(h);
+}
+
+static void
+finish_gones(struct host *h)
+{
+    struct waiter *wt;
+
+    host_hold(h);
+    while ((wt = h->gones) != NULL) {
+        h->gones = wt->next;
+        wt->gone_cb(h->w, wt->arg);
+        free(wt);
+    }
+    host_release(h);
+}
+
+/* Leaves the worker failed: events and loads fail with type/msg until a
+ * reset (supervise_load, supervise_apply of running). */
+static void
+host_set_failed(struct host *h, const char *type, const char *msg)
+{
+    h->failed = true;
+    snprintf(h->fail_type, sizeof h->fail_type, "%s", type);
+    snprintf(h->fail_msg, sizeof h->fail_msg, "%s", msg);
+}
+
+/* Clears a failure and the crash-loop history, cancels a backoff; a host
+ * with no process becomes idle (one starts on the next event). */
+static void
+host_reset(struct host *h)
+{
+    h->failed = false;
+    h->nrestarts_at = 0;
+    evtimer_del(h->backoff);
+    if (h->proc == NULL && h->w->state != WORKER_STATE_IDLE)
+        set_state(h->sv, h->w, WORKER_STATE_IDLE);
+}
+
+/* ---- procs: channel, kill, shutdown ----------------------------------- */
+
+static void
+proc_close_channel(struct proc *p)
+{
+    if (p->ch) {
+        struct ipc_channel *ch = p->ch;
+        p->ch = NULL;
+        ipc_channel_free(ch); /* pending calls fail: their callbacks
+                                 ignore it */
+    }
+}
+
+static void
+proc_stop_timers(struct proc *p)
+{
+    timer_del(p->grace);
+    timer_del(p->load_timer);
+    timer_del(p->hb);
+    timer_del(p->hb_timeout);
+    timer_del(p->idle);
+    p->hb_outstanding = false;
+}
+
+/*
+ * Kills p now (SIGKILL) for `reason` (a word of DESIGN §6; the first
+ * reason given wins), closes its channel, and fails what waits on it: the
+ * host's in-flight events and Load waiters.  The exit itself is classified
+ * when reaped.  Callers check h->forgotten afterwards.
+ */
+static void proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
+{
+    struct host *h = p->h;
+    va_list ap;
+
+    if (p->kill_reason)
+        return;
+    p->kill_reason = reason;
+    va_start(ap, fmt);
+    vsnprintf(p->kill_msg, sizeof p->kill_msg, fmt, ap);
+    va_end(ap);
+    log_warning("worker %s: killing host pid %d (%s): %s", p->worker_id,
+                (int)p->pid, reason, p->kill_msg);
+    if (!p->exited && supervise_host_kill(p->pid) < 0)
+        log_errno_err("worker %s: kill(%d)", p->worker_id, (int)p->pid);
+    proc_close_channel(p);
+    proc_stop_timers(p);
+    if (p->memfd >= 0) {
+        close(p->memfd);
+        p->memfd = -1;
+    }
+    if (p->exited) /* reaped already: finalize on the next loop turn */
+        timer_ms(p->linger, 0);
+    if (h == NULL)
+        return;
+    host_hold(h);
+    fail_inflight(h, reason, p->kill_msg);
+    if (!h->forgotten)
+        finish_loads(h, reason, p->kill_msg);
+    host_release(h);
+}
+
+/* Asks p to drain and exit within the grace (SIGKILL after it).  Called
+ * again, only upgrades what the exit will mean. */
+static void
+proc_shutdown(struct proc *p, enum proc_stop stop, uint64_t grace_ms)
+{
+    struct host *h = p->h;
+    struct ipc_frame f;
+
+    if (p->stop == STOP_NONE || p->stop == STOP_IDLE)
+        p->stop = stop;
+    if (p->kill_reason)
+        return; /* dying already; the exit will mean `stop` */
+    if (h && stop != STOP_FAILED)
+        set_state(p->sv, h->w, WORKER_STATE_STOPPING);
+    if (p->shutdown_sent)
+        return;
+    p->shutdown_sent = true;
+    p->grace_ms = grace_ms;
+    timer_del(p->idle);
+    timer_del(p->hb);
+    timer_del(p->hb_timeout);
+    p->hb_outstanding = false;
+    timer_ms(p->grace, grace_ms);
+    if (p->ch == NULL)
+        return; /* closed already: its exit is near (linger) */
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_SHUTDOWN;
+    f.u.shutdown.grace_ms =
+        grace_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)grace_ms;
+    if (ipc_channel_send(p->ch, &f, NULL, 0) < 0)
+        proc_kill(p, "timeout", "cannot send Shutdown: %s", strerror(errno));
+}
+
+static void
+on_grace(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)fd;
+    (void)what;
+    proc_kill(p, "timeout", "still running %llu ms after Shutdown",
+              (unsigned long long)p->grace_ms);
+}
+
+static uint64_t
+linger_ms(const struct supervisor *sv)
+{
+    return sv->conf->shutdown_grace_ms > LINGER_MS ? sv->conf->shutdown_grace_ms
+                                                   : LINGER_MS;
+}
+
+static void
+on_linger(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)fd;
+    (void)what;
+    if (p->exited) {
+        if (p->ch) {
+            log_warning("worker %s: host pid %d exited but its channel is "
+                        "still open (a descendant holds it): closing it",
+                        p->worker_id, (int)p->pid);
+            proc_close_channel(p);
+        }
+        proc_finalize(p);
+        return;
+    }
+    proc_kill(p, "protocol",
+              "closed its channel but did not exit within %llu ms",
+              (unsigned long long)linger_ms(p->sv));
+}
+
+/* ---- the Load --------------------------------------------------------- */
+
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The 32 bytes of a 64-digit hex SHA-256; -1 if it is not one. */
+static int
+sha256_bytes(const char *hex, uint8_t out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        int hi = hex_digit(hex[2 * i]), lo;
+        if (hi < 0 || (lo = hex_digit(hex[2 * i + 1])) < 0)
+            return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[64] == '\0' ? 0 : -1;
+}
+
+static void on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply,
+                      int *fds, unsigned nfds, const char *error, void *arg);
+
+/* Sends the Load of p->code_version with p->memfd (which the channel
+ * takes).  Returns 0, or -1 with errno. */
+static int
+proc_send_load(struct proc *p)
+{
+    struct host *h = p->h;
+    struct worker *w = h->w;
+    const struct worker_version *v = worker_version_find(w, p->code_version);
+    struct ipc_pair *pairs = NULL;
+    struct ipc_frame f;
+    uint8_t sha[32];
+    int fd = p->memfd, rc;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_LOAD;
+    f.u.load.worker_id = ipc_str_c(w->id);
+    f.u.load.version = p->code_version;
+    f.u.load.mime = ipc_str_c(w->mime_type ? w->mime_type : "");
+    f.u.load.code_fd = 0;
+    f.u.load.code_len = p->code_len;
+    if (v && sha256_bytes(v->sha256, sha) == 0) {
+        f.u.load.sha256.ptr = sha;
+        f.u.load.sha256.len = sizeof sha;
+    }
+    f.u.load.identity.id = ipc_str_c(w->id);
+    f.u.load.identity.group = ipc_str_c(w->group);
+    f.u.load.identity.topic = ipc_str_c(w->topic);
+    if (w->nconfig) {
+        pairs = calloc(w->nconfig, sizeof *pairs);
+        if (pairs == NULL) {
+            close(fd);
+            p->memfd = -1;
+            errno = ENOMEM;
+            return -1;
+        }
+        for (size_t i = 0; i < w->nconfig; i++) {
+            pairs[i].name = ipc_str_c(w->config[i].name);
+            pairs[i].value = ipc_str_c(w->config[i].value);
+        }
+        f.u.load.config.n = (uint32_t)w->nconfig;
+        f.u.load.config.items = pairs;
+    }
+    f.u.load.limits.present = true;
+    f.u.load.limits.timeout_ms = deadline_ms(p->sv, w);
+    f.u.load.limits.memory_mb = w->limits.memory_mb;
+    f.u.load.limits.concurrency = w->limits.concurrency;
+
+    p->memfd = -1; /* the channel's from here on, also on failure */
+    rc = ipc_channel_call(p->ch, &f, &fd, 1, on_loaded, p);
+    free(pairs);
+    if (rc < 0)
+        return -1;
+    p->load_sent = true;
+    timer_ms(p->load_timer, deadline_ms(p->sv, w));
+    return 0;
+}
+
+/* Reads the code of w's current version into a sealed memfd for p.
+ * Returns 0, or -1 with a message in err. */
+static int
+proc_take_code(struct proc *p, struct worker *w, char *err, size_t errlen)
+{
+    struct supervisor *sv = p->sv;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char name[64];
+
+    if (sv->hooks.code == NULL) {
+        snprintf(err, errlen, "no code source");
+        return -1;
+    }
+    if (sv->hooks.code(w, &data, &len, err, errlen, sv->arg) != 0)
+        return -1;
+    snprintf(name, sizeof name, "wm-code-%s-v%u", w->id, w->version);
+    int fd = supervise_code_memfd(name, data, len);
+    free(data);
+    if (fd < 0) {
+        snprintf(err, errlen, "memfd for the code: %s", strerror(errno));
+        return -1;
+    }
+    if (p->memfd >= 0)
+        close(p->memfd);
+    p->memfd = fd;
+    p->code_len = len;
+    p->code_version = w->version;
+    return 0;
+}
+
+/* A hot reload: the code of w's current version to the running host. */
+static void
+proc_reload(struct proc *p)
+{
+    struct host *h = p->h;
+    char err[256];
+
+    log_info("worker %s: loading version %u into host pid %d", h->w->id,
+             h->w->version, (int)p->pid);
+    if (proc_take_code(p, h->w, err, sizeof err) != 0) {
+        /* The waiters learn why; the host goes, so that the next one
+         * starts from the worker's version (or fails with the reason). */
+        log_err("worker %s: reload of version %u: %s", h->w->id, h->w->version,
+                err);
+        host_hold(h);
+        finish_loads(h, "load_error", err);
+        if (!h->forgotten && h->proc == p)
+            proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
+        host_release(h);
+        return;
+    }
+    /* EAGAIN: the host does not read what it is sent. */
+    if (proc_send_load(p) < 0)
+        proc_kill(p, errno == EAGAIN ? "timeout" : "crash",
+                  "cannot send the Load: %s", strerror(errno));
+}
+
+static void
+on_load_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)fd;
+    (void)what;
+    proc_kill(p, "timeout", "no answer to Load within %" PRIu32 " ms",
+              p->h ? deadline_ms(p->sv, p->h->w) : 0);
+}
+
+static void
+on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
+          unsigned nfds, const char *error, void *arg)
+{
+    struct proc *p = arg;
+    struct host *h = p->h;
+    struct worker *w;
+
+    (void)ch;
+    (void)fds;
+    (void)nfds;
+    if (error || h == NULL)
+        return; /* the channel closed: see the file's comment */
+    w = h->w;
+    host_hold(h);
+    timer_del(p->load_timer);
+    p->load_sent = false;
+    if (reply->type != IPC_BODY_LOADED) {
+        proc_kill(p, "protocol", "answered a Load with %s",
+                  ipc_body_name(reply->type));
+        goto out;
+    }
+    if (reply->u.loaded.ok) {
+        p->loaded = true;
+        p->loaded_version = p->code_version;
+        log_info("worker %s: version %u loaded in host pid %d", w->id,
+                 p->loaded_version, (int)p->pid);
+        if (w->state == WORKER_STATE_STARTING)
+            set_state(p->sv, w,
+                      w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
+                                                    : WORKER_STATE_RUNNING);
+        if (p->loaded_version == w->version)
+            finish_loads(h, NULL, NULL);
+        if (!h->forgotten && w->status == WORKER_STOPPED && h->loads == NULL &&
+            p->stop == STOP_NONE)
+            proc_shutdown(p, STOP_USER, p->sv->conf->shutdown_grace_ms);
+        kick(h);
+        goto out;
+    }
+
+    const struct ipc_error *e = &reply->u.loaded.error;
+    char msg[512];
+    bool was_running = p->loaded;
+    if (e->message.ptr)
+        snprintf(msg, sizeof msg, "%.*s", (int)e->message.len, e->message.ptr);
+    else
+        snprintf(msg, sizeof msg, "the host could not load version %u",
+                 p->code_version);
+    log_info("worker %s: version %u failed to load: %s", w->id, p->code_version,
+             msg);
+    finish_loads(h, "load_error", msg);
+    if (h->forgotten || p->stop != STOP_NONE)
+        goto out;
+    if (was_running) {
+        /* A failed hot reload: what the host runs now is unsure, so it
+         * goes; the next event starts one with the worker's version. */
+        proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
+    } else {
+        host_set_failed(h, "load_error", msg);
+        proc_shutdown(p, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
+        kick(h); /* fail the queue */
+    }
+out:
+    host_release(h);
+}
+
+/* ---- heartbeats and idle reaping -------------------------------------- */
+
+static void
+on_hb_reply(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
+            unsigned nfds, const char *error, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)ch;
+    (void)fds;
+    (void)nfds;
+    if (error || p->h == NULL)
+        return;
+    if (reply->type != IPC_BODY_HEARTBEAT) {
+        proc_kill(p, "protocol", "answered a Heartbeat with %s",
+                  ipc_body_name(reply->type));
+        return;
+    }
+    if (!p->hb_outstanding)
+        return; /* an event was sent meanwhile: the deadline judges now */
+    p->hb_outstanding = false;
+    timer_del(p->hb_timeout);
+    kick(p->h); /* rearms the interval if still idle */
+}
+
+static void
+on_hb(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+    struct host *h = p->h;
+    struct ipc_frame f;
+
+    (void)fd;
+    (void)what;
+    if (h == NULL || p->ch == NULL || p->stop != STOP_NONE || !p->loaded ||
+        h->ninflight || p->hb_outstanding)
+        return;
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_HEARTBEAT;
+    if (ipc_channel_call(p->ch, &f, NULL, 0, on_hb_reply, p) < 0) {
+        if (errno == EAGAIN) /* the queue is full: try next time */
+            timer_ms(p->hb, p->sv->conf->heartbeat_interval_ms);
+        return;
+    }
+    p->hb_outstanding = true;
+    timer_ms(p->hb_timeout, p->sv->conf->heartbeat_timeout_ms);
+}
+
+static void
+on_hb_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)fd;
+    (void)what;
+    proc_kill(p, "timeout", "no answer to a Heartbeat within %llu ms",
+              (unsigned long long)p->sv->conf->heartbeat_timeout_ms);
+}
+
+static void
+on_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct proc *p = arg;
+    struct host *h = p->h;
+
+    (void)fd;
+    (void)what;
+    if (h == NULL || p->stop != STOP_NONE || h->ninflight ||
+        !TAILQ_EMPTY(&h->queue) || h->loads || h->w->status != WORKER_RUNNING)
+        return;
+    log_info("worker %s: host pid %d idle for %llu s: stopping it", h->w->id,
+             (int)p->pid,
+             (unsigned long long)(idle_timeout_ms(p->sv, h->w) / 1000));
+    proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static void
+on_result(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
+          unsigned nfds, const char *error, void *arg)
+{
+    struct sv_event *ev = arg;
+    struct host *h;
+    const char *type = NULL;
+    char msg[512];
+
+    (void)ch;
+    (void)fds;
+    (void)nfds;
+    if (error)
+        return; /* the channel closed: see the file's comment */
+    h = ev->h;
+    host_hold(h);
+    if (reply->type != IPC_BODY_RESULT) {
+        /* ev stays in flight and fails with the others. */
+        if (h->proc)
+            proc_kill(h->proc, "protocol", "answered a Process with %s",
+                      ipc_body_name(reply->type));
+        goto out;
+    }
+    TAILQ_REMOVE(&h->inflight, ev, link);
+    h->ninflight--;
+    evtimer_del(ev->deadline);
+    const struct ipc_result *r = &reply->u.result;
+    msg[0] = '\0';
+    if (r->error.type.ptr) {
+        type = host_error_type(r->error.type);
+        if (r->error.message.ptr)
+            snprintf(msg, sizeof msg, "%.*s", (int)r->error.message.len,
+                     r->error.message.ptr);
+    }
+    event_complete(h, ev, r, type, type ? msg : NULL);
+    kick(h);
+out:
+    host_release(h);
+}
+
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct sv_event *ev = arg;
+    struct host *h = ev->h;
+    struct proc *p = h->proc;
+    struct sv_event *o;
+    char msg[128];
+
+    (void)fd;
+    (void)what;
+    host_hold(h);
+    TAILQ_REMOVE(&h->inflight, ev, link);
+    h->ninflight--;
+    /* The others were not at fault: back to the front of the queue, in
+     * their order, for the next host. */
+    while ((o = TAILQ_LAST(&h->inflight, sv_event_list)) != NULL) {
+        TAILQ_REMOVE(&h->inflight, o, link);
+        h->ninflight--;
+        evtimer_del(o->deadline);
+        TAILQ_INSERT_HEAD(&h->queue, o, link);
+    }
+    snprintf(msg, sizeof msg, "no Result within the %" PRIu32 " ms deadline",
+             ev->deadline_ms);
+    if (p)
+        proc_kill(p, "timeout", "an event had %s", msg);
+    event_complete(h, ev, NULL, "timeout", msg);
+    host_release(h);
+}
+
+/* Sends the first queued event.  Returns 0, or -1 when it stays queued
+ * (the channel's queue is full: on_drain kicks again). */
+static int
+dispatch_one(struct host *h, struct proc *p)
+{
+    struct sv_event *ev = TAILQ_FIRST(&h->queue);
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_PROCESS;
+    f.u.process.event.ptr = ev->buf;
+    f.u.process.event.len = (uint32_t)ev->len;
+    f.u.process.deadline_ms = ev->deadline_ms = deadline_ms(h->sv, h->w);
+    f.u.process.delivery = 1;
+    if (ipc_channel_call(p->ch, &f, NULL, 0, on_result, ev) < 0) {
+        if (errno == EAGAIN)
+            return -1;
+        char msg[128];
+        TAILQ_REMOVE(&h->queue, ev, link);
+        if (errno == EMSGSIZE)
+            snprintf(msg, sizeof msg,
+                     "an event of %zu bytes does not fit in a frame", ev->len);
+        else
+            snprintf(msg, sizeof msg, "cannot send the event: %s",
+                     strerror(errno));
+        event_complete(h, ev, NULL, "worker_error", msg);
+        return 0;
+    }
+    TAILQ_REMOVE(&h->queue, ev, link);
+    TAILQ_INSERT_TAIL(&h->inflight, ev, link);
+    h->ninflight++;
+    timer_ms(ev->deadline, ev->deadline_ms);
+    /* A busy host is judged by its deadlines, not by heartbeats. */
+    timer_del(p->hb);
+    timer_del(p->hb_timeout);
+    p->hb_outstanding = false;
+    timer_del(p->idle);
+    return 0;
+}
+
+/* ---- starting a host -------------------------------------------------- */
+
+static void on_frame(struct ipc_channel *ch, const struct ipc_frame *f,
+                     int *fds, unsigned nfds, void *arg);
+static int on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
+                    const char **reason, void *arg);
+static void on_close(struct ipc_channel *ch, enum ipc_channel_status status,
+                     const char *reason, void *arg);
+static void on_drain(struct ipc_channel *ch, void *arg);
+
+static void
+proc_free(struct proc *p)
+{
+    proc_close_channel(p);
+    if (p->memfd >= 0)
+        close(p->memfd);
+    struct event *evs[] = { p->linger, p->grace,      p->load_timer,
+                            p->hb,     p->hb_timeout, p->idle };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i])
+            event_free(evs[i]);
+    free(p);
+}
+
+static struct proc *
+proc_new(struct supervisor *sv, struct host *h)
+{
+    struct proc *p = calloc(1, sizeof *p);
+
+    if (p == NULL)
+        return NULL;
+    p->sv = sv;
+    p->h = h;
+    p->memfd = -1;
+    snprintf(p->worker_id, sizeof p->worker_id, "%s", h->w->id);
+    p->linger = evtimer_new(sv->base, on_linger, p);
+    p->grace = evtimer_new(sv->base, on_grace, p);
+    p->load_timer = evtimer_new(sv->base, on_load_timeout, p);
+    p->hb = evtimer_new(sv->base, on_hb, p);
+    p->hb_timeout = evtimer_new(sv->base, on_hb_timeout, p);
+    p->idle = evtimer_new(sv->base, on_idle, p);
+    if (!p->linger || !p->grace || !p->load_timer || !p->hb || !p->hb_timeout ||
+        !p->idle) {
+        proc_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Fails the host for good (until a reset) with type/msg: the state failed,
+ * loads and queued events fail. */
+static void
+host_fail(struct host *h, const char *type, const char *msg)
+{
+    log_err("worker %s: %s: %s", h->w->id, type, msg);
+    host_set_failed(h, type, msg);
+    set_state(h->sv, h->w, WORKER_STATE_FAILED);
+    host_hold(h);
+    finish_loads(h, type, msg);
+    if (!h->forgotten)
+        fail_queue(h, type, msg);
+    if (!h->forgotten)
+        finish_gones(h);
+    host_release(h);
+}
+
+/* Spawns a host process for h (state starting); the Load follows its
+ * Hello.  On failure the worker is failed with the reason. */
+static void
+host_start(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    const struct engines_entry *e = w->engine;
+    struct ipc_channel_config cfg = {
+        .role = IPC_CHANNEL_MASTER,
+        .max_frame = sv->conf->max_frame_bytes,
+        .handshake_timeout_ms = sv->conf->handshake_timeout_ms > UINT32_MAX
+                                    ? UINT32_MAX
+                                    : (unsigned)sv->conf->handshake_timeout_ms,
+    };
+    const struct ipc_channel_callbacks cbs = {
+        .on_frame = on_frame,
+        .on_hello = on_hello,
+        .on_close = on_close,
+        .on_drain = on_drain,
+    };
+    char err[512];
+    int sp[2] = { -1, -1 };
+    struct proc *p;
+    pid_t pid;
+
+    if (e == NULL || e->spawn == ENGINES_SPAWN_INPROCESS ||
+        e->host_path == NULL) {
+        snprintf(err, sizeof err, "engine %s has no host binary to spawn",
+                 e ? e->name : "(none)");
+        host_fail(h, "engine_unavailable", err);
+        return;
+    }
+    if (!e->available) {
+        snprintf(err, sizeof err, "engine %s: %s", e->name,
+                 e->reason ? e->reason : "unavailable");
+        host_fail(h, "engine_unavailable", err);
+        return;
+    }
+    p = proc_new(sv, h);
+    if (p == NULL) {
+        host_fail(h, "crash", "out of memory");
+        return;
+    }
+    if (proc_take_code(p, w, err, sizeof err) != 0) {
+        proc_free(p);
+        host_fail(h, "load_error", err);
+        return;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+        snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
+        proc_free(p);
+        host_fail(h, "crash", err);
+        return;
+    }
+    const struct supervise_spawn s = {
+        .path = e->host_path,
+        .worker_id = w->id,
+        .engine = e->name,
+        .fd = sp[1],
+    };
+    pid = supervise_host_spawn(&s, err, sizeof err);
+    close(sp[1]);
+    if (pid < 0) {
+        close(sp[0]);
+        proc_free(p);
+        host_fail(h, "engine_unavailable", err);
+        return;
+    }
+    p->pid = pid;
+    LIST_INSERT_HEAD(&sv->procs, p, link);
+    sv->nprocs++;
+    h->proc = p;
+    w->pid = pid;
+    p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
+    int saved = errno;
+    log_info("worker %s: host %s started, pid %d", w->id, e->host_path,
+             (int)pid);
+    set_state(sv, w, WORKER_STATE_STARTING);
+    if (p->ch == NULL) /* the descriptor is closed: the exit follows */
+        proc_kill(p, "crash", "cannot set up its channel: %s", strerror(saved));
+}
+
+static void
+on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+    struct host *h = arg;
+
+    (void)fd;
+    (void)what;
+    if (h->proc || h->sv->shutting_down)
+        return;
+    h->w->restarts++;
+    log_info("worker %s: restarting its host (restart %u)", h->w->id,
+             h->w->restarts);
+    host_hold(h);
+    host_start(h);
+    host_release(h);
+}
+
+/* ---- the pump: what to do next for a host ----------------------------- */
+
+static void
+pump(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    struct proc *p = h->proc;
+
+    if (h->forgotten)
+        return;
+    if (h->failed) {
+        fail_queue(h, h->fail_type, h->fail_msg);
+        return;
+    }
+    if (p == NULL) {
+        if (sv->shutting_down) {
+            finish_loads(h, "stopped", "the daemon is shutting down");
+            if (!h->forgotten)
+                fail_queue(h, "stopped", "the daemon is shutting down");
+            return;
+        }
+        if (w->state == WORKER_STATE_PENDING)
+            return; /* the backoff starts it */
+        if (h->loads || !TAILQ_EMPTY(&h->queue))
+            host_start(h);
+        return;
+    }
+    if (p->stop != STOP_NONE || p->kill_reason || p->ch == NULL)
+        return; /* on its way out: the next host takes the queue */
+    if (!p->loaded || p->load_sent)
+        return; /* starting or reloading */
+    if (p->loaded_version != w->version) {
+        if (h->ninflight == 0)
+            proc_reload(p);
+        return;
+    }
+    if (h->loads) {
+        finish_loads(h, NULL, NULL);
+        if (h->forgotten || h->proc != p || p->stop != STOP_NONE)
+            return;
+    }
+    while (!TAILQ_EMPTY(&h->queue) && h->ninflight < p->max_inflight && p->ch &&
+           !p->kill_reason)
+        if (dispatch_one(h, p) < 0 || h->forgotten)
+            return;
+    if (h->proc != p || p->kill_reason)
+        return;
+    if (h->ninflight == 0 && TAILQ_EMPTY(&h->queue)) {
+        uint64_t idle = idle_timeout_ms(sv, w);
+        if (idle && w->status == WORKER_RUNNING &&
+            !evtimer_pending(p->idle, NULL))
+            timer_ms(p->idle, idle);
+        if (!p->hb_outstanding && !evtimer_pending(p->hb, NULL))
+            timer_ms(p->hb, sv->conf->heartbeat_interval_ms);
+    }
+}
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct host *h = arg;
+
+    (void)fd;
+    (void)what;
+    host_hold(h);
+    pump(h);
+    host_release(h);
+}
+
+/* ---- the channel ------------------------------------------------------ */
+
+static int
+on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
+         const char **reason, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)ch;
+    if (p->h == NULL) {
+        *reason = "the worker was deleted";
+        return -1;
+    }
+    p->max_inflight = hello->max_inflight == 0 ? 1
+                      : hello->max_inflight > MAX_INFLIGHT_CAP
+                          ? MAX_INFLIGHT_CAP
+                          : hello->max_inflight;
+    log_debug("worker %s: host pid %d says hello (engine %.*s, max_inflight "
+              "%" PRIu32 ", confinement %.*s)",
+              p->worker_id, (int)p->pid, (int)hello->engine.len,
+              hello->engine.ptr ? hello->engine.ptr : "", hello->max_inflight,
+              (int)hello->confinement.len,
+              hello->confinement.ptr ? hello->confinement.ptr : "");
+    if (p->stop != STOP_NONE)
+        return 0; /* a Shutdown is queued already */
+    if (proc_send_load(p) < 0) {
+        *reason = "the master could not send the Load";
+        return -1;
+    }
+    return 0;
+}
+
+static enum ipc_log_level
+clamp_level(enum ipc_log_level l)
+{
+    return l > IPC_LOG_ERROR ? IPC_LOG_ERROR : l;
+}
+
+static void
+on_frame(struct ipc_channel *ch, const struct ipc_frame *f, int *fds,
+         unsigned nfds, void *arg)
+{
+    static const int levels[] = {
+        [IPC_LOG_TRACE] = LOG_DEBUG, [IPC_LOG_DEBUG] = LOG_DEBUG,
+        [IPC_LOG_INFO] = LOG_INFO,   [IPC_LOG_WARN] = LOG_WARNING,
+        [IPC_LOG_ERROR] = LOG_ERR,
+    };
+    struct proc *p = arg;
+    struct ipc_frame r;
+
+    (void)fds; /* the channel closes whatever came with these frames */
+    switch (f->type) {
+    case IPC_BODY_LOG:
+        log_host(levels[clamp_level(f->u.log.level)], p->worker_id,
+                 f->u.log.message.ptr, f->u.log.message.len);
+        break;
+    case IPC_BODY_GATEWAY_CALL:
+        /* No gateway service exists yet (the messages issue adds them). */
+        memset(&r, 0, sizeof r);
+        r.type = IPC_BODY_GATEWAY_REPLY;
+        r.reply_to = f->seq;
+        r.u.gateway_reply.status = 501;
+        r.u.gateway_reply.error = ipc_str_c("no gateway services yet");
+        if (ipc_channel_send(ch, &r, NULL, 0) < 0)
+            proc_kill(p, "protocol", "cannot answer its GatewayCall: %s",
+                      strerror(errno));
+        break;
+    default:
+        /* Load, Process, Shutdown, Fork, a second Hello, an unasked
+         * Result or Loaded: none is for a host to send. */
+        proc_kill(p, "protocol", "sent a %s frame%s", ipc_body_name(f->type),
+                  nfds ? " with descriptors" : "");
+        break;
+    }
+}
+
+static void
+on_close(struct ipc_channel *ch, enum ipc_channel_status status,
+         const char *reason, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)ch;
+    switch (status) {
+    case IPC_CHANNEL_EOF:
+    case IPC_CHANNEL_IO:
+        /* Its death, most likely: the exit says how (or LINGER_MS). */
+        log_debug("worker %s: channel of host pid %d closed (%s): %s",
+                  p->worker_id, (int)p->pid, ipc_channel_status_name(status),
+                  reason);
+        proc_close_channel(p);
+        if (p->exited)
+            timer_ms(p->linger, 0);
+        else if (!p->shutdown_sent) /* else the grace is running */
+            timer_ms(p->linger, linger_ms(p->sv));
+        break;
+    case IPC_CHANNEL_PROTOCOL:
+        proc_kill(p, "protocol", "%s", reason);
+        break;
+    case IPC_CHANNEL_HANDSHAKE:
+        proc_kill(p, "handshake", "%s", reason);
+        break;
+    case IPC_CHANNEL_CLOSED:
+    default:
+        proc_kill(p, "crash", "the master's end of the channel failed: %s",
+                  reason);
+        break;
+    }
+}
+
+static void
+on_drain(struct ipc_channel *ch, void *arg)
+{
+    struct proc *p = arg;
+
+    (void)ch;
+    if (p->h)
+        kick(p->h);
+}
+
+/* ---- exits ------------------------------------------------------------ */
+
+/* The exit reason of p's death (see the file's comment), with its signal
+ * (0 if none) and exit code (-1 if none). */
+static const char *
+classify(const struct proc *p, int *sig, int *code)
+{
+    int st = p->wstatus;
+
+    *sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (p->kill_reason)
+        return p->kill_reason;
+    if (WIFSIGNALED(st))
+        return *sig == SIGSYS ? "seccomp" : "crash";
+    if (*code != 0)
+        return "crash";
+    switch (p->stop) {
+    case STOP_NONE:
+        return "protocol"; /* exit 0 unasked */
+    case STOP_IDLE:
+        return "idle";
+    case STOP_FAILED:
+        return "load_error";
+    default:
+        return "stopped";
+    }
+}
+
+/* An unexpected death of w's host: a restart after the backoff, or failed
+ * (crash loop, or a status that does not call for one). */
+static void
+host_after_crash(struct host *h, const char *reason, const char *how)
+{
+    struct supervisor *sv = h->sv;
+    const struct conf *c = sv->conf;
+    struct worker *w = h->w;
+    int64_t now = now_ms(CLOCK_MONOTONIC);
+    int64_t window = (int64_t)c->crash_loop_window_s * 1000;
+    char msg[256];
+    unsigned n = 0;
+
+    if (w->status != WORKER_RUNNING || sv->shutting_down) {
+        set_state(sv, w, WORKER_STATE_FAILED);
+        return;
+    }
+    if (h->restarts_at == NULL && c->crash_loop_max) {
+        h->restarts_at = calloc(c->crash_loop_max, sizeof *h->restarts_at);
+        if (h->restarts_at == NULL) {
+            host_fail(h, reason, "out of memory");
+            return;
+        }
+    }
+    /* Forget the restarts that left the window. */
+    for (unsigned i = 0; i < h->nrestarts_at; i++)
+        if (now - h->restarts_at[i] < window)
+            h->restarts_at[n++] = h->restarts_at[i];
+    h->nrestarts_at = n;
+    if (n >= c->crash_loop_max) {
+        snprintf(msg, sizeof msg,
+                 "crash loop: %u restarts within %llu s, the last host "
+                 "ended with %s (%s)",
+                 n, (unsigned long long)c->crash_loop_window_s, how, reason);
+        host_fail(h, reason, msg);
+        return;
+    }
+    unsigned shift = n < BACKOFF_SHIFT_MAX ? n : BACKOFF_SHIFT_MAX;
+    uint64_t delay = c->restart_base_delay_ms << shift;
+    if (delay > c->restart_max_delay_ms)
+        delay = c->restart_max_delay_ms;
+    h->restarts_at[h->nrestarts_at++] = now;
+    log_info("worker %s: host restart in %llu ms (%u of %u within %llu s)",
+             w->id, (unsigned long long)delay, h->nrestarts_at,
+             c->crash_loop_max, (unsigned long long)c->crash_loop_window_s);
+    set_state(sv, w, WORKER_STATE_PENDING);
+    timer_ms(h->backoff, delay);
+}
+
+static void
+shutdown_check(struct supervisor *sv)
+{
+    if (sv->shutting_down && sv->nprocs == 0 && sv->shutdown_done)
+        event_active(sv->shutdown_ev, EV_TIMEOUT, 1);
+}
+
+/* p exited and its channel is closed: classify, log, update the worker. */
+static void
+proc_finalize(struct proc *p)
+{
+    struct supervisor *sv = p->sv;
+    struct host *h = p->h;
+    char how[96], msg[320];
+    int sig, code;
+    const char *reason = classify(p, &sig, &code);
+    enum proc_stop stop = p->stop;
+    bool killed = p->kill_reason != NULL;
+
+    supervise_wait_describe(p->wstatus, how, sizeof how);
+    if (killed)
+        snprintf(msg, sizeof msg, "the host was killed: %s", p->kill_msg);
+    else
+        snprintf(msg, sizeof msg, "the host ended with %s", how);
+    log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
+              "host pid %d of worker %s exited: %s, reason %s%s%s", (int)p->pid,
+              p->worker_id, how, reason, killed ? ": " : "",
+              killed ? p->kill_msg : "");
+    LIST_REMOVE(p, link);
+    sv->nprocs--;
+    proc_free(p);
+    if (h == NULL) {
+        shutdown_check(sv);
+        return;
+    }
+
+    struct worker *w = h->w;
+    h->proc = NULL;
+    w->pid = 0;
+    w->last_exit.present = true;
+    snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
+    w->last_exit.signal = sig;
+    w->last_exit.code = code;
+    w->last_exit.syscall = -1; /* the sandbox's init will report it */
+    w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
+
+    host_hold(h);
+    fail_inflight(h, reason, msg);
+    /* Loads asked for after a requested stop wait for the next host. */
+    if (!h->forgotten && stop == STOP_NONE)
+        finish_loads(h, reason, msg);
+    if (h->forgotten)
+        goto out;
+    switch (stop) {
+    case STOP_USER:
+    case STOP_DAEMON:
+        if (killed)
+            set_state(sv, w, WORKER_STATE_KILLED);
+        else if (sig || code)
+            set_state(sv, w, WORKER_STATE_FAILED);
+        else
+            set_state(sv, w,
+                      w->status == WORKER_RUNNING && stop == STOP_USER
+                          ? WORKER_STATE_IDLE
+                          : WORKER_STATE_STOPPED);
+        break;
+    case STOP_IDLE:
+        set_state(sv, w,
+                  w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
+                                                : WORKER_STATE_IDLE);
+        break;
+    case STOP_FAILED:
+        /* Failed unless a load or a start reset it meanwhile. */
+        set_state(sv, w, h->failed ? WORKER_STATE_FAILED : WORKER_STATE_IDLE);
+        break;
+    case STOP_NONE:
+        host_after_crash(h, reason, how);
+        break;
+    }
+    if (!h->forgotten)
+        finish_gones(h);
+    kick(h);
+out:
+    host_release(h);
+    shutdown_check(sv);
+}
+
+static bool
+on_reaped(pid_t pid, int wstatus, void *arg)
+{
+    struct supervisor *sv = arg;
+    struct proc *p;
+
+    LIST_FOREACH (p, &sv->procs, link)
+        if (p->pid == pid && !p->exited)
+            break;
+    if (p == NULL)
+        return false;
+    p->exited = true;
+    p->wstatus = wstatus;
+    /* Its timers judged a live process: the exit says how it ended. */
+    proc_stop_timers(p);
+    if (p->ch == NULL)
+        proc_finalize(p);
+    else /* read what it wrote before dying, then finalize */
+        timer_ms(p->linger, LINGER_MS);
+    return true;
+}
+
+static void
+on_shutdown_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct supervisor *sv = arg;
+    void (*done)(void *) = sv->shutdown_done;
+
+    (void)fd;
+    (void)what;
+    if (done == NULL || sv->nprocs)
+        return;
+    sv->shutdown_done = NULL;
+    done(sv->shutdown_arg);
+}
+
+/* ---- the interface ---------------------------------------------------- */
+
+struct supervisor *
+supervise_new(struct event_base *base, const struct conf *conf,
+              const struct supervise_hooks *hooks, void *arg)
+{
+    struct supervisor *sv = calloc(1, sizeof *sv);
+
+    if (sv == NULL)
+        return NULL;
+    sv->base = base;
+    sv->conf = conf;
+    if (hooks)
+        sv->hooks = *hooks;
+    sv->arg = arg;
+    LIST_INIT(&sv->hosts);
+    LIST_INIT(&sv->procs);
+    sv->shutdown_ev = event_new(base, -1, 0, on_shutdown_done, sv);
+    sv->reaper = supervise_reaper_new(base, on_reaped, sv);
+    if (sv->shutdown_ev == NULL || sv->reaper == NULL) {
+        supervise_free(sv);
+        return NULL;
+    }
+    return sv;
+}
+
+/* w's host record, created on first use. */
+static struct host *
+host_get(struct supervisor *sv, struct worker *w)
+{
+    struct host *h = w->host;
+
+    if (h)
+        return h;
+    h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->sv = sv;
+    h->w = w;
+    TAILQ_INIT(&h->queue);
+    TAILQ_INIT(&h->inflight);
+    h->kick = event_new(sv->base, -1, 0, on_kick, h);
+    h->backoff = evtimer_new(sv->base, on_backoff, h);
+    if (h->kick == NULL || h->backoff == NULL) {
+        if (h->kick)
+            event_free(h->kick);
+        if (h->backoff)
+            event_free(h->backoff);
+        free(h);
+        return NULL;
+    }
+    LIST_INSERT_HEAD(&sv->hosts, h, link);
+    w->host = h;
+    return h;
+}
+
+int
+supervise_load(struct supervisor *sv, struct worker *w, supervise_done_cb cb,
+               void *arg)
+{
+    struct host *h = host_get(sv, w);
+    struct waiter *wt, **tail;
+
+    if (h == NULL || (wt = calloc(1, sizeof *wt)) == NULL)
+        return -1;
+    wt->load_cb = cb;
+    wt->arg = arg;
+    for (tail = &h->loads; *tail; tail = &(*tail)->next)
+        ;
+    *tail = wt;
+    host_reset(h);
+    kick(h);
+    return 0;
+}
+
+int
+supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
+                  size_t len, supervise_done_cb cb, void *arg)
+{
+    struct host *h;
+    struct sv_event *ev;
+
+    if (w->status != WORKER_RUNNING || sv->shutting_down)
+        return -1;
+    h = host_get(sv, w);
+    if (h == NULL || (ev = calloc(1, sizeof *ev)) == NULL)
+        return -1;
+    ev->h = h;
+    ev->len = len;
+    ev->buf = malloc(len ? len : 1); /* malloc aligns to 16 (> 8) */
+    ev->deadline = evtimer_new(sv->base, on_deadline, ev);
+    if (ev->buf == NULL || ev->deadline == NULL) {
+        event_free_one(ev);
+        return -1;
+    }
+    memcpy(ev->buf, event, len);
+    ev->cb = cb;
+    ev->arg = arg;
+    TAILQ_INSERT_TAIL(&h->queue, ev, link);
+    kick(h);
+    return 0;
+}
+
+void
+supervise_apply(struct supervisor *sv, struct worker *w,
+                void (*done)(struct worker *w, void *arg), void *arg)
+{
+    struct host *h = w->host;
+    struct proc *p = h ? h->proc : NULL;
+    struct waiter *wt;
+
+    switch (w->status) {
+    case WORKER_RUNNING:
+        if (h) {
+            host_reset(h);
+            if (p && p->loaded && p->stop == STOP_NONE && !p->kill_reason)
+                set_state(sv, w, WORKER_STATE_RUNNING);
+            kick(h);
+        } else if (w->state != WORKER_STATE_IDLE) {
+            set_state(sv, w, WORKER_STATE_IDLE);
+        }
+        break;
+    case WORKER_SUSPENDED:
+        if (h) {
+            evtimer_del(h->backoff);
+            if (p)
+                timer_del(p->idle);
+            if (p == NULL || (p->stop == STOP_NONE && !p->kill_reason))
+                set_state(sv, w, WORKER_STATE_SUSPENDED);
+        } else {
+            set_state(sv, w, WORKER_STATE_SUSPENDED);
+        }
+        break;
+    case WORKER_STOPPED:
+        if (h == NULL) {
+            set_state(sv, w, WORKER_STATE_STOPPED);
+            break;
+        }
+        host_hold(h);
+        evtimer_del(h->backoff);
+        finish_loads(h, "stopped", "the worker was stopped");
+        if (!h->forgotten)
+            fail_queue(h, "stopped", "the worker was stopped");
+        if (h->forgotten) {
+            host_release(h);
+            break;
+        }
+        p = h->proc;
+        if (p && done) {
+            wt = calloc(1, sizeof *wt);
+            if (wt) {
+                wt->gone_cb = done;
+                wt->arg = arg;
+                wt->next = h->gones;
+                h->gones = wt;
+                done = NULL; /* runs when the host is gone */
+            }
+        }
+        if (p)
+            proc_shutdown(p, STOP_USER, sv->conf->shutdown_grace_ms);
+        else
+            set_state(sv, w, WORKER_STATE_STOPPED);
+        host_release(h);
+        break;
+    }
+    if (done)
+        done(w, arg);
+}
+
+/* Kills h's process, fails everything waiting with `type` and detaches h
+ * from its worker; h's memory goes with the last hold. */
+static void
+host_forget(struct host *h, const char *type, const char *msg)
+{
+    struct worker *w = h->w;
+    struct proc *p = h->proc;
+    struct waiter *wt;
+
+    host_hold(h);
+    if (p)
+        proc_kill(p, type, "%s", msg);
+    /* Callbacks may queue more: loop until everything is empty. */
+    while (!TAILQ_EMPTY(&h->inflight) || !TAILQ_EMPTY(&h->queue) || h->loads ||
+           h->gones) {
+        fail_inflight(h, type, msg);
+        fail_queue(h, type, msg);
+        finish_loads(h, type, msg);
+        while ((wt = h->gones) != NULL) {
+            h->gones = wt->next;
+            wt->gone_cb(w, wt->arg);
+            free(wt);
+        }
+    }
+    if (h->proc)
+        h->proc->h = NULL; /* reaped and logged later, on its own */
+    h->proc = NULL;
+    w->host = NULL;
+    w->pid = 0;
+    h->forgotten = true;
+    LIST_REMOVE(h, link);
+    event_del(h->kick);
+    evtimer_del(h->backoff);
+    host_release(h); /* frees it unless a caller up the stack holds it */
+}
+
+void
+supervise_forget(struct supervisor *sv, struct worker *w)
+{
+    (void)sv;
+    if (w->host && !w->host->forgotten)
+        host_forget(w->host, "deleted", "the worker was deleted");
+}
+
+void
+supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
+                   void (*done)(void *arg), void *arg)
+{
+    struct host *h;
+    struct proc *p;
+
+    sv->shutting_down = true;
+    sv->shutdown_grace_ms = grace_ms;
+    sv->shutdown_done = done;
+    sv->shutdown_arg = arg;
+    LIST_FOREACH (h, &sv->hosts, link) {
+        evtimer_del(h->backoff);
+        if (h->w->state == WORKER_STATE_PENDING)
+            set_state(sv, h->w, WORKER_STATE_STOPPED);
+        kick(h); /* fails what is queued */
+    }
+    LIST_FOREACH (p, &sv->procs, link)
+        proc_shutdown(p, p->stop == STOP_FAILED ? STOP_FAILED : STOP_DAEMON,
+                      grace_ms);
+    shutdown_check(sv);
+}
+
+size_t
+supervise_hosts(const struct supervisor *sv)
+{
+    return sv->nprocs;
+}
+
+void
+supervise_free(struct supervisor *sv)
+{
+    struct host *h;
+    struct proc *p;
+
+    if (sv == NULL)
+        return;
+    /* Every host dies now and is reaped here: no zombie, no callback
+     * after this returns. */
+    while ((p = LIST_FIRST(&sv->procs)) != NULL) {
+        LIST_REMOVE(p, link);
+        sv->nprocs--;
+        p->h = NULL;
+        proc_close_channel(p);
+        if (!p->exited) {
+            if (supervise_host_kill(p->pid) < 0)
+                log_errno_err("kill(%d)", (int)p->pid);
+            while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            log_info("host pid %d of worker %s killed: the supervisor is "
+                     "going away",
+                     (int)p->pid, p->worker_id);
+        }
+        proc_free(p);
+    }
+    while ((h = LIST_FIRST(&sv->hosts)) != NULL) {
+        h->proc = NULL;
+        host_forget(h, "stopped", "the supervisor is going away");
+    }
+    if (sv->reaper) {
+        supervise_reaper_poll(sv->reaper); /* orphans of hosts */
+        supervise_reaper_free(sv->reaper);
+    }
+    if (sv->shutdown_ev)
+        event_free(sv->shutdown_ev);
+    free(sv);
+}

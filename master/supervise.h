@@ -1,0 +1,89 @@
+/*
+ * supervise.h — engine-host processes: spawn, handshake, load, events,
+ * heartbeats, deadlines, restarts, reaping (DESIGN §2, §3, §7).
+ *
+ * One host process serves one worker.  Hosts start lazily (on the first
+ * event, or when a create or reload must validate code), are reaped after
+ * the worker's idle timeout, and are restarted with exponential backoff
+ * after a crash, up to a crash-loop cap.  The supervisor owns struct host
+ * and writes the observed fields of struct worker (state, pid, restarts,
+ * last_exit); it never touches the desired status or the store.
+ *
+ * Hosts are untrusted: a malformed frame, a protocol violation, a missed
+ * handshake or heartbeat, or an overrun deadline gets the host killed and
+ * classified, never a master crash.  The master is a child subreaper, so
+ * every exit, of children and grandchildren, is reaped and logged with pid,
+ * worker, signal or code and reason.
+ */
+#ifndef WM_MASTER_SUPERVISE_H
+#define WM_MASTER_SUPERVISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/frame.h"
+#include "master/worker.h"
+
+struct event_base;
+struct conf;
+struct supervisor;
+
+struct supervise_hooks {
+    /* The worker's host state changed (old → w->state).  Lifecycle events
+     * are derived from here. */
+    void (*on_state)(struct worker *w, enum worker_state old, void *arg);
+    /* The code of w's current version, to Load: *data malloc'd, the
+     * supervisor frees it.  Returns 0, or -1 with a message. */
+    int (*code)(struct worker *w, uint8_t **data, size_t *len, char *err,
+                size_t errlen, void *arg);
+};
+
+/* Outcome of a load or of one event.  On success error_type is NULL (and,
+ * for events, r holds the outputs, valid during the call only).  Otherwise
+ * error_type is a word of DESIGN §6's vocabulary (load_error, exception,
+ * worker_error, crash, timeout, oom, protocol, handshake, ...) and message
+ * says why; r may carry the worker's Error (exception_type, traceback). */
+typedef void (*supervise_done_cb)(struct worker *w, const struct ipc_result *r,
+                                  const char *error_type, const char *message,
+                                  void *arg);
+
+struct supervisor *supervise_new(struct event_base *base,
+                                 const struct conf *conf,
+                                 const struct supervise_hooks *hooks,
+                                 void *arg);
+void supervise_free(struct supervisor *sv);
+
+/* Starts w's host if none runs and loads w->version's code into it (a
+ * running host gets a Load: the hot reload, served after its in-flight
+ * events).  cb reports the host's Loaded: ok, or load_error with the host's
+ * message. */
+int supervise_load(struct supervisor *sv, struct worker *w,
+                   supervise_done_cb cb, void *arg);
+
+/* Processes one event (an ABI CloudEvent buffer, copied) on w's host,
+ * starting it if needed, within w's deadline.  Returns -1 (cb not called)
+ * if w's status does not allow events. */
+int supervise_process(struct supervisor *sv, struct worker *w,
+                      const uint8_t *event, size_t len, supervise_done_cb cb,
+                      void *arg);
+
+/* Applies w->status: running (nothing to do: hosts start lazily),
+ * suspended (no new events; the host stays), stopped (Shutdown with the
+ * grace, SIGKILL after it).  done, if not NULL, runs once the host is gone
+ * or immediately when there is none. */
+void supervise_apply(struct supervisor *sv, struct worker *w,
+                     void (*done)(struct worker *w, void *arg), void *arg);
+
+/* Kills w's host at once and forgets w (delete).  Pending callbacks run
+ * with error "deleted" before it returns. */
+void supervise_forget(struct supervisor *sv, struct worker *w);
+
+/* Daemon shutdown: Shutdown to every host, SIGKILL after grace_ms, then
+ * done. */
+void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
+                        void (*done)(void *arg), void *arg);
+
+/* Number of live host processes (for /health and tests). */
+size_t supervise_hosts(const struct supervisor *sv);
+
+#endif /* WM_MASTER_SUPERVISE_H */

@@ -1,0 +1,243 @@
+"""wm.py — start a real workmanagerd in a temp dir and talk to it.
+
+Each Daemon has private paths (state, runtime, socket, engines.d) under a
+temp dir, runs in the foreground with its log captured to a file, and is
+stopped (SIGTERM, then SIGKILL) when the test ends.  After a test, the log
+must hold no ALERT line (STYLE §5).
+
+Lifecycle events are read from the log's `lifecycle: {json}` lines until
+the broker publishes them on workmanager.lifecycle.
+"""
+
+import base64
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.raw = body
+        try:
+            self.json = json.loads(body) if body else None
+        except ValueError:
+            self.json = None
+
+    @property
+    def code(self):
+        """The error code of an error answer, else None."""
+        if isinstance(self.json, dict) and "error" in self.json:
+            return self.json["error"].get("code")
+        return None
+
+    def __repr__(self):
+        return f"<{self.status} {self.raw[:300]!r}>"
+
+
+def b64(text):
+    if isinstance(text, str):
+        text = text.encode()
+    return base64.b64encode(text).decode()
+
+
+class Daemon:
+    def __init__(self, builddir, tmp, options=None, env=None, engines=None):
+        self.builddir = Path(builddir)
+        self.tmp = Path(tmp)
+        self.state = self.tmp / "state"
+        self.run = self.tmp / "run"
+        self.socket = self.run / "control.sock"
+        self.engines = self.tmp / "engines.d"
+        self.logfile = self.tmp / "workmanagerd.log"
+        self.options = dict(options or {})
+        self.env = dict(env or {})
+        self.proc = None
+        self.engines.mkdir(parents=True, exist_ok=True)
+        self.write_test_engine()
+        for name, text in (engines or {}).items():
+            (self.engines / name).write_text(text)
+
+    @property
+    def binary(self):
+        return self.builddir / "master" / "workmanagerd"
+
+    @property
+    def testhost(self):
+        return self.builddir / "tests" / "testhost" / "wm-host-test"
+
+    def write_test_engine(self):
+        """Engine `test` (application/x-wm-test) runs the test host; the
+        test host's handshake modes come from its name, so each gets a
+        symlink and an engine of its own (application/x-wm-test-<mode>)."""
+        hosts = {"test": ("application/x-wm-test", self.testhost)}
+        for mode in ("no_hello", "bad_protocol"):
+            link = self.tmp / f"wm-host-test.{mode}"
+            if not link.exists():
+                link.symlink_to(self.testhost)
+            hosts[f"test-{mode.replace('_', '-')}"] = (
+                f"application/x-wm-test-{mode.replace('_', '-')}", link)
+        for name, (mime, host) in hosts.items():
+            (self.engines / f"{name}.engine").write_text(
+                "# the protocol test host (tests/testhost)\n"
+                f"name = {name}\n"
+                f"mime_type = {mime}\n"
+                "language = test\n"
+                f"host = {host}\n"
+                "spawn = exec\n"
+                "protocol = 1\n"
+                "description = test host\n")
+
+    def argv(self):
+        opts = {
+            "state_dir": str(self.state),
+            "runtime_dir": str(self.run),
+            "control_socket": str(self.socket),
+            "engines_dir": str(self.engines),
+            "log_level": "debug",
+            "token_file": str(self.tmp / "token"),
+        }
+        opts.update(self.options)
+        argv = [str(self.binary), "--foreground",
+                "--config", str(self.tmp / "none.conf")]
+        for k, v in opts.items():
+            argv += ["-o", f"{k}={v}"]
+        return argv
+
+    def start(self, wait_healthy=True):
+        (self.tmp / "none.conf").write_text("# empty\n")
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        env.update(self.env)
+        log = open(self.logfile, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log,
+                                     env=env)
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"workmanagerd exited {self.proc.returncode}:\n"
+                    + self.log())
+            if self.socket.exists():
+                try:
+                    r = self.get("/health")
+                    if not wait_healthy or r.status == 200:
+                        return self
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise AssertionError("workmanagerd did not become healthy:\n"
+                             + self.log())
+
+    def request(self, method, path, body=None, headers=None, raw=None,
+                timeout=30):
+        conn = UnixHTTPConnection(str(self.socket), timeout=timeout)
+        hdrs = dict(headers or {})
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=data, headers=hdrs)
+        r = conn.getresponse()
+        out = Response(r.status, dict(r.getheaders()), r.read())
+        conn.close()
+        return out
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def put(self, path, body=None, **kw):
+        return self.request("PUT", path, body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def create(self, code="echo", expect=201, **fields):
+        body = {"mime_type": "application/x-wm-test", "topic": "t",
+                "code": {"content": b64(code)}}
+        body.update(fields)
+        r = self.post("/v1/workers", body)
+        assert r.status == expect, r
+        return r.json
+
+    def invoke(self, worker, type_="echo", data=None, **ext):
+        ev = {"specversion": "1.0", "id": "e1", "source": "test",
+              "type": type_}
+        if data is not None:
+            ev["data"] = data
+        ev.update(ext)
+        return self.post(f"/v1/workers/{worker}/invoke", ev)
+
+    def log(self):
+        try:
+            return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def lifecycle(self, worker_id=None):
+        """The lifecycle events logged so far, oldest first."""
+        out = []
+        for line in self.log().splitlines():
+            i = line.find("lifecycle: {")
+            if i < 0:
+                continue
+            ev = json.loads(line[i + len("lifecycle: "):])
+            if worker_id is None or ev["subject"] == worker_id:
+                out.append(ev)
+        return out
+
+    def lifecycle_names(self, worker_id=None):
+        prefix = "com.virtufin.workmanager.lifecycle."
+        return [e["type"][len(prefix):] for e in self.lifecycle(worker_id)]
+
+    def wait_for(self, pred, timeout=15, what="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}\n" + self.log())
+
+    def stop(self, timeout=20):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("workmanagerd ignored SIGTERM\n" + self.log())
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def check_clean(self):
+        alerts = [l for l in self.log().splitlines() if "ALERT" in l]
+        assert not alerts, "\n".join(alerts)
+        for marker in ("AddressSanitizer", "runtime error:",
+                       "LeakSanitizer"):
+            assert marker not in self.log(), self.log()

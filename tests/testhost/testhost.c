@@ -1,0 +1,688 @@
+/*
+ * testhost.c — wm-host-test: an engine host for the tests, which speaks the
+ * frame protocol on fd 3 (ipc/channel.h, engine "test") and misbehaves on
+ * request.
+ *
+ * Why: the supervisor's promises (deadlines, heartbeats, restarts, the
+ * classification of every death, "a host cannot crash the master") are
+ * only proven by a host that breaks them on purpose.  tests/testhost/
+ * README.md lists the behaviours; in short:
+ *
+ *   - before the handshake, from argv[0]'s suffix after the last '.'
+ *     (the tests exec a symlink named wm-host-test.<mode>), since nothing
+ *     else reaches a host before its Hello: `no_hello`, `bad_protocol`;
+ *   - at load, from the code (the Load memfd: one directive per line):
+ *     `echo`, `load_fail <message>`, `hang_load`, `exit0_on_load`,
+ *     `ignore_shutdown`, `no_heartbeat`;
+ *   - per event, from the `do` extension, else from the event's type:
+ *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `flood`, `malformed`,
+ *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`;
+ *     any other type echoes.
+ *
+ * Invariants: every Process frame is answered exactly once, except `hang`
+ * (never) and the kinds that end the process; frames are written by the
+ * channel only, except the deliberate garbage of `malformed`/`oversize`,
+ * which is written raw once the channel's queue is empty so that it starts
+ * on a frame boundary; an orderly exit (Shutdown, refusal) waits for the
+ * queue to drain, so that the last Results reach the master.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "ipc/channel.h"
+
+/* The channel's descriptor, by the protocol (ipc/PROTOCOL.md). */
+#define HOST_FD 3
+/* Events processed at once: above 1, so that the master's requeue of the
+ * other in-flight events after a deadline is exercised. */
+#define HOST_MAX_INFLIGHT 4
+/* Log frames sent by `flood`. */
+#define FLOOD_LINES 1000
+/* The most outputs `many:<n>` returns (bounded so a typo cannot exhaust
+ * memory). */
+#define MANY_MAX 10000
+/* How long the child of `orphan` lives. */
+#define ORPHAN_MS 300
+/* How often an exit waiting for the send queue to drain looks again. */
+#define DRAIN_POLL_MS 5
+
+/* An event whose answer comes later (sleep, gateway): its own copy of the
+ * event buffer, 8-aligned by malloc. */
+struct pending {
+    struct pending *next;
+    uint64_t seq;
+    uint8_t *buf;
+    uint32_t len;
+    struct event *timer;
+};
+
+static struct event_base *base;
+static struct ipc_channel *ch;
+static struct pending *pendings;
+static struct event *poll_timer;
+/* Raw bytes to write once the queue is empty (malformed, oversize). */
+static uint8_t garbage[64];
+static size_t garbage_len;
+static bool shutting_down;
+static bool ignore_shutdown;
+static bool no_heartbeat;
+static int exit_code = -1;  /* >= 0: exit with it once the queue drains */
+static unsigned answerable; /* events in flight that will be answered */
+
+static void arm_poll(void);
+
+static void
+die(const char *what)
+{
+    fprintf(stderr, "wm-host-test[%d]: %s: %s\n", (int)getpid(), what,
+            strerror(errno));
+    exit(2);
+}
+
+static void
+send_or_die(const struct ipc_frame *f, const int *fds, unsigned nfds)
+{
+    if (ipc_channel_send(ch, f, fds, nfds) < 0)
+        die("ipc_channel_send");
+}
+
+static void host_log(enum ipc_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+host_log(enum ipc_log_level level, const char *fmt, ...)
+{
+    char msg[512];
+    struct ipc_frame f;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_LOG;
+    f.u.log.level = level;
+    f.u.log.message = ipc_str_c(msg);
+    send_or_die(&f, NULL, 0);
+}
+
+/* Exits with `code` once every queued frame is written. */
+static void
+exit_when_drained(int code)
+{
+    exit_code = code;
+    arm_poll();
+}
+
+/* After a Shutdown, exits once nothing answerable is in flight. */
+static void
+maybe_finish(void)
+{
+    if (shutting_down && !ignore_shutdown && answerable == 0)
+        exit_when_drained(0);
+}
+
+static void
+on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (ipc_channel_queued(ch) != 0) {
+        arm_poll();
+        return;
+    }
+    if (garbage_len) {
+        /* The socket was made non-blocking by the channel; a short write
+         * of under 64 bytes into an empty socket buffer cannot happen. */
+        if (write(HOST_FD, garbage, garbage_len) != (ssize_t)garbage_len)
+            die("write garbage");
+        garbage_len = 0;
+    }
+    if (exit_code >= 0) {
+        ipc_channel_free(ch);
+        exit(exit_code);
+    }
+}
+
+static void
+arm_poll(void)
+{
+    struct timeval tv = { 0, DRAIN_POLL_MS * 1000 };
+
+    if (evtimer_add(poll_timer, &tv) < 0)
+        die("evtimer_add");
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+static void
+reply_result(uint64_t seq, const struct ipc_result *r)
+{
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_RESULT;
+    f.reply_to = seq;
+    f.u.result = *r;
+    send_or_die(&f, NULL, 0);
+}
+
+/* Answers event `in` (seq `seq`) with n copies of it, typed type + ".out";
+ * data, if not NULL, replaces their data. */
+static void
+reply_outputs(uint64_t seq, const struct ipc_cloudevent *in, uint32_t n,
+              const char *data)
+{
+    char type[512];
+    struct ipc_cloudevent *outs = NULL;
+    struct ipc_result r;
+
+    snprintf(type, sizeof type, "%.*s.out", (int)in->type.len, in->type.ptr);
+    if (n) {
+        outs = calloc(n, sizeof *outs);
+        if (outs == NULL)
+            die("calloc");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        outs[i] = *in;
+        outs[i].type = ipc_str_c(type);
+        if (data) {
+            outs[i].data.ptr = (const uint8_t *)data;
+            outs[i].data.len = (uint32_t)strlen(data);
+            outs[i].datacontenttype = ipc_str_c("application/json");
+        }
+    }
+    memset(&r, 0, sizeof r);
+    r.outputs.n = n;
+    r.outputs.items = outs;
+    reply_result(seq, &r);
+    free(outs);
+}
+
+static void
+reply_fail(uint64_t seq, const struct ipc_cloudevent *in)
+{
+    char msg[300];
+    struct ipc_result r;
+
+    snprintf(msg, sizeof msg, "test failure for event %.*s", (int)in->id.len,
+             in->id.ptr);
+    memset(&r, 0, sizeof r);
+    r.error.type = ipc_str_c("exception");
+    r.error.message = ipc_str_c(msg);
+    r.error.exception_type = ipc_str_c("TestError");
+    r.error.traceback = ipc_str_c("Traceback (most recent call last):\n"
+                                  "  File \"testhost.c\", in on_process\n"
+                                  "TestError: asked to fail");
+    reply_result(seq, &r);
+}
+
+static struct pending *
+pending_new(uint64_t seq, const struct ipc_bytes *event)
+{
+    struct pending *p = calloc(1, sizeof *p);
+
+    if (p == NULL || (p->buf = malloc(event->len ? event->len : 1)) == NULL)
+        die("malloc");
+    memcpy(p->buf, event->ptr, event->len);
+    p->len = event->len;
+    p->seq = seq;
+    p->next = pendings;
+    pendings = p;
+    return p;
+}
+
+static void
+pending_free(struct pending *p)
+{
+    for (struct pending **pp = &pendings; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    if (p->timer)
+        event_free(p->timer);
+    free(p->buf);
+    free(p);
+}
+
+/* Decodes a pending event's own copy (verified when it arrived). */
+static void
+pending_event(const struct pending *p, struct ipc_cloudevent *ce)
+{
+    struct ipc_fb_error err;
+
+    if (ipc_cloudevent_read(p->buf, p->len, ce, &err) < 0) {
+        errno = EINVAL;
+        die("re-reading an event");
+    }
+}
+
+static void
+on_sleep_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending *p = arg;
+    struct ipc_cloudevent ce;
+
+    (void)fd;
+    (void)what;
+    pending_event(p, &ce);
+    reply_outputs(p->seq, &ce, 1, NULL);
+    pending_free(p);
+    answerable--;
+    maybe_finish();
+}
+
+static void
+on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
+                 unsigned nfds, const char *error, void *arg)
+{
+    struct pending *p = arg;
+    struct ipc_cloudevent ce;
+    char data[600];
+
+    (void)c;
+    (void)fds;
+    (void)nfds;
+    if (error) /* the channel is closing: on_close exits */
+        return;
+    if (reply->type != IPC_BODY_GATEWAY_REPLY) {
+        errno = EPROTO;
+        die("GatewayCall answered with another body");
+    }
+    const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
+    /* The error is the master's text: quote only what JSON allows
+     * unescaped, enough for a test to compare. */
+    char msg[256];
+    size_t n = 0;
+    for (uint32_t i = 0; g->error.ptr && i < g->error.len && n + 1 < sizeof msg;
+         i++) {
+        char c2 = g->error.ptr[i];
+        if (c2 != '"' && c2 != '\\' && (unsigned char)c2 >= 0x20)
+            msg[n++] = c2;
+    }
+    msg[n] = '\0';
+    snprintf(data, sizeof data, "{\"status\":%d,\"error\":\"%s\"}",
+             (int)g->status, msg);
+    pending_event(p, &ce);
+    reply_outputs(p->seq, &ce, 1, data);
+    pending_free(p);
+    answerable--;
+    maybe_finish();
+}
+
+/* Queues bytes to be written raw on the socket, past the channel. */
+static void
+send_garbage(bool oversize)
+{
+    uint32_t len;
+
+    if (oversize) {
+        /* Above any cap the master may set (FlatBuffers' own limit). */
+        len = 0x7ffffff0u;
+        memcpy(garbage, &len, 4);
+        memset(garbage + 4, 0xab, 12);
+        garbage_len = 16;
+    } else {
+        /* A plausible length, then bytes that are no FlatBuffer. */
+        len = sizeof garbage - 4;
+        memcpy(garbage, &len, 4);
+        memset(garbage + 4, 0xab, sizeof garbage - 4);
+        garbage_len = sizeof garbage;
+    }
+    arm_poll();
+}
+
+/* The behaviour word of an event: its `do` extension, else its type. */
+static void
+behaviour(const struct ipc_cloudevent *ce, char *out, size_t outlen)
+{
+    struct ipc_str s = ipc_cloudevent_extension(ce, "do");
+
+    if (s.ptr == NULL)
+        s = ce->type;
+    snprintf(out, outlen, "%.*s", (int)s.len, s.ptr ? s.ptr : "");
+}
+
+static void
+on_process(const struct ipc_frame *f)
+{
+    const struct ipc_process *pr = &f->u.process;
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error err;
+    char what[64];
+    unsigned long n;
+
+    /* The frame was verified, Process.event included. */
+    if (ipc_cloudevent_read(pr->event.ptr, pr->event.len, &ce, &err) < 0) {
+        errno = EPROTO;
+        die("a verified event failed to decode");
+    }
+    behaviour(&ce, what, sizeof what);
+    if (strcmp(what, "fail") == 0) {
+        reply_fail(f->seq, &ce);
+    } else if (strcmp(what, "crash") == 0) {
+        /* Past any sanitizer's handler: the default action, a real
+         * SIGSEGV death (signal 11 in the wait status). */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        if (sigaction(SIGSEGV, &sa, NULL) < 0)
+            die("sigaction");
+        raise(SIGSEGV);
+        die("still alive after SIGSEGV");
+    } else if (strcmp(what, "hang") == 0) {
+        host_log(IPC_LOG_WARN, "hanging on event %.*s", (int)ce.id.len,
+                 ce.id.ptr);
+    } else if (strncmp(what, "sleep:", 6) == 0) {
+        long ms = strtol(what + 6, NULL, 10);
+        struct pending *p = pending_new(f->seq, &pr->event);
+        struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+        p->timer = evtimer_new(base, on_sleep_done, p);
+        if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
+            die("sleep timer");
+        answerable++;
+    } else if (strcmp(what, "flood") == 0) {
+        for (unsigned i = 0; i < FLOOD_LINES; i++)
+            host_log(IPC_LOG_INFO, "flood line %u of %u", i + 1, FLOOD_LINES);
+        reply_outputs(f->seq, &ce, 1, NULL);
+    } else if (strcmp(what, "malformed") == 0) {
+        send_garbage(false);
+    } else if (strcmp(what, "oversize") == 0) {
+        send_garbage(true);
+    } else if (strcmp(what, "exit0") == 0) {
+        exit(0);
+    } else if (strcmp(what, "bad_frame") == 0) {
+        /* Well-formed, but not for a host to send. */
+        struct ipc_frame b;
+        memset(&b, 0, sizeof b);
+        b.type = IPC_BODY_SHUTDOWN;
+        send_or_die(&b, NULL, 0);
+    } else if (strcmp(what, "orphan") == 0) {
+        /* A child that outlives us briefly, holding fd 3 as a careless
+         * host's child would: the master, a subreaper, inherits and reaps
+         * it, and finalizes our exit without waiting for the socket. */
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork");
+        if (pid == 0) {
+            usleep(ORPHAN_MS * 1000);
+            _exit(0);
+        }
+        reply_outputs(f->seq, &ce, 1, NULL);
+    } else if (strncmp(what, "many:", 5) == 0) {
+        n = strtoul(what + 5, NULL, 10);
+        reply_outputs(f->seq, &ce, n > MANY_MAX ? MANY_MAX : (uint32_t)n, NULL);
+    } else if (strcmp(what, "gateway") == 0) {
+        struct pending *p = pending_new(f->seq, &pr->event);
+        struct ipc_frame g;
+        static const char req[] = "{\"key\":\"test\"}";
+        memset(&g, 0, sizeof g);
+        g.type = IPC_BODY_GATEWAY_CALL;
+        g.u.gateway_call.service = ipc_str_c("workmanager.state");
+        g.u.gateway_call.method = ipc_str_c("get");
+        g.u.gateway_call.request.ptr = (const uint8_t *)req;
+        g.u.gateway_call.request.len = sizeof req - 1;
+        if (ipc_channel_call(ch, &g, NULL, 0, on_gateway_reply, p) < 0)
+            die("ipc_channel_call");
+        answerable++;
+    } else {
+        reply_outputs(f->seq, &ce, 1, NULL);
+    }
+}
+
+/* ---- load ------------------------------------------------------------ */
+
+static void
+reply_loaded(uint64_t seq, const char *error)
+{
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_LOADED;
+    f.reply_to = seq;
+    f.u.loaded.ok = error == NULL;
+    if (error) {
+        f.u.loaded.error.type = ipc_str_c("load_error");
+        f.u.loaded.error.message = ipc_str_c(error);
+    }
+    send_or_die(&f, NULL, 0);
+}
+
+/* Reads the sealed code memfd.  Returns a malloc'd NUL-terminated copy, or
+ * NULL with *why set. */
+static char *
+read_code(const struct ipc_load *l, const int *fds, unsigned nfds,
+          const char **why)
+{
+    const int need = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    char *code;
+    int seals;
+
+    if (l->code_fd < 0 || (unsigned)l->code_fd >= nfds) {
+        *why = "Load.code_fd names no descriptor of the frame";
+        return NULL;
+    }
+    int fd = fds[l->code_fd];
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & need) != need) {
+        *why = "the code memfd is not sealed";
+        return NULL;
+    }
+    if (l->code_len > 1024 * 1024) {
+        *why = "test code over 1 MiB";
+        return NULL;
+    }
+    code = malloc(l->code_len + 1);
+    if (code == NULL)
+        die("malloc");
+    ssize_t n = pread(fd, code, l->code_len, 0);
+    if (n != (ssize_t)l->code_len) {
+        free(code);
+        *why = "the code memfd is shorter than Load.code_len";
+        return NULL;
+    }
+    code[n] = '\0';
+    return code;
+}
+
+static void
+on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
+{
+    const struct ipc_load *l = &f->u.load;
+    const char *why = NULL;
+    char *code = read_code(l, fds, nfds, &why);
+    char *save = NULL;
+    bool reply = true;
+
+    if (code == NULL) {
+        reply_loaded(f->seq, why);
+        return;
+    }
+    /* An empty program echoes. */
+    for (char *line = strtok_r(code, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#') {
+            continue; /* a comment: lets tests make distinct versions */
+        } else if (strcmp(line, "echo") == 0) {
+            continue;
+        } else if (strncmp(line, "load_fail", 9) == 0 &&
+                   (line[9] == '\0' || line[9] == ' ')) {
+            reply_loaded(f->seq, line[9] ? line + 10 : "load failed");
+            reply = false;
+            break;
+        } else if (strcmp(line, "hang_load") == 0) {
+            reply = false;
+            break;
+        } else if (strcmp(line, "exit0_on_load") == 0) {
+            exit(0);
+        } else if (strcmp(line, "ignore_shutdown") == 0) {
+            ignore_shutdown = true;
+        } else if (strcmp(line, "no_heartbeat") == 0) {
+            no_heartbeat = true;
+        } else {
+            char msg[300];
+            snprintf(msg, sizeof msg, "unknown directive \"%.200s\"", line);
+            reply_loaded(f->seq, msg);
+            reply = false;
+            break;
+        }
+    }
+    free(code);
+    if (reply) {
+        host_log(IPC_LOG_INFO, "loaded worker %.*s version %u",
+                 (int)l->worker_id.len, l->worker_id.ptr, l->version);
+        reply_loaded(f->seq, NULL);
+    }
+}
+
+/* ---- the channel ------------------------------------------------------ */
+
+static void
+on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
+         unsigned nfds, void *arg)
+{
+    struct ipc_frame h;
+
+    (void)c;
+    (void)arg;
+    switch (f->type) {
+    case IPC_BODY_LOAD:
+        on_load(f, fds, nfds);
+        break;
+    case IPC_BODY_PROCESS:
+        if (shutting_down) /* the master sends nothing after Shutdown */
+            exit(3);
+        on_process(f);
+        break;
+    case IPC_BODY_HEARTBEAT:
+        if (no_heartbeat)
+            break;
+        memset(&h, 0, sizeof h);
+        h.type = IPC_BODY_HEARTBEAT;
+        h.reply_to = f->seq;
+        send_or_die(&h, NULL, 0);
+        break;
+    case IPC_BODY_SHUTDOWN:
+        shutting_down = true;
+        if (ignore_shutdown)
+            host_log(IPC_LOG_WARN, "ignoring Shutdown");
+        maybe_finish();
+        break;
+    default:
+        /* Anything else is the master breaking the protocol. */
+        fprintf(stderr, "wm-host-test[%d]: unexpected %s frame\n",
+                (int)getpid(), ipc_body_name(f->type));
+        exit(4);
+    }
+}
+
+static void
+on_close(struct ipc_channel *c, enum ipc_channel_status status,
+         const char *reason, void *arg)
+{
+    (void)c;
+    (void)arg;
+    if (status == IPC_CHANNEL_EOF)
+        exit(0); /* the master is gone or done with us */
+    fprintf(stderr, "wm-host-test[%d]: channel closed (%s): %s\n",
+            (int)getpid(), ipc_channel_status_name(status), reason);
+    exit(1);
+}
+
+/* A host inherits 0, 1, 2 and the channel, nothing else (host.c's
+ * promise): anything more is reported and ends the host (exit 5), so that
+ * every test that starts one checks it. */
+static void
+check_inherited_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int bad = -1;
+
+    if (d == NULL)
+        return; /* no procfs: nothing to check with */
+    while ((de = readdir(d)) != NULL) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] != '.' && fd > HOST_FD && fd != dirfd(d))
+            bad = fd;
+    }
+    closedir(d);
+    if (bad >= 0) {
+        fprintf(stderr, "wm-host-test[%d]: inherited descriptor %d\n",
+                (int)getpid(), bad);
+        exit(5);
+    }
+}
+
+/* The mode in argv[0]'s suffix: "wm-host-test.no_hello" → "no_hello". */
+static const char *
+spawn_mode(const char *argv0)
+{
+    const char *slash = strrchr(argv0, '/');
+    const char *name = slash ? slash + 1 : argv0;
+    const char *dot = strrchr(name, '.');
+
+    return dot ? dot + 1 : "";
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *mode = spawn_mode(argc > 0 ? argv[0] : "");
+    struct ipc_channel_config cfg = {
+        .role = IPC_CHANNEL_HOST,
+        .engine = "test",
+        .max_inflight = HOST_MAX_INFLIGHT,
+        .confinement = "none",
+    };
+    const struct ipc_channel_callbacks cb = {
+        .on_frame = on_frame,
+        .on_close = on_close,
+    };
+    struct sigaction sa;
+
+    if (fcntl(HOST_FD, F_GETFD) < 0)
+        die("no channel on fd 3");
+    check_inherited_fds();
+    /* A master that dies leaves no writer: EPIPE, not a signal. */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(SIGPIPE, &sa, NULL) < 0)
+        die("sigaction");
+    if (strcmp(mode, "no_hello") == 0) {
+        /* Say nothing; the master's handshake timer kills us. */
+        for (;;)
+            pause();
+    }
+    if (strcmp(mode, "bad_protocol") == 0)
+        cfg.protocol = 99;
+
+    base = event_base_new();
+    if (base == NULL)
+        die("event_base_new");
+    poll_timer = evtimer_new(base, on_poll, NULL);
+    if (poll_timer == NULL)
+        die("evtimer_new");
+    ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
+    if (ch == NULL)
+        die("ipc_channel_new");
+    if (event_base_dispatch(base) < 0)
+        die("event_base_dispatch");
+    return 0;
+}

@@ -1,0 +1,573 @@
+/*
+ * test_engines.c — unit tests of master/engines.c: valid descriptors and
+ * lookup by each MIME type, every kind of malformed descriptor stopping the
+ * load at its file:line, engines made unavailable (missing or
+ * non-executable host, another protocol, a failed probe) with a reason
+ * naming what is missing and where it was looked for, the probe's `$VAR`,
+ * `@cmd` and version choice, and the engines.d files shipped in the tree.
+ *
+ * Runs in a fresh temporary directory; prints each failed check; the exit
+ * status is the verdict.
+ */
+#include "config.h"
+
+#include "master/engines.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures;
+static char tmpdir[256];
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,         \
+                    __LINE__, __func__, #cond);                                \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+static bool
+has_all(const char *text, ...)
+{
+    va_list ap;
+    const char *s;
+    bool ok = true;
+
+    va_start(ap, text);
+    while ((s = va_arg(ap, const char *)) != NULL)
+        if (text == NULL || strstr(text, s) == NULL) {
+            fprintf(stderr, "  \"%s\" lacks \"%s\"\n",
+                    text != NULL ? text : "(null)", s);
+            ok = false;
+        }
+    va_end(ap);
+    return ok;
+}
+
+/* <tmpdir>/<rel>, in one of a few rotating static buffers. */
+static const char *at(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static const char *
+at(const char *fmt, ...)
+{
+    static char bufs[8][700];
+    static int next;
+    char rel[400];
+    va_list ap;
+    char *b = bufs[next++ % 8];
+
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    snprintf(b, sizeof(bufs[0]), "%s/%s", tmpdir, rel);
+    return b;
+}
+
+static void
+mkdirs(const char *path)
+{
+    char p[512];
+
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = p + 1; *s != '\0'; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+        perror(p);
+        exit(2);
+    }
+}
+
+static void
+write_file(const char *path, mode_t mode, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL) {
+        perror(path);
+        exit(2);
+    }
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static void
+rm_rf(const char *path)
+{
+    char cmd[600];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", path);
+}
+
+static const char *const good_native = "# a comment\n"
+                                       "name = native\n"
+                                       "description = Native workers\n"
+                                       "language = C\n"
+                                       "mime_type = application/x-native-dll\n"
+                                       "host = wm-host-native\n"
+                                       "spawn = exec\n"
+                                       "protocol = 1\n";
+
+static const char *const good_dotnet =
+    "name = dotnet\n"
+    "mime_type = application/x-dotnet-dll, text/x-csharp\n"
+    "host = wm-host-dotnet\n"
+    "spawn = exec\n"
+    "protocol = 1\n";
+
+static const char *const good_python = "name = python\n"
+                                       "mime_type = text/x-python\n"
+                                       "mime_type = application/x-python-code\n"
+                                       "host = wm-host-python\n"
+                                       "spawn = zygote\n"
+                                       "protocol = 1\n";
+
+static void
+test_valid(void)
+{
+    struct engines list;
+    const struct engines_entry *e;
+    char err[1024], dir[700], lx[700];
+
+    snprintf(dir, sizeof(dir), "%s", at("valid/engines.d"));
+    snprintf(lx, sizeof(lx), "%s", at("valid/libexec"));
+
+    mkdirs(dir);
+    mkdirs(lx);
+    write_file(at("valid/engines.d/native.engine"), 0644, good_native);
+    write_file(at("valid/engines.d/dotnet.engine"), 0644, good_dotnet);
+    write_file(at("valid/engines.d/python.engine"), 0644, good_python);
+    /* ignored: hidden, other suffixes */
+    write_file(at("valid/engines.d/.hidden.engine"), 0644, "garbage\n");
+    write_file(at("valid/engines.d/old.engine.dpkg-old"), 0644, "garbage\n");
+    write_file(at("valid/engines.d/README"), 0644, "garbage\n");
+    /* hosts: native present, dotnet not executable, python missing */
+    write_file(at("valid/libexec/wm-host-native"), 0755, "#!/bin/sh\n");
+    write_file(at("valid/libexec/wm-host-dotnet"), 0644, "#!/bin/sh\n");
+
+    if (engines_load(dir, lx, &list, err, sizeof(err)) != 0) {
+        fprintf(stderr, "  load: %s\n", err);
+        failures++;
+        return;
+    }
+    CHECK(list.n == 3);
+    /* sorted by file name */
+    CHECK(list.n == 3 && strcmp(list.v[0].name, "dotnet") == 0 &&
+          strcmp(list.v[1].name, "native") == 0 &&
+          strcmp(list.v[2].name, "python") == 0);
+
+    e = engines_find_mime(&list, "application/x-native-dll");
+    CHECK(e != NULL && strcmp(e->name, "native") == 0);
+    if (e != NULL) {
+        CHECK(e->available);
+        CHECK(e->reason == NULL);
+        CHECK(strcmp(e->host_path, at("valid/libexec/wm-host-native")) == 0);
+        CHECK(e->spawn == ENGINES_SPAWN_EXEC);
+        CHECK(e->protocol == 1);
+        CHECK(strcmp(e->language, "C") == 0);
+        CHECK(strcmp(e->description, "Native workers") == 0);
+        CHECK(has_all(e->file, "valid/engines.d/native.engine", NULL));
+    }
+
+    e = engines_find_mime(&list, "application/x-dotnet-dll");
+    CHECK(e != NULL && strcmp(e->name, "dotnet") == 0);
+    CHECK(engines_find_mime(&list, "text/x-csharp") == e);
+    /* case-insensitive, parameters ignored */
+    CHECK(engines_find_mime(&list, " Text/X-CSharp ; charset=utf-8") == e);
+    if (e != NULL) {
+        CHECK(!e->available);
+        CHECK(has_all(e->reason, "host binary",
+                      at("valid/libexec/wm-host-dotnet"), "is not executable",
+                      NULL));
+        /* language defaults to the name */
+        CHECK(strcmp(e->language, "dotnet") == 0);
+        CHECK(e->nmime_types == 2);
+    }
+
+    e = engines_find_mime(&list, "text/x-python");
+    CHECK(e != NULL && strcmp(e->name, "python") == 0);
+    CHECK(engines_find_mime(&list, "application/x-python-code") == e);
+    if (e != NULL) {
+        char want[800];
+
+        CHECK(!e->available);
+        CHECK(e->spawn == ENGINES_SPAWN_ZYGOTE);
+        snprintf(want, sizeof(want),
+                 "host binary wm-host-python not found in %s", lx);
+        CHECK(e->reason != NULL && strcmp(e->reason, want) == 0);
+    }
+
+    CHECK(engines_find_mime(&list, "text/x-ruby") == NULL);
+    CHECK(engines_find_mime(&list, "text/x-python-extra") == NULL);
+    CHECK(engines_find_mime(&list, "") == NULL);
+    CHECK(engines_find_name(&list, "python") == e);
+    CHECK(engines_find_name(&list, "ruby") == NULL);
+    CHECK(strcmp(engines_spawn_name(ENGINES_SPAWN_INPROCESS), "inprocess") ==
+          0);
+
+    /* a host installed later: engines_probe() sees it */
+    write_file(at("valid/libexec/wm-host-python"), 0755, "#!/bin/sh\n");
+    engines_probe(&list);
+    e = engines_find_name(&list, "python");
+    CHECK(e != NULL && e->available && e->reason == NULL);
+
+    engines_log(&list);
+    engines_free(&list);
+    engines_free(&list); /* idempotent */
+    CHECK(list.n == 0 && list.v == NULL);
+}
+
+/* One malformed descriptor: the load fails naming file:line and `what`. */
+static void
+bad(const char *name, const char *text, const char *line, const char *what)
+{
+    struct engines list;
+    char err[1024], want[800], dir[700], file[700];
+
+    snprintf(dir, sizeof(dir), "%s", at("bad"));
+    snprintf(file, sizeof(file), "%s", at("bad/%s", name));
+
+    rm_rf(dir);
+    mkdirs(dir);
+    write_file(file, 0644, text);
+    snprintf(want, sizeof(want), "%s%s", file, line);
+    if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == 0) {
+        fprintf(stderr, "  %s was accepted:\n%s", name, text);
+        failures++;
+        engines_free(&list);
+        return;
+    }
+    CHECK(list.n == 0 && list.v == NULL);
+    if (!has_all(err, want, what, NULL)) {
+        fprintf(stderr, "  (for %s)\n", name);
+        failures++;
+    }
+}
+
+static void
+test_malformed(void)
+{
+    bad("a.engine", "name = a\nmime_type = a/b\nbogus = 1\n",
+        ":3:", "unknown key 'bogus'");
+    bad("a.engine", "name = a\nspawn exec\n", ":2:", "expected key = value");
+    bad("a.engine", "name = a\nname = b\n",
+        ":2:", "name is already set at line 1");
+    bad("a.engine", "name = A B\n", ":1:", "name 'A B'");
+    bad("a.engine", "name = a\nmime_type = text\n",
+        ":2:", "'text' is not a MIME type");
+    bad("a.engine", "name = a\nmime_type = a/b, a/b\n",
+        ":2:", "mime_type a/b given twice");
+    bad("a.engine", "name = a\nspawn = fork\n",
+        ":2:", "'fork' is not one of: zygote, exec, inprocess");
+    bad("a.engine", "name = a\nprotocol = one\n",
+        ":2:", "not a version number");
+    bad("a.engine", "name = a\nhost = bin/wm-host\n",
+        ":2:", "a file name (looked up in libexec_dir) or an absolute path");
+    bad("a.engine", "name = a\nprobe_path = relative/dir\n",
+        ":2:", "must start with");
+    bad("a.engine", "name = a\nmime_type = a/b\nhost = h\nprotocol = 1\n", ":",
+        "missing key spawn");
+    bad("a.engine", "mime_type = a/b\nhost = h\nspawn = exec\nprotocol = 1\n",
+        ":", "missing key name");
+    bad("a.engine", "name = a\nmime_type = a/b\nspawn = exec\nprotocol = 1\n",
+        ":", "missing key host");
+    bad("a.engine",
+        "name = a\nmime_type = a/b\nhost = h\nspawn = exec\nprotocol = 1\n"
+        "probe_path = /x\n",
+        ":6:", "probe_path without probe");
+    bad("a.engine", "name = a\ndescription = \"unterminated\n",
+        ":2:", "unterminated quote");
+}
+
+/* Two files claiming one name or one MIME type. */
+static void
+test_conflicts(void)
+{
+    struct engines list;
+    char err[1024], dir[700];
+
+    snprintf(dir, sizeof(dir), "%s", at("conflict"));
+
+    mkdirs(dir);
+    write_file(at("conflict/a.engine"), 0644, good_native);
+    write_file(at("conflict/b.engine"), 0644,
+               "name = other\nspawn = exec\nhost = h\nprotocol = 1\n"
+               "mime_type = text/plain, APPLICATION/X-NATIVE-DLL\n");
+    CHECK(engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == -1);
+    CHECK(has_all(err, "conflict/b.engine:5:",
+                  "mime_type APPLICATION/X-NATIVE-DLL is already served by "
+                  "engine native",
+                  "conflict/a.engine", NULL));
+    write_file(at("conflict/b.engine"), 0644, "spawn = exec\nname = native\n");
+    CHECK(engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == -1);
+    CHECK(has_all(err, "conflict/b.engine:2:",
+                  "engine name native is already used by", "a.engine", NULL));
+    rm_rf(dir);
+}
+
+static void
+test_dirs(void)
+{
+    struct engines list;
+    char err[1024];
+
+    CHECK(engines_load(at("nowhere"), "/x", &list, err, sizeof(err)) == -1);
+    CHECK(has_all(err, "engines_dir", at("nowhere"),
+                  "No such file or directory", NULL));
+    mkdirs(at("empty"));
+    CHECK(engines_load(at("empty"), "/x", &list, err, sizeof(err)) == 0);
+    CHECK(list.n == 0);
+    CHECK(engines_find_mime(&list, "text/x-python") == NULL);
+    engines_free(&list);
+}
+
+static void
+test_unavailable(void)
+{
+    struct engines list;
+    const struct engines_entry *e;
+    char err[1024], dir[700];
+
+    snprintf(dir, sizeof(dir), "%s", at("unavail"));
+
+    mkdirs(dir);
+    /* another protocol version */
+    write_file(at("unavail/p2.engine"), 0644,
+               "name = p2\nmime_type = x/p2\nhost = /bin/sh\nspawn = exec\n"
+               "protocol = 2\n");
+    /* an absolute host that is missing */
+    write_file(at("unavail/abs.engine"), 0644,
+               "name = abs\nmime_type = x/abs\nhost = /nonexistent/wm-host\n"
+               "spawn = exec\nprotocol = 1\n");
+    /* in-process: no host needed */
+    write_file(at("unavail/inproc.engine"), 0644,
+               "name = inproc\nmime_type = x/inproc\nspawn = inprocess\n"
+               "protocol = 1\n");
+    if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
+        fprintf(stderr, "  load: %s\n", err);
+        failures++;
+        return;
+    }
+    e = engines_find_name(&list, "p2");
+    CHECK(e != NULL && !e->available &&
+          has_all(e->reason, "frame protocol 2", "this master speaks 1", NULL));
+    e = engines_find_name(&list, "abs");
+    CHECK(e != NULL && !e->available && e->reason != NULL &&
+          strcmp(e->reason, "host binary /nonexistent/wm-host not found") == 0);
+    e = engines_find_name(&list, "inproc");
+    CHECK(e != NULL && e->available && e->host == NULL && e->host_path == NULL);
+    engines_log(&list);
+    engines_free(&list);
+    rm_rf(dir);
+}
+
+static void
+test_probe(void)
+{
+    struct engines list;
+    const struct engines_entry *e;
+    char err[1024], dir[700], *old_path = NULL;
+
+    snprintf(dir, sizeof(dir), "%s", at("probe/engines.d"));
+
+    if (getenv("PATH") != NULL)
+        old_path = strdup(getenv("PATH"));
+    mkdirs(dir);
+    mkdirs(at("probe/root/host/fxr/6.0.1"));
+    mkdirs(at("probe/root/host/fxr/8.0.0"));
+    mkdirs(at("probe/root/host/fxr/10.0.2"));
+    mkdirs(at("probe/root/host/fxr/9.0.0"));
+    write_file(at("probe/root/host/fxr/6.0.1/libfx.so"), 0644, "");
+    write_file(at("probe/root/host/fxr/8.0.0/libfx.so"), 0644, "");
+    write_file(at("probe/root/host/fxr/10.0.2/libfx.so"), 0644, "");
+    /* 9.0.0 has no library: not a match */
+    /* a `dotnet`-like command on PATH through a symlink */
+    mkdirs(at("probe/bin"));
+    mkdirs(at("probe/real/host/fxr/7.0.0"));
+    write_file(at("probe/real/host/fxr/7.0.0/libfx.so"), 0644, "");
+    write_file(at("probe/real/fakecmd"), 0755, "#!/bin/sh\n");
+    CHECK(symlink(at("probe/real/fakecmd"), at("probe/bin/fakecmd")) == 0);
+    write_file(at("probe/engines.d/rt.engine"), 0644,
+               "name = rt\nmime_type = x/rt\nhost = /bin/sh\nspawn = exec\n"
+               "protocol = 1\nprobe = libfx.so\nprobe_what = the runtime\n"
+               "probe_path = ${WM_TEST_ROOT}/host/fxr/[0-9]*\n"
+               "probe_path = /nonexistent/fxr/*, @fakecmd/host/fxr/[0-9]*\n");
+    write_file(at("probe/engines.d/cmd.engine"), 0644,
+               "name = cmd\nmime_type = x/cmd\nhost = /bin/sh\nspawn = exec\n"
+               "protocol = 1\nprobe = fakecmd\n");
+    write_file(at("probe/engines.d/abs.engine"), 0644,
+               "name = abs\nmime_type = x/abs\nhost = /bin/sh\nspawn = exec\n"
+               "protocol = 1\nprobe = /nonexistent/lib*.so\n");
+
+    /* $VAR set: the highest version under it */
+    setenv("WM_TEST_ROOT", at("probe/root"), 1);
+    setenv("PATH", at("probe/bin"), 1);
+    if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
+        fprintf(stderr, "  load: %s\n", err);
+        failures++;
+        goto out;
+    }
+    e = engines_find_name(&list, "rt");
+    CHECK(e != NULL && e->available && e->probe_found != NULL &&
+          strcmp(e->probe_found, at("probe/root/host/fxr/10.0.2/libfx.so")) ==
+              0);
+    e = engines_find_name(&list, "cmd");
+    CHECK(e != NULL && e->available && e->probe_found != NULL &&
+          strcmp(e->probe_found, at("probe/bin/fakecmd")) == 0);
+    e = engines_find_name(&list, "abs");
+    CHECK(e != NULL && !e->available &&
+          has_all(e->reason,
+                  "the engine's runtime (/nonexistent/lib*.so) "
+                  "not found; searched /nonexistent/lib*.so",
+                  NULL));
+
+    /* $VAR unset: the entry is skipped, @cmd leads to the real directory */
+    unsetenv("WM_TEST_ROOT");
+    engines_probe(&list);
+    e = engines_find_name(&list, "rt");
+    CHECK(e != NULL && e->available && e->probe_found != NULL &&
+          strcmp(e->probe_found, at("probe/real/host/fxr/7.0.0/libfx.so")) ==
+              0);
+
+    /* nothing found: every place searched is named */
+    setenv("PATH", "/nonexistent", 1);
+    engines_probe(&list);
+    e = engines_find_name(&list, "rt");
+    CHECK(e != NULL && !e->available && e->probe_found == NULL);
+    if (e != NULL)
+        CHECK(has_all(e->reason,
+                      "the runtime (libfx.so) not found; searched "
+                      "${WM_TEST_ROOT}/host/fxr/[0-9]* (WM_TEST_ROOT is not "
+                      "set), /nonexistent/fxr/*, @fakecmd/host/fxr/[0-9]* "
+                      "(fakecmd is not on PATH)",
+                      NULL));
+    e = engines_find_name(&list, "cmd");
+    CHECK(e != NULL && !e->available &&
+          has_all(e->reason, "(fakecmd) not found; searched PATH=/nonexistent",
+                  NULL));
+    engines_log(&list);
+    engines_free(&list);
+out:
+    if (old_path != NULL)
+        setenv("PATH", old_path, 1);
+    else
+        unsetenv("PATH");
+    free(old_path);
+}
+
+/* The descriptors of the tree: three engines, every MIME type of DESIGN
+ * §5, and (no host being installed in an empty libexec_dir) the reason
+ * that names the missing binary. */
+static void
+test_shipped(void)
+{
+    static const struct {
+        const char *mime, *engine, *host;
+    } want[] = {
+        { "application/x-native-dll", "native", "wm-host-native" },
+        { "text/x-python", "python", "wm-host-python" },
+        { "application/x-dotnet-dll", "dotnet", "wm-host-dotnet" },
+        { "text/x-csharp", "dotnet", "wm-host-dotnet" },
+    };
+    const char *srcdir = NULL;
+    char dir[600], err[1024], lx[700];
+    struct engines list;
+
+    snprintf(lx, sizeof(lx), "%s", at("shipped-libexec"));
+
+#ifdef WM_TOP_SRCDIR
+    srcdir = WM_TOP_SRCDIR;
+#endif
+    if (srcdir == NULL)
+        srcdir = getenv("srcdir");
+    if (srcdir == NULL) {
+        fprintf(stderr, "  neither WM_TOP_SRCDIR nor srcdir: cannot find "
+                        "engines.d\n");
+        failures++;
+        return;
+    }
+    snprintf(dir, sizeof(dir), "%s/engines.d", srcdir);
+    mkdirs(lx);
+    if (engines_load(dir, lx, &list, err, sizeof(err)) != 0) {
+        fprintf(stderr, "  load: %s\n", err);
+        failures++;
+        return;
+    }
+    CHECK(list.n == 3);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const struct engines_entry *e = engines_find_mime(&list, want[i].mime);
+        char reason[800];
+
+        if (e == NULL) {
+            fprintf(stderr, "  no engine serves %s\n", want[i].mime);
+            failures++;
+            continue;
+        }
+        CHECK(strcmp(e->name, want[i].engine) == 0);
+        CHECK(strcmp(e->host, want[i].host) == 0);
+        CHECK(e->protocol == 1);
+        CHECK(!e->available);
+        snprintf(reason, sizeof(reason), "host binary %s not found in %s",
+                 want[i].host, lx);
+        CHECK(has_all(e->reason, reason, NULL));
+    }
+    {
+        const struct engines_entry *py = engines_find_name(&list, "python");
+        const struct engines_entry *dn = engines_find_name(&list, "dotnet");
+
+        CHECK(py != NULL && py->spawn == ENGINES_SPAWN_ZYGOTE);
+        CHECK(dn != NULL && dn->spawn == ENGINES_SPAWN_EXEC &&
+              dn->probe != NULL && strcmp(dn->probe, "libhostfxr.so") == 0);
+        /* Whether .NET is installed here or not, the outcome is explicit. */
+        if (dn != NULL && dn->probe_found == NULL)
+            CHECK(has_all(dn->reason,
+                          "the .NET runtime (libhostfxr.so) not found; "
+                          "searched $DOTNET_ROOT/host/fxr/[0-9]*",
+                          "/usr/share/dotnet/host/fxr/[0-9]*",
+                          "/usr/lib/dotnet/host/fxr/[0-9]*",
+                          "@dotnet/host/fxr/[0-9]*", NULL));
+    }
+    engines_log(&list);
+    engines_free(&list);
+}
+
+int
+main(void)
+{
+    const char *base = getenv("TMPDIR");
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test_engines.XXXXXX",
+             base != NULL && base[0] != '\0' ? base : "/tmp");
+    if (mkdtemp(tmpdir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_valid();
+    test_malformed();
+    test_conflicts();
+    test_dirs();
+    test_unavailable();
+    test_probe();
+    test_shipped();
+    rm_rf(tmpdir);
+    if (failures > 0) {
+        fprintf(stderr, "test_engines: %d checks failed\n", failures);
+        return 1;
+    }
+    printf("test_engines: all checks passed\n");
+    return 0;
+}
