@@ -1030,6 +1030,9 @@ api_workers_route(struct api_req *rq)
         api_error(rq, 404, "not_found", "no route %s", rq->path);
         return;
     }
+    /* Before the lookup: the worker may not be recovered yet. */
+    if (!is(rq, "GET") && !is(rq, "HEAD") && api_refuse_while_recovering(rq))
+        return;
     struct worker *w = registry_lookup(rq->d->registry, rq->seg[2]);
     if (w == NULL) {
         api_error(rq, 404, "not_found", "no worker %s", rq->seg[2]);
@@ -1038,8 +1041,6 @@ api_workers_route(struct api_req *rq)
     snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
     const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
 
-    if (!is(rq, "GET") && !is(rq, "HEAD") && api_refuse_while_recovering(rq))
-        return;
     if (action == NULL) {
         if (is(rq, "GET"))
             worker_answer(rq, 200, w);

@@ -8,6 +8,7 @@
 
 #include "master/recovery.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,9 @@
 #include "master/registry.h"
 #include "master/store.h"
 
-/* Workers restored per loop turn: small enough to keep the API's latency
- * in milliseconds, large enough that 10,000 workers take few turns. */
-#define RECOVERY_SLICE 256
+/* Workers restored per loop turn: each is a blob read and a hash, so a
+ * turn stays near a millisecond and the API answers between turns. */
+#define RECOVERY_SLICE 64
 
 struct entry {
     char *id;
@@ -182,10 +183,22 @@ finish(struct recovery *rc)
     if (rc->ev)
         event_free(rc->ev);
     running = NULL;
+    /* The listing and the blob reads were transient: give their pages
+     * back, so the master's RSS reflects the registry. */
+    malloc_trim(0);
     void (*done)(struct daemon *) = rc->done;
     free(rc);
     if (done)
         done(d);
+}
+
+/* A zero timeout rather than event_active(): timers run after the loop
+ * polls, so connections are served between slices. */
+static void
+next_slice(struct recovery *rc)
+{
+    static const struct timeval now = { 0, 0 };
+    event_add(rc->ev, &now);
 }
 
 static void
@@ -198,7 +211,7 @@ slice(evutil_socket_t fd, short what, void *arg)
     for (; rc->next < rc->n && rc->next < end; rc->next++)
         restore(rc, &rc->entries[rc->next]);
     if (rc->next < rc->n)
-        event_active(rc->ev, 0, 0);
+        next_slice(rc);
     else
         finish(rc);
 }
@@ -238,6 +251,6 @@ recovery_start(struct daemon *d, void (*done)(struct daemon *d))
         finish(rc);
         return -1;
     }
-    event_active(rc->ev, 0, 0);
+    next_slice(rc);
     return 0;
 }

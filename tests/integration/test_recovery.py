@@ -130,3 +130,31 @@ def test_unknown_key_stops_startup(wm_builddir, tmp_path):
     with pytest.raises(AssertionError) as e:
         d.start()
     assert "no_such_key" in str(e.value)
+
+
+def test_recovering_answers_503_then_healthy(wm_builddir, tmp_path):
+    d = _daemon(wm_builddir, tmp_path, store_fsync="off").start()
+    n = 3000  # enough recovery turns for several requests to land
+    for i in range(n):
+        d.create(code=f"echo\n# {i}", start=False, name=f"w{i}")
+    assert d.stop() == 0
+    d.start(wait_healthy=False)
+    seen = set()
+    try:
+        while True:
+            h = d.get("/health")
+            if h.status == 200:
+                assert h.json["status"] == "Healthy"
+                break
+            assert h.status == 503 and h.json["status"] == "Degraded", h
+            assert h.json["checks"]["recovery"]["status"] == "Degraded"
+            seen.add("degraded")
+            r = d.post("/v1/workers/w1/stop")
+            if r.status == 503:
+                assert r.code == "recovering", r
+                assert r.headers.get("Retry-After")
+                seen.add("recovering")
+        assert seen == {"degraded", "recovering"}, seen
+        assert len(d.get("/v1/workers").json["workers"]) == n
+    finally:
+        assert d.stop() == 0

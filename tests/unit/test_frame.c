@@ -476,6 +476,50 @@ test_forked(void)
     }
 }
 
+/* Every string of every body 64 KiB long and every byte vector 1 MiB; then
+ * all of them empty (present, length 0). */
+static void
+test_bodies_maximal_and_empty(void)
+{
+    char *big = malloc(BIG_DATA);
+    REQUIRE(big);
+    for (uint32_t i = 0; i < BIG_DATA; i++)
+        big[i] = (char)(' ' + i % 95);
+
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t slen = pass ? 0 : BIG_STRING;
+        uint32_t blen = pass ? 0 : BIG_DATA;
+        struct ipc_str s = { big, slen };
+        struct ipc_bytes v = { (const uint8_t *)big, blen };
+        struct ipc_error e = { s, s, s, s };
+        struct ipc_frame f;
+
+        f = (struct ipc_frame){ .type = IPC_BODY_HELLO };
+        f.u.hello =
+            (struct ipc_hello){ .engine = s, .confinement = s, .reason = s };
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_LOADED };
+        f.u.loaded.error = e;
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_RESULT };
+        f.u.result.error = e;
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_GATEWAY_CALL };
+        f.u.gateway_call = (struct ipc_gateway_call){ s, s, v };
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_GATEWAY_REPLY };
+        f.u.gateway_reply = (struct ipc_gateway_reply){ -7, v, s };
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_FORK };
+        f.u.fork.worker_id = s;
+        roundtrip(&f);
+        f = (struct ipc_frame){ .type = IPC_BODY_LOG };
+        f.u.log.message = s;
+        roundtrip(&f);
+    }
+    free(big);
+}
+
 /* A frame of exactly the default 16 MiB cap, prefix included. */
 static void
 test_frame_at_cap(void)
@@ -879,6 +923,7 @@ main(void)
     RUN(test_shutdown);
     RUN(test_fork);
     RUN(test_forked);
+    RUN(test_bodies_maximal_and_empty);
     RUN(test_frame_at_cap);
     RUN(test_seq_stamp);
     RUN(test_encode_bad_type);
