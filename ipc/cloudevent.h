@@ -59,8 +59,8 @@ extern const struct ipc_fb_schema ipc_worker_response_schema;
 void ipc_pair_list_get(const struct ipc_pair_list *list, uint32_t i,
                        struct ipc_pair *out);
 /* Event i of a list (i < list->n). */
-void ipc_cloudevent_list_get(const struct ipc_cloudevent_list *list,
-                             uint32_t i, struct ipc_cloudevent *out);
+void ipc_cloudevent_list_get(const struct ipc_cloudevent_list *list, uint32_t i,
+                             struct ipc_cloudevent *out);
 
 /* Writes a vector of Extension-shaped tables; returns its position. */
 size_t ipc_pair_list_build(struct ipc_fb_builder *b,

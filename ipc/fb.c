@@ -55,7 +55,7 @@ ipc_fb_builder_free(struct ipc_fb_builder *b)
 /* Grows the buffer to hold `need` bytes; false (and the oom flag) when it
  * cannot or when the buffer would pass the format's 2 GiB limit. */
 static bool
-grow(struct ipc_fb_builder *b, size_t need)
+grow_slow(struct ipc_fb_builder *b, size_t need)
 {
     if (b->oom)
         return false;
@@ -78,6 +78,26 @@ grow(struct ipc_fb_builder *b, size_t need)
     b->buf = nb;
     b->cap = cap;
     return true;
+}
+
+/* The common case, inlined: the buffer already has room. */
+static inline bool
+grow(struct ipc_fb_builder *b, size_t need)
+{
+    return (need <= b->cap && !b->oom) || grow_slow(b, need);
+}
+
+/* Zeroes padding: mostly 0 to 7 bytes, where a call to memset costs more
+ * than the loop. */
+static inline void
+zero(uint8_t *p, size_t n)
+{
+    if (n > 16) {
+        memset(p, 0, n);
+        return;
+    }
+    while (n--)
+        *p++ = 0;
 }
 
 size_t
@@ -113,32 +133,39 @@ ipc_fb_patch(struct ipc_fb_builder *b, size_t slot, size_t target)
     ipc_fb_put_u32(b, slot, (uint32_t)(target - slot));
 }
 
+/* Appends a length word and n bytes of src whose first byte is aligned to
+ * `align` (at least 4), then a NUL when `nul` (strings).  Only the padding
+ * is zeroed: the payload is copied once.  Returns the length word's
+ * position. */
+static size_t
+put_vector(struct ipc_fb_builder *b, const void *src, uint32_t n, size_t align,
+           bool nul)
+{
+    size_t data = align_up(b->len + 4, align < 4 ? 4 : align);
+    size_t end = data + n + (nul ? 1 : 0);
+
+    if (!grow(b, end))
+        return 0;
+    zero(b->buf + b->len, data - 4 - b->len);
+    memcpy(b->buf + data - 4, &n, 4);
+    if (n)
+        memcpy(b->buf + data, src, n);
+    if (nul)
+        b->buf[data + n] = 0;
+    b->len = end;
+    return data - 4;
+}
+
 size_t
 ipc_fb_string(struct ipc_fb_builder *b, struct ipc_str s)
 {
-    size_t pos = ipc_fb_reserve(b, 4 + (size_t)s.len + 1, 4);
-    if (b->oom)
-        return 0;
-    ipc_fb_put_u32(b, pos, s.len);
-    if (s.len)
-        memcpy(b->buf + pos + 4, s.ptr, s.len);
-    return pos;
+    return put_vector(b, s.ptr, s.len, 4, true);
 }
 
 size_t
 ipc_fb_bytes(struct ipc_fb_builder *b, struct ipc_bytes v, size_t align)
 {
-    if (align < 4)
-        align = 4;
-    /* The length word sits just before the first byte, which is aligned. */
-    size_t data = align_up(b->len + 4, align);
-    ipc_fb_reserve(b, data + v.len - b->len, 1);
-    if (b->oom)
-        return 0;
-    ipc_fb_put_u32(b, data - 4, v.len);
-    if (v.len)
-        memcpy(b->buf + data, v.ptr, v.len);
-    return data - 4;
+    return put_vector(b, v.ptr, v.len, align, false);
 }
 
 size_t
@@ -153,6 +180,7 @@ void
 ipc_fb_table_begin(struct ipc_fb_table *t)
 {
     memset(t->size, 0, sizeof t->size);
+    memset(t->bytes, 0, sizeof t->bytes);
     t->nfields = 0;
 }
 
@@ -160,6 +188,8 @@ void
 ipc_fb_table_scalar(struct ipc_fb_table *t, unsigned id, unsigned size,
                     uint64_t v)
 {
+    t->bytes[t->size[id]] -= t->size[id]; /* set twice: the last wins */
+    t->bytes[size] += size;
     t->size[id] = (uint8_t)size;
     t->value[id] = v;
     if (id + 1 > t->nfields)
@@ -177,65 +207,61 @@ ipc_fb_table_ref(struct ipc_fb_table *t, unsigned id)
 size_t
 ipc_fb_table_end(struct ipc_fb_builder *b, struct ipc_fb_table *t)
 {
-    uint16_t off[IPC_FB_MAX_FIELDS] = { 0 };
-    size_t tsize = 4; /* the soffset to the vtable */
-    bool has8 = false;
-
-    /* Widest fields first, so each is aligned without padding inside. */
-    for (unsigned size = 8; size >= 1; size /= 2) {
-        for (unsigned id = 0; id < t->nfields; id++) {
-            if (t->size[id] != size)
-                continue;
-            if (size == 8)
-                has8 = true;
-            off[id] = (uint16_t)tsize;
-            tsize += size;
-        }
-    }
-
+    /* Widest fields first, so each is aligned without padding inside: the
+     * 8-byte group starts right after the soffset, then 4, 2 and 1. */
+    unsigned next[9];
+    next[8] = 4;
+    next[4] = next[8] + t->bytes[8];
+    next[2] = next[4] + t->bytes[4];
+    next[1] = next[2] + t->bytes[2];
+    size_t tsize = next[1] + t->bytes[1];
     size_t vtsize = 4 + 2 * (size_t)t->nfields;
     size_t vpos = align_up(b->len, 2);
     size_t tpos = align_up(vpos + vtsize, 4);
+
     /* 8-byte fields start at tpos + 4: put the table at 4 mod 8. */
-    if (has8 && tpos % 8 != 4)
+    if (t->bytes[8] && tpos % 8 != 4)
         tpos += 4;
     if (!grow(b, tpos + tsize))
         return 0;
-    memset(b->buf + b->len, 0, tpos + tsize - b->len);
+    /* Zero the padding and the vtable (absent fields stay 0); every byte
+     * of the table itself is written below. */
+    zero(b->buf + b->len, tpos - b->len);
     b->len = tpos + tsize;
 
     uint8_t *vt = b->buf + vpos;
+    uint8_t *tb = b->buf + tpos;
     uint16_t v16 = (uint16_t)vtsize;
     memcpy(vt, &v16, 2);
     v16 = (uint16_t)tsize;
     memcpy(vt + 2, &v16, 2);
-    memcpy(vt + 4, off, 2 * (size_t)t->nfields);
-
     int32_t soff = (int32_t)(tpos - vpos);
-    memcpy(b->buf + tpos, &soff, 4);
+    memcpy(tb, &soff, 4);
+
     for (unsigned id = 0; id < t->nfields; id++) {
-        uint8_t *p = b->buf + tpos + off[id];
-        switch (t->size[id]) {
-        case 0:
-            break;
+        unsigned size = t->size[id];
+        if (size == 0)
+            continue;
+        uint16_t off = (uint16_t)next[size];
+        next[size] += size;
+        memcpy(vt + 4 + 2 * id, &off, 2);
+        /* Little-endian: the low `size` bytes of the value are the field.
+         * Constant sizes let the compiler inline each copy. */
+        switch (size) {
         case 1:
-            *p = (uint8_t)t->value[id];
+            tb[off] = (uint8_t)t->value[id];
             break;
-        case 2: {
-            uint16_t v = (uint16_t)t->value[id];
-            memcpy(p, &v, 2);
+        case 2:
+            memcpy(tb + off, &t->value[id], 2);
             break;
-        }
-        case 4: {
-            uint32_t v = (uint32_t)t->value[id];
-            memcpy(p, &v, 4);
+        case 4:
+            memcpy(tb + off, &t->value[id], 4);
             break;
-        }
         default:
-            memcpy(p, &t->value[id], 8);
+            memcpy(tb + off, &t->value[id], 8);
             break;
         }
-        t->slot[id] = (uint32_t)(tpos + off[id]);
+        t->slot[id] = (uint32_t)(tpos + off);
     }
     return tpos;
 }

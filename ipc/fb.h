@@ -2,8 +2,9 @@
  * fb.h — a small hand-written FlatBuffers codec: reader, builder, verifier.
  *
  * Debian packages no C FlatBuffers runtime (flatc 2.0.8 has no C generator),
- * so the C side is written here for the fixed schemas in ipc/ (worker_api.fbs, frame.fbs).  The
- * typed codecs (cloudevent.c, frame.c) sit on these primitives.
+ * so the C side is written here for the fixed schemas in ipc/ (worker_api.fbs,
+ * frame.fbs).  The typed codecs (cloudevent.c, frame.c) sit on these
+ * primitives.
  *
  * Reader: plain functions over a table pointer; safe only on a buffer that
  * ipc_fb_verify() accepted.  Scalars are read with memcpy (no aliasing or
@@ -164,9 +165,10 @@ struct ipc_fb_builder {
 /* A table being staged: scalars and offset slots, laid out at end(). */
 struct ipc_fb_table {
     uint64_t value[IPC_FB_MAX_FIELDS];
-    uint8_t size[IPC_FB_MAX_FIELDS]; /* 0 = absent; 1, 2, 4, 8 bytes */
+    uint8_t size[IPC_FB_MAX_FIELDS];  /* 0 = absent; 1, 2, 4, 8 bytes */
     uint32_t slot[IPC_FB_MAX_FIELDS]; /* absolute position after end() */
     unsigned nfields;                 /* highest present id + 1 */
+    unsigned bytes[9];                /* bytes of fields, by field size */
 };
 
 void ipc_fb_builder_init(struct ipc_fb_builder *b);
@@ -229,7 +231,7 @@ struct ipc_fb_field {
     const char *name;
     enum ipc_fb_type type;
     bool required;
-    const struct ipc_fb_schema *table; /* TABLE, TABLES, NESTED */
+    const struct ipc_fb_schema *table;          /* TABLE, TABLES, NESTED */
     const struct ipc_fb_schema *const *members; /* UNION: by type code */
     unsigned nmembers;                          /* UNION: codes 1..n */
 };
@@ -267,9 +269,9 @@ enum ipc_fb_err {
 /* Where verification failed. */
 struct ipc_fb_error {
     enum ipc_fb_err code;
-    const char *table; /* schema name, or NULL */
-    const char *field; /* field name, or NULL */
-    size_t offset;     /* byte offset in the verified buffer */
+    const char *table;  /* schema name, or NULL */
+    const char *field;  /* field name, or NULL */
+    size_t offset;      /* byte offset in the verified buffer */
     const char *detail; /* IPC_FB_ERR_APP: the rule broken */
 };
 

@@ -56,6 +56,7 @@ enum { FORKED_PID = 0 };
 
 /* ---- schema descriptors --------------------------------------------- */
 
+/* clang-format off: it splits braced initialisers inside macros. */
 #define STR(n) { .name = n, .type = IPC_FB_STRING }
 #define STR_REQ(n) { .name = n, .type = IPC_FB_STRING, .required = true }
 #define BYTES(n) { .name = n, .type = IPC_FB_BYTES }
@@ -70,10 +71,16 @@ enum { FORKED_PID = 0 };
         .nfields = sizeof f / sizeof f[0],                                     \
         .fields = f,                                                           \
     }
+/* clang-format on */
 
 static const struct ipc_fb_field hello_fields[] = {
-    U16("protocol"), STR("engine"),  U32("pid"),    U32("max_inflight"),
-    STR("confinement"), U8("accepted"), STR("reason"),
+    U16("protocol"),
+    STR("engine"),
+    U32("pid"),
+    U32("max_inflight"),
+    STR("confinement"),
+    U8("accepted"),
+    STR("reason"),
 };
 SCHEMA(hello_schema, "Hello", hello_fields);
 
@@ -188,10 +195,10 @@ SCHEMA(forked_schema, "Forked", forked_fields);
 
 /* Indexed by union code - 1, in the order of `union Body`. */
 static const struct ipc_fb_schema *const body_schemas[IPC_BODY_MAX] = {
-    &hello_schema,       &load_schema,          &loaded_schema,
-    &process_schema,     &result_schema,        &gateway_call_schema,
-    &gateway_reply_schema, &log_schema,         &heartbeat_schema,
-    &shutdown_schema,    &fork_schema,          &forked_schema,
+    &hello_schema,         &load_schema,   &loaded_schema,
+    &process_schema,       &result_schema, &gateway_call_schema,
+    &gateway_reply_schema, &log_schema,    &heartbeat_schema,
+    &shutdown_schema,      &fork_schema,   &forked_schema,
 };
 
 static const struct ipc_fb_field frame_fields[] = {
@@ -346,8 +353,8 @@ ipc_frame_read(const uint8_t *buf, size_t len, struct ipc_frame *f,
     memset(f, 0, sizeof *f);
     f->seq = ipc_fb_get_scalar(root, FRAME_SEQ, 8, 0);
     f->reply_to = ipc_fb_get_scalar(root, FRAME_REPLY_TO, 8, 0);
-    f->type = (enum ipc_body_type)ipc_fb_get_scalar(root, FRAME_BODY_TYPE, 1,
-                                                    0);
+    f->type =
+        (enum ipc_body_type)ipc_fb_get_scalar(root, FRAME_BODY_TYPE, 1, 0);
     switch (f->type) {
     case IPC_BODY_HELLO:
         decode_hello(t, &f->u.hello);
@@ -380,8 +387,8 @@ ipc_frame_read(const uint8_t *buf, size_t len, struct ipc_frame *f,
         f->u.gateway_reply.error = ipc_fb_get_str(t, GWREPLY_ERROR);
         break;
     case IPC_BODY_LOG:
-        f->u.log.level = (enum ipc_log_level)ipc_fb_get_scalar(
-            t, LOG_LEVEL, 1, IPC_LOG_INFO);
+        f->u.log.level = (enum ipc_log_level)ipc_fb_get_scalar(t, LOG_LEVEL, 1,
+                                                               IPC_LOG_INFO);
         f->u.log.message = ipc_fb_get_str(t, LOG_MESSAGE);
         break;
     case IPC_BODY_HEARTBEAT:
@@ -457,8 +464,8 @@ build_limits(struct ipc_fb_builder *b, const struct ipc_limits *l)
 
 /* A table with only an optional Error child at id `error_id`. */
 static void
-patch_error(struct ipc_fb_builder *b, const struct ipc_fb_table *t,
-            unsigned id, const struct ipc_error *e)
+patch_error(struct ipc_fb_builder *b, const struct ipc_fb_table *t, unsigned id,
+            const struct ipc_error *e)
 {
     if (e->type.ptr)
         ipc_fb_patch(b, t->slot[id], build_error(b, e));
@@ -597,7 +604,8 @@ build_small(struct ipc_fb_builder *b, const struct ipc_frame *f)
     size_t pos = ipc_fb_table_end(b, &t);
     if (ref != IPC_FB_MAX_FIELDS)
         ipc_fb_patch(b, t.slot[ref],
-                     s.ptr ? ipc_fb_string(b, s) : ipc_fb_bytes(b, bytes, align));
+                     s.ptr ? ipc_fb_string(b, s)
+                           : ipc_fb_bytes(b, bytes, align));
     return pos;
 }
 

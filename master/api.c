@@ -100,6 +100,10 @@ api_reply(struct api_req *rq, int status, json_t *body)
     finish(rq, status, body, NULL);
 }
 
+static void verror(struct api_req *rq, int status, const char *code,
+                   json_t *extra, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+
 static void
 verror(struct api_req *rq, int status, const char *code, json_t *extra,
        const char *fmt, va_list ap)
