@@ -56,7 +56,8 @@ enum { FORKED_PID = 0 };
 
 /* ---- schema descriptors --------------------------------------------- */
 
-/* clang-format off: it splits braced initialisers inside macros. */
+/* clang-format splits braced initialisers inside macros: */
+/* clang-format off */
 #define STR(n) { .name = n, .type = IPC_FB_STRING }
 #define STR_REQ(n) { .name = n, .type = IPC_FB_STRING, .required = true }
 #define BYTES(n) { .name = n, .type = IPC_FB_BYTES }
