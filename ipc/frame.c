@@ -75,13 +75,8 @@ enum { FORKED_PID = 0 };
 /* clang-format on */
 
 static const struct ipc_fb_field hello_fields[] = {
-    U16("protocol"),
-    STR("engine"),
-    U32("pid"),
-    U32("max_inflight"),
-    STR("confinement"),
-    U8("accepted"),
-    STR("reason"),
+    U16("protocol"),    STR("engine"),  U32("pid"),    U32("max_inflight"),
+    STR("confinement"), U8("accepted"), STR("reason"),
 };
 SCHEMA(hello_schema, "Hello", hello_fields);
 
