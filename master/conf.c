@@ -96,10 +96,11 @@
 
 #include "master/conf.h"
 
+#include "master/errbuf.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -129,20 +130,6 @@
     _Generic(((struct conf *)0)->field, T : offsetof(struct conf, field))
 
 /* ---- checks of string values ------------------------------------------ */
-
-static int why_set(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-why_set(char *why, size_t whylen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static bool
 is_port(const char *s)
@@ -190,14 +177,14 @@ check_listen(const char *v, char *why, size_t whylen)
         port = colon + 1;
     }
     if (!is_port(port))
-        return why_set(why, whylen,
-                       "'%s': the port must be a number from 1 to 65535", v);
+        return errbuf_set(why, whylen,
+                          "'%s': the port must be a number from 1 to 65535", v);
     return 0;
 bad:
-    return why_set(why, whylen,
-                   "'%s' is not an address: expected host:port or "
-                   "[ipv6]:port, e.g. 127.0.0.1:8080",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not an address: expected host:port or "
+                      "[ipv6]:port, e.g. 127.0.0.1:8080",
+                      v);
 }
 
 /* A group name as useradd(8) accepts it, or a numeric gid. */
@@ -214,10 +201,10 @@ check_group(const char *v, char *why, size_t whylen)
             goto bad;
     return 0;
 bad:
-    return why_set(why, whylen,
-                   "'%s' is not a group name or gid (letters, digits, "
-                   "'_', '.', '-'; at most 32)",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not a group name or gid (letters, digits, "
+                      "'_', '.', '-'; at most 32)",
+                      v);
 }
 
 /* instance: what follows urn:workmanager: in event sources. */
@@ -234,10 +221,10 @@ check_instance(const char *v, char *why, size_t whylen)
             goto bad;
     return 0;
 bad:
-    return why_set(why, whylen,
-                   "'%s' is not an instance name (letters, digits, '_', "
-                   "'.', '-'; at most 253)",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not an instance name (letters, digits, '_', "
+                      "'.', '-'; at most 253)",
+                      v);
 }
 
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */
@@ -262,10 +249,10 @@ check_nats_url(const char *v, char *why, size_t whylen)
             if (isspace((unsigned char)p[i]))
                 ok = false;
         if (!ok)
-            return why_set(why, whylen,
-                           "'%.*s' is not a NATS URL (nats://host:port; "
-                           "also tls://, ws://, wss://; comma-separated)",
-                           (int)len, p);
+            return errbuf_set(why, whylen,
+                              "'%.*s' is not a NATS URL (nats://host:port; "
+                              "also tls://, ws://, wss://; comma-separated)",
+                              (int)len, p);
         if (p[len] == '\0')
             return 0;
         p += len + 1;
@@ -286,10 +273,10 @@ check_word(const char *v, char *why, size_t whylen)
             goto bad;
     return 0;
 bad:
-    return why_set(why, whylen,
-                   "'%s' is not a level name (lowercase letters, digits, "
-                   "'_', '-')",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not a level name (lowercase letters, digits, "
+                      "'_', '-')",
+                      v);
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -889,7 +876,7 @@ parse_number(const struct conf_key *k, const char *v, uint64_t *out, char *why,
     }
     if (!read_u64(&p, &n)) {
         if (isdigit((unsigned char)*p))
-            return why_set(why, whylen, "'%s' is too large", v);
+            return errbuf_set(why, whylen, "'%s' is too large", v);
         goto bad;
     }
     skip_blanks(&p);
@@ -914,25 +901,25 @@ parse_number(const struct conf_key *k, const char *v, uint64_t *out, char *why,
         if (!found)
             goto bad;
         if (n > UINT64_MAX / mult)
-            return why_set(why, whylen, "'%s' is too large", v);
+            return errbuf_set(why, whylen, "'%s' is too large", v);
         n *= mult;
         if (n % unit != 0)
-            return why_set(why, whylen, "'%s' is not a whole number of seconds",
-                           v);
+            return errbuf_set(why, whylen,
+                              "'%s' is not a whole number of seconds", v);
         n /= unit;
     }
     if (n < k->min)
-        return why_set(why, whylen, "%s is below the minimum %llu%s", v,
-                       (unsigned long long)k->min, unit_name(k));
+        return errbuf_set(why, whylen, "%s is below the minimum %llu%s", v,
+                          (unsigned long long)k->min, unit_name(k));
     if (n > k->max)
-        return why_set(why, whylen, "%s is above the maximum %llu%s", v,
-                       (unsigned long long)k->max, unit_name(k));
+        return errbuf_set(why, whylen, "%s is above the maximum %llu%s", v,
+                          (unsigned long long)k->max, unit_name(k));
     *out = n;
     return 0;
 bad:
-    return why_set(why, whylen, "'%s' is not %s%s, from %llu to %llu%s", v,
-                   what, units, (unsigned long long)k->min,
-                   (unsigned long long)k->max, unit_name(k));
+    return errbuf_set(why, whylen, "'%s' is not %s%s, from %llu to %llu%s", v,
+                      what, units, (unsigned long long)k->min,
+                      (unsigned long long)k->max, unit_name(k));
 }
 
 static int
@@ -951,10 +938,10 @@ parse_bool(const char *v, bool *out, char *why, size_t whylen)
             return 0;
         }
     }
-    return why_set(why, whylen,
-                   "'%s' is not a boolean: use true/false, 1/0, yes/no or "
-                   "on/off",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not a boolean: use true/false, 1/0, yes/no or "
+                      "on/off",
+                      v);
 }
 
 static int
@@ -976,7 +963,7 @@ parse_enum(const struct conf_key *k, const char *v, int *out, char *why,
         if (n > 0 && (size_t)n < sizeof(allowed) - used)
             used += (size_t)n;
     }
-    return why_set(why, whylen, "'%s' is not one of: %s", v, allowed);
+    return errbuf_set(why, whylen, "'%s' is not one of: %s", v, allowed);
 }
 
 static int
@@ -996,10 +983,10 @@ parse_mode(const char *v, unsigned *out, char *why, size_t whylen)
     *out = m;
     return 0;
 bad:
-    return why_set(why, whylen,
-                   "'%s' is not a file mode: expected octal digits, at most "
-                   "0777, e.g. 0660",
-                   v);
+    return errbuf_set(why, whylen,
+                      "'%s' is not a file mode: expected octal digits, at most "
+                      "0777, e.g. 0660",
+                      v);
 }
 
 static int
@@ -1030,7 +1017,7 @@ parse_list(const char *v, struct conf_list *out, char *why, size_t whylen)
     return 0;
 oom:
     list_free(&l);
-    return why_set(why, whylen, "out of memory");
+    return errbuf_set(why, whylen, "out of memory");
 }
 
 /* Control characters have no place in any value (and would break logs and
@@ -1040,8 +1027,9 @@ check_text(const char *v, char *why, size_t whylen)
 {
     for (const unsigned char *p = (const unsigned char *)v; *p != '\0'; p++)
         if (*p < 0x20 || *p == 0x7f)
-            return why_set(why, whylen,
-                           "the value holds a control character (\\x%02x)", *p);
+            return errbuf_set(why, whylen,
+                              "the value holds a control character (\\x%02x)",
+                              *p);
     return 0;
 }
 
@@ -1057,11 +1045,11 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
     if (check_text(v, why, whylen) < 0)
         return -1;
     if (*v == '\0' && !(k->flags & CONF_F_EMPTY_OK) && k->type != CONF_BOOL)
-        return why_set(why, whylen, "the value is empty");
+        return errbuf_set(why, whylen, "the value is empty");
     switch (k->type) {
     case CONF_PATH:
         if (*v != '\0' && *v != '/')
-            return why_set(why, whylen, "'%s' is not an absolute path", v);
+            return errbuf_set(why, whylen, "'%s' is not an absolute path", v);
         /* fall through */
     case CONF_STRING: {
         char *s;
@@ -1070,7 +1058,7 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
             return -1;
         s = strdup(v);
         if (s == NULL)
-            return why_set(why, whylen, "out of memory");
+            return errbuf_set(why, whylen, "out of memory");
         free(*(char **)f);
         *(char **)f = s;
         return 0;
@@ -1081,7 +1069,7 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
         if (parse_number(k, v, &n, why, whylen) < 0)
             return -1;
         if (n > UINT_MAX) /* a row whose max does not fit its field */
-            return why_set(why, whylen, "%s does not fit", v);
+            return errbuf_set(why, whylen, "%s does not fit", v);
         *(unsigned *)f = (unsigned)n;
         return 0;
     case CONF_DURATION_MS:
@@ -1102,7 +1090,7 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
         return 0;
     }
     }
-    return why_set(why, whylen, "unknown type");
+    return errbuf_set(why, whylen, "unknown type");
 }
 
 static void
@@ -1231,22 +1219,6 @@ conf_origin_format(const struct conf *c, const char *name, char *buf,
 
 /* ---- sources ----------------------------------------------------------- */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errlen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* The edit distance of a and b, to suggest a key for a misspelt one;
  * capped: names longer than 63 bytes are not compared. */
 static size_t
@@ -1314,14 +1286,14 @@ conf_line_split(char *line, char **key, char **value, char *why, size_t whylen)
         return 0;
     for (const unsigned char *u = (const unsigned char *)p; *u != '\0'; u++)
         if ((*u < 0x20 && *u != '\t') || *u == 0x7f)
-            return why_set(why, whylen, "control character (\\x%02x)", *u);
+            return errbuf_set(why, whylen, "control character (\\x%02x)", *u);
     eq = strchr(p, '=');
     if (eq == NULL)
-        return why_set(why, whylen, "expected key = value");
+        return errbuf_set(why, whylen, "expected key = value");
     for (end = eq; end > p && (end[-1] == ' ' || end[-1] == '\t'); end--)
         ;
     if (end == p)
-        return why_set(why, whylen, "no key before '='");
+        return errbuf_set(why, whylen, "no key before '='");
     *end = '\0';
     v = eq + 1;
     while (*v == ' ' || *v == '\t')
@@ -1331,12 +1303,12 @@ conf_line_split(char *line, char **key, char **value, char *why, size_t whylen)
         char *rest;
 
         if (close == NULL)
-            return why_set(why, whylen, "unterminated quote");
+            return errbuf_set(why, whylen, "unterminated quote");
         rest = close + 1;
         while (*rest == ' ' || *rest == '\t')
             rest++;
         if (*rest != '\0' && *rest != '#')
-            return why_set(why, whylen, "text after the closing quote");
+            return errbuf_set(why, whylen, "text after the closing quote");
         *close = '\0';
         v++;
     } else {
@@ -1388,12 +1360,12 @@ load_file(struct conf *c, const char *path, bool explicit_file, char *err,
     if (f == NULL) {
         if (errno == ENOENT && !explicit_file)
             return 0;
-        return fail(err, errlen, "cannot read configuration file %s: %s", path,
-                    strerror(errno));
+        return errbuf_set(err, errlen, "cannot read configuration file %s: %s",
+                          path, strerror(errno));
     }
     c->file = strdup(path);
     if (c->file == NULL) {
-        fail(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         goto out;
     }
     while ((n = getline(&line, &cap, f)) >= 0) {
@@ -1402,7 +1374,8 @@ load_file(struct conf *c, const char *path, bool explicit_file, char *err,
 
         lineno++;
         if ((size_t)n != strlen(line)) {
-            fail(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+            errbuf_set(err, errlen, "%s:%u: NUL byte in the line", path,
+                       lineno);
             goto out;
         }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
@@ -1411,7 +1384,7 @@ load_file(struct conf *c, const char *path, bool explicit_file, char *err,
         if (lineno == 1 && strncmp(p, "\xef\xbb\xbf", 3) == 0)
             p += 3;
         if (conf_line_split(p, &key, &value, why, sizeof(why)) < 0) {
-            fail(err, errlen, "%s:%u: %s", path, lineno, why);
+            errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
             goto out;
         }
         if (key == NULL)
@@ -1419,23 +1392,23 @@ load_file(struct conf *c, const char *path, bool explicit_file, char *err,
         i = key_index(key);
         if (i < 0) {
             unknown_key(key, why, sizeof(why));
-            fail(err, errlen, "%s:%u: %s", path, lineno, why);
+            errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
             goto out;
         }
         if (c->origin[i].source == CONF_SRC_FILE) {
-            fail(err, errlen, "%s:%u: %s is already set at line %u", path,
-                 lineno, key, c->origin[i].line);
+            errbuf_set(err, errlen, "%s:%u: %s is already set at line %u", path,
+                       lineno, key, c->origin[i].line);
             goto out;
         }
         if (value_set(c, &keys[i], value, why, sizeof(why)) < 0) {
-            fail(err, errlen, "%s:%u: %s: %s", path, lineno, key, why);
+            errbuf_set(err, errlen, "%s:%u: %s: %s", path, lineno, key, why);
             goto out;
         }
         c->origin[i] = (struct conf_origin){ CONF_SRC_FILE, lineno, NULL };
     }
     if (ferror(f)) {
-        fail(err, errlen, "cannot read configuration file %s: %s", path,
-             strerror(errno));
+        errbuf_set(err, errlen, "cannot read configuration file %s: %s", path,
+                   strerror(errno));
         goto out;
     }
     rc = 0;
@@ -1458,12 +1431,12 @@ load_env_var(struct conf *c, size_t i, const char *var, char *err,
         return 0;
     v = strdup(raw);
     if (v == NULL)
-        return fail(err, errlen, "out of memory");
+        return errbuf_set(err, errlen, "out of memory");
     rc = value_set(c, &keys[i], trim(v), why, sizeof(why));
     free(v);
     if (rc < 0)
-        return fail(err, errlen, "environment %s: %s: %s", var, keys[i].name,
-                    why);
+        return errbuf_set(err, errlen, "environment %s: %s: %s", var,
+                          keys[i].name, why);
     c->origin[i] = (struct conf_origin){ CONF_SRC_ENV, 0, var };
     return 0;
 }
@@ -1494,11 +1467,11 @@ load_overrides(struct conf *c, char *const *ov, size_t nov, char *err,
         int rc;
 
         if (copy == NULL)
-            return fail(err, errlen, "out of memory");
+            return errbuf_set(err, errlen, "out of memory");
         eq = strchr(copy, '=');
         if (eq == NULL) {
             free(copy);
-            return fail(err, errlen, "-o %s: expected key=value", ov[j]);
+            return errbuf_set(err, errlen, "-o %s: expected key=value", ov[j]);
         }
         *eq = '\0';
         key = trim(copy);
@@ -1506,12 +1479,13 @@ load_overrides(struct conf *c, char *const *ov, size_t nov, char *err,
         if (i < 0) {
             unknown_key(key, why, sizeof(why));
             free(copy);
-            return fail(err, errlen, "-o %s: %s", ov[j], why);
+            return errbuf_set(err, errlen, "-o %s: %s", ov[j], why);
         }
         rc = value_set(c, &keys[i], trim(eq + 1), why, sizeof(why));
         free(copy);
         if (rc < 0)
-            return fail(err, errlen, "-o %s: %s: %s", ov[j], keys[i].name, why);
+            return errbuf_set(err, errlen, "-o %s: %s: %s", ov[j], keys[i].name,
+                              why);
         c->origin[i] = (struct conf_origin){ CONF_SRC_ARG, 0, NULL };
     }
     return 0;
@@ -1527,7 +1501,7 @@ derive(struct conf *c, char *err, size_t errlen)
         char *s = malloc(n);
 
         if (s == NULL)
-            return fail(err, errlen, "out of memory");
+            return errbuf_set(err, errlen, "out of memory");
         snprintf(s, n, "%s%s", c->runtime_dir,
                  strcmp(c->runtime_dir, "/") == 0 ? "control.sock"
                                                   : "/control.sock");
@@ -1540,19 +1514,19 @@ derive(struct conf *c, char *err, size_t errlen)
         char *s;
 
         if (gethostname(host, sizeof(host)) < 0)
-            return fail(err, errlen,
-                        "instance: cannot read the host name (%s): set "
-                        "instance",
-                        strerror(errno));
+            return errbuf_set(err, errlen,
+                              "instance: cannot read the host name (%s): set "
+                              "instance",
+                              strerror(errno));
         host[sizeof(host) - 1] = '\0';
         if (check_instance(host, why, sizeof(why)) < 0 || host[0] == '\0')
-            return fail(err, errlen,
-                        "instance: the host name cannot be used: %s; set "
-                        "instance",
-                        host[0] == '\0' ? "it is empty" : why);
+            return errbuf_set(err, errlen,
+                              "instance: the host name cannot be used: %s; set "
+                              "instance",
+                              host[0] == '\0' ? "it is empty" : why);
         s = strdup(host);
         if (s == NULL)
-            return fail(err, errlen, "out of memory");
+            return errbuf_set(err, errlen, "out of memory");
         free(c->instance);
         c->instance = s;
         c->origin[key_index("instance")].source = CONF_SRC_DERIVED;
@@ -1580,30 +1554,31 @@ check_rules(const struct conf *c, char *err, size_t errlen)
     if (c->message_timeout_ms >= c->lock_max_age_ms) {
         describe(c, "message_timeout_ms", a, sizeof(a));
         describe(c, "lock_max_age_ms", b, sizeof(b));
-        return fail(err, errlen,
-                    "%s must be less than %s: a group lock must outlive "
-                    "the processing it guards",
-                    a, b);
+        return errbuf_set(err, errlen,
+                          "%s must be less than %s: a group lock must outlive "
+                          "the processing it guards",
+                          a, b);
     }
     if (c->restart_base_delay_ms > c->restart_max_delay_ms) {
         describe(c, "restart_base_delay_ms", a, sizeof(a));
         describe(c, "restart_max_delay_ms", b, sizeof(b));
-        return fail(err, errlen, "%s must not exceed %s", a, b);
+        return errbuf_set(err, errlen, "%s must not exceed %s", a, b);
     }
     if (c->heartbeat_timeout_ms >= c->heartbeat_interval_ms) {
         describe(c, "heartbeat_timeout_ms", a, sizeof(a));
         describe(c, "heartbeat_interval_ms", b, sizeof(b));
-        return fail(err, errlen,
-                    "%s must be less than %s: the echo of a heartbeat is "
-                    "awaited before the next one",
-                    a, b);
+        return errbuf_set(err, errlen,
+                          "%s must be less than %s: the echo of a heartbeat is "
+                          "awaited before the next one",
+                          a, b);
     }
     if (strlen(c->control_socket) >= sizeof(sun.sun_path)) {
         describe(c, "control_socket", a, sizeof(a));
-        return fail(err, errlen,
-                    "%s: the path is %zu bytes, a unix socket's is at most "
-                    "%zu",
-                    a, strlen(c->control_socket), sizeof(sun.sun_path) - 1);
+        return errbuf_set(
+            err, errlen,
+            "%s: the path is %zu bytes, a unix socket's is at most "
+            "%zu",
+            a, strlen(c->control_socket), sizeof(sun.sun_path) - 1);
     }
     return 0;
 }
@@ -1617,12 +1592,13 @@ conf_load(struct conf *c, const char *file, bool file_explicit,
     memset(c, 0, sizeof(*c));
     c->origin = calloc(NKEYS, sizeof(*c->origin));
     if (c->origin == NULL) {
-        fail(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < NKEYS; i++)
         if (value_set(c, &keys[i], keys[i].def, why, sizeof(why)) < 0) {
-            fail(err, errlen, "built-in default of %s: %s", keys[i].name, why);
+            errbuf_set(err, errlen, "built-in default of %s: %s", keys[i].name,
+                       why);
             goto fail;
         }
     if (load_file(c, file != NULL ? file : WM_CONF_FILE, file_explicit, err,

@@ -24,6 +24,7 @@
 
 #include "ipc/frame.h"
 #include "master/conf.h"
+#include "master/errbuf.h"
 #include "master/log.h"
 
 #include <ctype.h>
@@ -146,22 +147,6 @@ engines_spawn_name(enum engines_spawn spawn)
     if ((size_t)spawn >= sizeof(spawn_names) / sizeof(spawn_names[0]))
         return "?";
     return spawn_names[spawn];
-}
-
-static int why_set(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-why_set(char *why, size_t whylen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (whylen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 static void
@@ -295,25 +280,25 @@ add_mime_types(const struct engines *list, struct engines_entry *e,
             return 0;
         n = strcspn(p, ", \t");
         if (!valid_mime(p, n))
-            return why_set(why, whylen,
-                           "'%.*s' is not a MIME type (type/subtype)", (int)n,
-                           p);
+            return errbuf_set(why, whylen,
+                              "'%.*s' is not a MIME type (type/subtype)",
+                              (int)n, p);
         for (size_t j = 0; j < e->nmime_types; j++)
             if (strlen(e->mime_types[j]) == n &&
                 strncasecmp(e->mime_types[j], p, n) == 0)
-                return why_set(why, whylen, "mime_type %.*s given twice",
-                               (int)n, p);
+                return errbuf_set(why, whylen, "mime_type %.*s given twice",
+                                  (int)n, p);
         {
             const struct engines_entry *other = find_mime_n(list, p, n);
 
             if (other != NULL)
-                return why_set(why, whylen,
-                               "mime_type %.*s is already served by engine "
-                               "%s (%s)",
-                               (int)n, p, other->name, other->file);
+                return errbuf_set(why, whylen,
+                                  "mime_type %.*s is already served by engine "
+                                  "%s (%s)",
+                                  (int)n, p, other->name, other->file);
         }
         if (strv_push(&e->mime_types, &e->nmime_types, p, n) < 0)
-            return why_set(why, whylen, "out of memory");
+            return errbuf_set(why, whylen, "out of memory");
         for (char *c = e->mime_types[e->nmime_types - 1]; *c != '\0'; c++)
             *c = (char)tolower((unsigned char)*c);
         p += n;
@@ -334,12 +319,12 @@ add_probe_paths(struct engines_entry *e, const char *v, char *why,
         while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
             n--;
         if (p[0] != '/' && p[0] != '$' && p[0] != '@')
-            return why_set(why, whylen,
-                           "probe_path '%.*s' must start with '/', '$' or "
-                           "'@'",
-                           (int)n, p);
+            return errbuf_set(why, whylen,
+                              "probe_path '%.*s' must start with '/', '$' or "
+                              "'@'",
+                              (int)n, p);
         if (strv_push(&e->probe_paths, &e->nprobe_paths, p, n) < 0)
-            return why_set(why, whylen, "out of memory");
+            return errbuf_set(why, whylen, "out of memory");
         p += n;
     }
 }
@@ -350,7 +335,7 @@ set_string(char **dst, const char *v, char *why, size_t whylen)
     char *s = strdup(v);
 
     if (s == NULL)
-        return why_set(why, whylen, "out of memory");
+        return errbuf_set(why, whylen, "out of memory");
     free(*dst);
     *dst = s;
     return 0;
@@ -366,12 +351,13 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
     switch (k) {
     case K_NAME:
         if (!valid_name(v))
-            return why_set(why, whylen,
-                           "name '%s': use 1 to 32 of a-z, 0-9, '_', '-'", v);
+            return errbuf_set(
+                why, whylen, "name '%s': use 1 to 32 of a-z, 0-9, '_', '-'", v);
         other = engines_find_name(list, v);
         if (other != NULL)
-            return why_set(why, whylen, "engine name %s is already used by %s",
-                           v, other->file);
+            return errbuf_set(why, whylen,
+                              "engine name %s is already used by %s", v,
+                              other->file);
         return set_string(&e->name, v, why, whylen);
     case K_MIME_TYPE:
         return add_mime_types(list, e, v, why, whylen);
@@ -381,10 +367,10 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
         return set_string(&e->description, v, why, whylen);
     case K_HOST:
         if (*v == '\0' || (strchr(v, '/') != NULL && v[0] != '/'))
-            return why_set(why, whylen,
-                           "host '%s': a file name (looked up in "
-                           "libexec_dir) or an absolute path",
-                           v);
+            return errbuf_set(why, whylen,
+                              "host '%s': a file name (looked up in "
+                              "libexec_dir) or an absolute path",
+                              v);
         return set_string(&e->host, v, why, whylen);
     case K_SPAWN:
         for (size_t i = 0; i < sizeof(spawn_names) / sizeof(spawn_names[0]);
@@ -393,8 +379,9 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
                 e->spawn = (enum engines_spawn)i;
                 return 0;
             }
-        return why_set(why, whylen,
-                       "spawn '%s' is not one of: zygote, exec, inprocess", v);
+        return errbuf_set(why, whylen,
+                          "spawn '%s' is not one of: zygote, exec, inprocess",
+                          v);
     case K_PROTOCOL: {
         unsigned long n = 0;
 
@@ -410,12 +397,13 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
         e->protocol = (unsigned)n;
         return 0;
 bad_protocol:
-        return why_set(why, whylen,
-                       "protocol '%s' is not a version number (1 to 65535)", v);
+        return errbuf_set(why, whylen,
+                          "protocol '%s' is not a version number (1 to 65535)",
+                          v);
     }
     case K_PROBE:
         if (*v == '\0')
-            return why_set(why, whylen, "probe is empty");
+            return errbuf_set(why, whylen, "probe is empty");
         return set_string(&e->probe, v, why, whylen);
     case K_PROBE_WHAT:
         return set_string(&e->probe_what, v, why, whylen);
@@ -424,7 +412,7 @@ bad_protocol:
     case K_COUNT:
         break;
     }
-    return why_set(why, whylen, "unknown key");
+    return errbuf_set(why, whylen, "unknown key");
 }
 
 /* Checks what a whole descriptor needs once its lines are read; *line is
@@ -439,49 +427,33 @@ check_entry(struct engines_entry *e, const unsigned *seen, unsigned *line,
     *line = 0;
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
         if (seen[required[i]] == 0)
-            return why_set(why, whylen, "missing key %s",
-                           dkeys[required[i]].name);
+            return errbuf_set(why, whylen, "missing key %s",
+                              dkeys[required[i]].name);
     if (e->nmime_types == 0) {
         *line = seen[K_MIME_TYPE];
-        return why_set(why, whylen, "mime_type names no MIME type");
+        return errbuf_set(why, whylen, "mime_type names no MIME type");
     }
     if (e->host == NULL && e->spawn != ENGINES_SPAWN_INPROCESS)
-        return why_set(why, whylen, "missing key host (spawn = %s)",
-                       engines_spawn_name(e->spawn));
+        return errbuf_set(why, whylen, "missing key host (spawn = %s)",
+                          engines_spawn_name(e->spawn));
     if (e->probe == NULL && (seen[K_PROBE_WHAT] || seen[K_PROBE_PATH])) {
         bool what = seen[K_PROBE_WHAT] != 0;
 
         *line = what ? seen[K_PROBE_WHAT] : seen[K_PROBE_PATH];
-        return why_set(why, whylen, "%s without probe",
-                       what ? "probe_what" : "probe_path");
+        return errbuf_set(why, whylen, "%s without probe",
+                          what ? "probe_what" : "probe_path");
     }
     if (e->probe != NULL && e->nprobe_paths == 0 && strchr(e->probe, '/') &&
         e->probe[0] != '/') {
         *line = seen[K_PROBE];
-        return why_set(why, whylen,
-                       "probe without probe_path must be a command name or "
-                       "an absolute path");
+        return errbuf_set(why, whylen,
+                          "probe without probe_path must be a command name or "
+                          "an absolute path");
     }
     if (e->language == NULL &&
         set_string(&e->language, e->name, why, whylen) < 0)
         return -1;
     return 0;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errlen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* Reads descriptor `path` into e, which the caller frees on failure. */
@@ -501,12 +473,12 @@ parse_file(const struct engines *list, const char *path,
 
     e->file = strdup(path);
     if (e->file == NULL)
-        return fail(err, errlen, "out of memory");
+        return errbuf_set(err, errlen, "out of memory");
     f = fopen(path, "re");
     if (f == NULL)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
     if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
+        errbuf_set(err, errlen, "%s: not a regular file", path);
         goto out;
     }
     while ((n = getline(&line, &cap, f)) >= 0) {
@@ -515,13 +487,14 @@ parse_file(const struct engines *list, const char *path,
 
         lineno++;
         if ((size_t)n != strlen(line)) {
-            fail(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+            errbuf_set(err, errlen, "%s:%u: NUL byte in the line", path,
+                       lineno);
             goto out;
         }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (conf_line_split(line, &key, &value, why, sizeof(why)) < 0) {
-            fail(err, errlen, "%s:%u: %s", path, lineno, why);
+            errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
             goto out;
         }
         if (key == NULL)
@@ -530,34 +503,34 @@ parse_file(const struct engines *list, const char *path,
             if (strcmp(key, dkeys[k].name) == 0)
                 break;
         if (k == K_COUNT) {
-            fail(err, errlen,
-                 "%s:%u: unknown key '%s' (name, mime_type, language, "
-                 "description, host, spawn, protocol, probe, probe_what, "
-                 "probe_path)",
-                 path, lineno, key);
+            errbuf_set(err, errlen,
+                       "%s:%u: unknown key '%s' (name, mime_type, language, "
+                       "description, host, spawn, protocol, probe, probe_what, "
+                       "probe_path)",
+                       path, lineno, key);
             goto out;
         }
         if (seen[k] != 0 && !dkeys[k].repeatable) {
-            fail(err, errlen, "%s:%u: %s is already set at line %u", path,
-                 lineno, key, seen[k]);
+            errbuf_set(err, errlen, "%s:%u: %s is already set at line %u", path,
+                       lineno, key, seen[k]);
             goto out;
         }
         if (apply_key(list, e, (enum dkey)k, value, why, sizeof(why)) < 0) {
-            fail(err, errlen, "%s:%u: %s", path, lineno, why);
+            errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
             goto out;
         }
         if (seen[k] == 0)
             seen[k] = lineno;
     }
     if (ferror(f)) {
-        fail(err, errlen, "%s: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
         goto out;
     }
     if (check_entry(e, seen, &lineno, why, sizeof(why)) < 0) {
         if (lineno > 0)
-            fail(err, errlen, "%s:%u: %s", path, lineno, why);
+            errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
         else
-            fail(err, errlen, "%s: %s", path, why);
+            errbuf_set(err, errlen, "%s: %s", path, why);
         goto out;
     }
     rc = 0;
@@ -592,14 +565,15 @@ list_dir(const char *dir, char ***names, size_t *n, char *err, size_t errlen)
     *n = 0;
     d = opendir(dir);
     if (d == NULL)
-        return fail(err, errlen, "engines_dir %s: %s", dir, strerror(errno));
+        return errbuf_set(err, errlen, "engines_dir %s: %s", dir,
+                          strerror(errno));
     errno = 0;
     while ((de = readdir(d)) != NULL) {
         if (!is_descriptor_name(de->d_name))
             continue;
         if (strv_push(names, n, de->d_name, strlen(de->d_name)) < 0) {
             closedir(d);
-            return fail(err, errlen, "out of memory");
+            return errbuf_set(err, errlen, "out of memory");
         }
         errno = 0;
     }
@@ -607,7 +581,7 @@ list_dir(const char *dir, char ***names, size_t *n, char *err, size_t errlen)
         int e = errno;
 
         closedir(d);
-        return fail(err, errlen, "engines_dir %s: %s", dir, strerror(e));
+        return errbuf_set(err, errlen, "engines_dir %s: %s", dir, strerror(e));
     }
     closedir(d);
     if (*n > 1)
@@ -642,7 +616,7 @@ engines_load(const char *dir, const char *libexec_dir, struct engines *list,
     memset(list, 0, sizeof(*list));
     list->libexec_dir = strdup(libexec_dir);
     if (list->libexec_dir == NULL) {
-        fail(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         goto out;
     }
     if (list_dir(dir, &names, &nnames, err, errlen) < 0)
@@ -650,7 +624,7 @@ engines_load(const char *dir, const char *libexec_dir, struct engines *list,
     if (nnames > 0) {
         list->v = calloc(nnames, sizeof(*list->v));
         if (list->v == NULL) {
-            fail(err, errlen, "out of memory");
+            errbuf_set(err, errlen, "out of memory");
             goto out;
         }
     }
@@ -660,7 +634,7 @@ engines_load(const char *dir, const char *libexec_dir, struct engines *list,
         int prc;
 
         if (path == NULL) {
-            fail(err, errlen, "out of memory");
+            errbuf_set(err, errlen, "out of memory");
             goto out;
         }
         prc = parse_file(list, path, e, err, errlen);
@@ -671,7 +645,7 @@ engines_load(const char *dir, const char *libexec_dir, struct engines *list,
                                ? strdup(e->host)
                                : path_join(list->libexec_dir, e->host);
             if (e->host_path == NULL)
-                prc = fail(err, errlen, "out of memory");
+                prc = errbuf_set(err, errlen, "out of memory");
         }
         if (prc < 0) {
             entry_free(e);

@@ -27,7 +27,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -36,6 +35,7 @@
 #include <strings.h>
 
 #include "master/base64.h"
+#include "master/errbuf.h"
 #include "master/ids.h"
 
 /* jansson's parser stops at this depth (JSON_PARSER_MAX_DEPTH); no value it
@@ -615,21 +615,6 @@ events_json_dumps(const json_t *value, size_t *len)
 
 /* ---- errors ---------------------------------------------------------- */
 
-static void fail_msg(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-fail_msg(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Quotes sender-chosen text for a message: "..." with bytes outside
  * printable ASCII, '"' and '\' as \xHH, cut after QUOTE_MAX bytes. */
 static const char *
@@ -709,24 +694,26 @@ draft_attr(struct draft *d, enum attr a, const char *v, size_t len)
     enum text_fault f;
 
     if (slot->ptr) {
-        fail_msg(d->err, d->errlen, "attribute \"%s\" given twice", name);
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" given twice", name);
         return -1;
     }
     if (len == 0) {
-        fail_msg(d->err, d->errlen, "attribute \"%s\" must not be empty", name);
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" must not be empty",
+                   name);
         return -1;
     }
     if (len > UINT32_MAX) {
-        fail_msg(d->err, d->errlen, "attribute \"%s\" is too long", name);
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" is too long", name);
         return -1;
     }
     if ((f = text_check(v, len)) != TEXT_OK) {
-        fail_msg(d->err, d->errlen, "attribute \"%s\" %s", name,
-                 text_fault_rule(f));
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" %s", name,
+                   text_fault_rule(f));
         return -1;
     }
     if (attrs[a].check && !attrs[a].check(s)) {
-        fail_msg(d->err, d->errlen, "attribute \"%s\" %s", name, attrs[a].rule);
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" %s", name,
+                   attrs[a].rule);
         return -1;
     }
     *slot = s;
@@ -738,8 +725,8 @@ draft_required(struct draft *d)
 {
     for (unsigned a = 0; a < ATTR_COUNT; a++)
         if (attrs[a].required && attr_slot(&d->ce, a)->ptr == NULL) {
-            fail_msg(d->err, d->errlen, "attribute \"%s\" is required",
-                     attrs[a].name);
+            errbuf_set(d->err, d->errlen, "attribute \"%s\" is required",
+                       attrs[a].name);
             return -1;
         }
     return 0;
@@ -756,30 +743,30 @@ draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
     uint32_t n = d->ce.extensions.n;
 
     if (!valid_name(name, nlen)) {
-        fail_msg(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
-                 quote(q, name, nlen));
+        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+                   quote(q, name, nlen));
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
         if (d->ext[i].name.len == nlen &&
             memcmp(d->ext[i].name.ptr, name, nlen) == 0) {
-            fail_msg(d->err, d->errlen, "extension \"%.*s\" given twice",
-                     (int)nlen, name);
+            errbuf_set(d->err, d->errlen, "extension \"%.*s\" given twice",
+                       (int)nlen, name);
             return -1;
         }
     if (n == EVENTS_MAX_EXTENSIONS) {
-        fail_msg(d->err, d->errlen, "more than %d extensions",
-                 EVENTS_MAX_EXTENSIONS);
+        errbuf_set(d->err, d->errlen, "more than %d extensions",
+                   EVENTS_MAX_EXTENSIONS);
         return -1;
     }
     if (vlen > UINT32_MAX) {
-        fail_msg(d->err, d->errlen, "extension \"%.*s\" is too long", (int)nlen,
-                 name);
+        errbuf_set(d->err, d->errlen, "extension \"%.*s\" is too long",
+                   (int)nlen, name);
         return -1;
     }
     if ((f = text_check(value, vlen)) != TEXT_OK) {
-        fail_msg(d->err, d->errlen, "extension \"%.*s\" %s", (int)nlen, name,
-                 text_fault_rule(f));
+        errbuf_set(d->err, d->errlen, "extension \"%.*s\" %s", (int)nlen, name,
+                   text_fault_rule(f));
         return -1;
     }
     d->ext[n].name.ptr = name;
@@ -796,7 +783,7 @@ draft_data(struct draft *d, const void *p, size_t len)
 {
     /* A FlatBuffer holds at most 2 GiB; the HTTP cap is far below. */
     if (len > INT32_MAX) {
-        fail_msg(d->err, d->errlen, "data larger than 2 GiB");
+        errbuf_set(d->err, d->errlen, "data larger than 2 GiB");
         return -1;
     }
     d->ce.data.ptr = p;
@@ -817,8 +804,8 @@ draft_finish(struct draft *d, struct ipc_fb_builder *out)
         ce->specversion = ipc_str_c("1.0");
     if (ce->id.ptr == NULL) {
         if (ids_uuid_new(d->id)) {
-            fail_msg(d->err, d->errlen, "cannot make an event id: %s",
-                     strerror(errno));
+            errbuf_set(d->err, d->errlen, "cannot make an event id: %s",
+                       strerror(errno));
             return -1;
         }
         ce->id = ipc_str_c(d->id);
@@ -833,8 +820,8 @@ draft_finish(struct draft *d, struct ipc_fb_builder *out)
             break;
         }
     if (ipc_cloudevent_encode(out, ce)) {
-        fail_msg(d->err, d->errlen,
-                 "out of memory (or the event exceeds 2 GiB)");
+        errbuf_set(d->err, d->errlen,
+                   "out of memory (or the event exceeds 2 GiB)");
         return -1;
     }
     return 0;
@@ -856,23 +843,24 @@ json_data(struct draft *d, json_t *obj, void **owned)
     if (json_is_null(b64))
         b64 = NULL;
     if (data && b64) {
-        fail_msg(d->err, d->errlen,
-                 "data and data_base64 cannot both be present");
+        errbuf_set(d->err, d->errlen,
+                   "data and data_base64 cannot both be present");
         return -1;
     }
     if (b64) {
         size_t n;
         uint8_t *bytes;
         if (!json_is_string(b64)) {
-            fail_msg(d->err, d->errlen, "data_base64 must be a string, not %s",
-                     json_type_name(b64));
+            errbuf_set(d->err, d->errlen,
+                       "data_base64 must be a string, not %s",
+                       json_type_name(b64));
             return -1;
         }
         if (base64_decode(json_string_value(b64), json_string_length(b64),
                           &bytes, &n) != 0) {
-            fail_msg(d->err, d->errlen, "%s",
-                     errno == ENOMEM ? "out of memory"
-                                     : "data_base64 is not valid base64");
+            errbuf_set(d->err, d->errlen, "%s",
+                       errno == ENOMEM ? "out of memory"
+                                       : "data_base64 is not valid base64");
             return -1;
         }
         *owned = bytes;
@@ -884,7 +872,7 @@ json_data(struct draft *d, json_t *obj, void **owned)
         size_t n;
         char *text = events_json_dumps(data, &n);
         if (text == NULL) {
-            fail_msg(d->err, d->errlen, "out of memory");
+            errbuf_set(d->err, d->errlen, "out of memory");
             return -1;
         }
         *owned = text;
@@ -892,9 +880,9 @@ json_data(struct draft *d, json_t *obj, void **owned)
     }
     if (!json_is_string(data)) {
         struct ipc_str ct = d->ce.datacontenttype;
-        fail_msg(d->err, d->errlen,
-                 "data must be a string when datacontenttype is %s, not %s",
-                 quote(q, ct.ptr, ct.len), json_type_name(data));
+        errbuf_set(d->err, d->errlen,
+                   "data must be a string when datacontenttype is %s, not %s",
+                   quote(q, ct.ptr, ct.len), json_type_name(data));
         return -1;
     }
     return draft_data(d, json_string_value(data), json_string_length(data));
@@ -912,8 +900,8 @@ json_ext(struct draft *d, const char *key, json_t *v)
     if (json_is_null(v))
         return 0;
     if (!valid_name(key, klen)) {
-        fail_msg(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
-                 quote(q, key, klen));
+        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+                   quote(q, key, klen));
         return -1;
     }
     switch (json_typeof(v)) {
@@ -933,10 +921,10 @@ json_ext(struct draft *d, const char *key, json_t *v)
         strcpy(num, "false");
         break;
     default:
-        fail_msg(d->err, d->errlen,
-                 "extension \"%s\" must be a string, number or boolean, "
-                 "not %s",
-                 key, json_type_name(v));
+        errbuf_set(d->err, d->errlen,
+                   "extension \"%s\" must be a string, number or boolean, "
+                   "not %s",
+                   key, json_type_name(v));
         return -1;
     }
     return draft_ext(d, key, klen, num, strlen(num));
@@ -953,13 +941,13 @@ convert_json(json_t *obj, struct ipc_fb_builder *out, char *err, size_t errlen)
     int rc = -1;
 
     if (d == NULL) {
-        fail_msg(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return -1;
     }
     draft_init(d, err, errlen);
     if (!json_is_object(obj)) {
-        fail_msg(err, errlen, "a CloudEvent must be a JSON object, not %s",
-                 obj ? json_type_name(obj) : "nothing");
+        errbuf_set(err, errlen, "a CloudEvent must be a JSON object, not %s",
+                   obj ? json_type_name(obj) : "nothing");
         goto done;
     }
     for (unsigned a = 0; a < ATTR_COUNT; a++) {
@@ -967,8 +955,8 @@ convert_json(json_t *obj, struct ipc_fb_builder *out, char *err, size_t errlen)
         if (v == NULL || json_is_null(v))
             continue;
         if (!json_is_string(v)) {
-            fail_msg(err, errlen, "attribute \"%s\" must be a string, not %s",
-                     attrs[a].name, json_type_name(v));
+            errbuf_set(err, errlen, "attribute \"%s\" must be a string, not %s",
+                       attrs[a].name, json_type_name(v));
             goto done;
         }
         if (draft_attr(d, (enum attr)a, json_string_value(v),
@@ -1052,7 +1040,7 @@ events_from_binary(const char *const *names, const char *const *values,
 
     ipc_fb_builder_reset(out);
     if (d == NULL) {
-        fail_msg(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return -1;
     }
     draft_init(d, err, errlen);
@@ -1060,7 +1048,7 @@ events_from_binary(const char *const *names, const char *const *values,
     for (size_t i = 0; i < n; i++)
         total += strlen(values[i]);
     if ((scratch = malloc(total + 1)) == NULL) {
-        fail_msg(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1075,14 +1063,14 @@ events_from_binary(const char *const *names, const char *const *values,
             continue;
         }
         if (strcmp(name, "datacontenttype") == 0) {
-            fail_msg(err, errlen,
-                     "header ce-datacontenttype is not allowed:"
-                     " Content-Type carries datacontenttype");
+            errbuf_set(err, errlen,
+                       "header ce-datacontenttype is not allowed:"
+                       " Content-Type carries datacontenttype");
             goto done;
         }
         if (strcmp(name, "data") == 0) {
-            fail_msg(err, errlen,
-                     "header ce-data is not allowed: the body carries data");
+            errbuf_set(err, errlen,
+                       "header ce-data is not allowed: the body carries data");
             goto done;
         }
         char *v = scratch + used;
@@ -1135,15 +1123,15 @@ events_batch_from_json(json_t *array, struct events_batch *batch, char *err,
     ipc_fb_builder_reset(&batch->fb);
     batch->n = 0;
     if (!json_is_array(array)) {
-        fail_msg(err, errlen, "a batch must be a JSON array, not %s",
-                 array ? json_type_name(array) : "nothing");
+        errbuf_set(err, errlen, "a batch must be a JSON array, not %s",
+                   array ? json_type_name(array) : "nothing");
         return -1;
     }
     count = json_array_size(array);
     if (count + 1 > batch->cap) {
         size_t *o = realloc(batch->offsets, (count + 1) * sizeof *o);
         if (o == NULL) {
-            fail_msg(err, errlen, "out of memory");
+            errbuf_set(err, errlen, "out of memory");
             return -1;
         }
         batch->offsets = o;
@@ -1155,7 +1143,7 @@ events_batch_from_json(json_t *array, struct events_batch *batch, char *err,
         batch->offsets[i] = batch->fb.len;
         if (convert_json(json_array_get(array, i), &batch->fb, msg,
                          sizeof msg)) {
-            fail_msg(err, errlen, "event %zu: %s", i, msg);
+            errbuf_set(err, errlen, "event %zu: %s", i, msg);
             ipc_fb_builder_reset(&batch->fb);
             return -1;
         }

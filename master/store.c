@@ -17,9 +17,9 @@
 #include "master/store.h"
 #include "master/store_backend.h"
 
-#include <stdarg.h>
+#include "master/errbuf.h"
+
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -30,19 +30,6 @@ static const struct store_backend *const backends[] = {
 };
 
 #define NBACKENDS (sizeof backends / sizeof backends[0])
-
-void
-store_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    /* Truncation is acceptable: the message is for a human. */
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static bool
 key_char_ok(char c)
@@ -59,21 +46,21 @@ store_key_check(const char *key, char *err, size_t errlen)
     size_t len;
 
     if (key == NULL) {
-        store_errf(err, errlen, "no key");
+        errbuf_set(err, errlen, "no key");
         return -1;
     }
     len = strnlen(key, STORE_KEY_MAX + 1);
     if (len == 0) {
-        store_errf(err, errlen, "empty key");
+        errbuf_set(err, errlen, "empty key");
         return -1;
     }
     if (len > STORE_KEY_MAX) {
-        store_errf(err, errlen, "key longer than %d bytes", STORE_KEY_MAX);
+        errbuf_set(err, errlen, "key longer than %d bytes", STORE_KEY_MAX);
         return -1;
     }
     for (p = key; *p != '\0'; p++) {
         if (!key_char_ok(*p)) {
-            store_errf(err, errlen,
+            errbuf_set(err, errlen,
                        "key \"%s\": byte 0x%02x at offset %zu is not one "
                        "of [A-Za-z0-9._/-]",
                        key, (unsigned)(unsigned char)*p, (size_t)(p - key));
@@ -87,12 +74,12 @@ store_key_check(const char *key, char *err, size_t errlen)
         if (*p != '/' && *p != '\0')
             continue;
         if (p == seg) {
-            store_errf(err, errlen, "key \"%s\": empty segment", key);
+            errbuf_set(err, errlen, "key \"%s\": empty segment", key);
             return -1;
         }
         if ((p - seg == 1 && seg[0] == '.') ||
             (p - seg == 2 && seg[0] == '.' && seg[1] == '.')) {
-            store_errf(err, errlen, "key \"%s\": \"%.*s\" segment", key,
+            errbuf_set(err, errlen, "key \"%s\": \"%.*s\" segment", key,
                        (int)(p - seg), seg);
             return -1;
         }
@@ -111,12 +98,12 @@ prefix_check(const char *prefix, char *err, size_t errlen)
     const char *p;
 
     if (strnlen(prefix, STORE_KEY_MAX + 1) > STORE_KEY_MAX) {
-        store_errf(err, errlen, "prefix longer than %d bytes", STORE_KEY_MAX);
+        errbuf_set(err, errlen, "prefix longer than %d bytes", STORE_KEY_MAX);
         return -1;
     }
     for (p = prefix; *p != '\0'; p++) {
         if (!key_char_ok(*p)) {
-            store_errf(err, errlen,
+            errbuf_set(err, errlen,
                        "prefix \"%s\": byte 0x%02x is not one of "
                        "[A-Za-z0-9._/-]",
                        prefix, (unsigned)(unsigned char)*p);
@@ -132,21 +119,21 @@ store_blob_name_check(const char *hex, char *err, size_t errlen)
     size_t i;
 
     if (hex == NULL) {
-        store_errf(err, errlen, "no blob name");
+        errbuf_set(err, errlen, "no blob name");
         return -1;
     }
     for (i = 0; i < STORE_SHA256_HEX - 1; i++) {
         char c = hex[i];
 
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            store_errf(err, errlen,
+            errbuf_set(err, errlen,
                        "blob name \"%.*s\" is not 64 lowercase hex digits",
                        STORE_SHA256_HEX - 1, hex);
             return -1;
         }
     }
     if (hex[i] != '\0') {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "blob name \"%.*s...\" is longer than 64 hex digits",
                    STORE_SHA256_HEX - 1, hex);
         return -1;
@@ -223,7 +210,7 @@ store_open(const struct store_config *cfg, struct event_base *base, char *err,
     size_t i;
 
     if (cfg == NULL || base == NULL) {
-        store_errf(err, errlen, "state store: no configuration or loop");
+        errbuf_set(err, errlen, "state store: no configuration or loop");
         return NULL;
     }
     name = cfg->backend != NULL && cfg->backend[0] != '\0' ? cfg->backend
@@ -232,7 +219,7 @@ store_open(const struct store_config *cfg, struct event_base *base, char *err,
         if (strcmp(backends[i]->name, name) == 0)
             return backends[i]->open(cfg, base, err, errlen);
     }
-    store_errf(err, errlen, "unknown state store backend \"%s\" (known: %s)",
+    errbuf_set(err, errlen, "unknown state store backend \"%s\" (known: %s)",
                name, backends[0]->name);
     return NULL;
 }
@@ -251,7 +238,7 @@ store_get(struct store *st, const char *key, uint8_t **value, size_t *len,
     if (value != NULL)
         *value = NULL;
     if (st == NULL || value == NULL || len == NULL || revision == NULL) {
-        store_errf(err, errlen, "store_get: missing argument");
+        errbuf_set(err, errlen, "store_get: missing argument");
         return STORE_INVALID;
     }
     *len = 0;
@@ -266,7 +253,7 @@ store_list(struct store *st, const char *prefix, store_list_cb cb, void *arg,
            char *err, size_t errlen)
 {
     if (st == NULL || cb == NULL) {
-        store_errf(err, errlen, "store_list: missing argument");
+        errbuf_set(err, errlen, "store_list: missing argument");
         return STORE_INVALID;
     }
     if (prefix == NULL)
@@ -314,7 +301,7 @@ store_blob_get(struct store *st, const char *sha256_hex, uint8_t **data,
     if (data != NULL)
         *data = NULL;
     if (st == NULL || data == NULL || len == NULL) {
-        store_errf(err, errlen, "store_blob_get: missing argument");
+        errbuf_set(err, errlen, "store_blob_get: missing argument");
         return STORE_INVALID;
     }
     *len = 0;

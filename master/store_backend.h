@@ -67,10 +67,6 @@ int store_key_check(const char *key, char *err, size_t errlen);
 /* 0 when hex is 64 lowercase hex digits, else -1 with the reason. */
 int store_blob_name_check(const char *hex, char *err, size_t errlen);
 
-/* Formats into err (which may be NULL or errlen 0), truncating. */
-void store_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* SHA-256 of data into out (32 bytes) with libcrypto's EVP.  0, or -1 when
  * libcrypto fails (out of memory). */
 int store_sha256(const uint8_t *data, size_t len, uint8_t out[32]);

@@ -80,6 +80,8 @@
 
 #include "master/store_backend.h"
 
+#include "master/errbuf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -456,29 +458,29 @@ sf_read_record(const char *key, const char *path, uint8_t **value, size_t *len,
     if (fd < 0) {
         if (sf_absent(errno))
             return STORE_NOT_FOUND;
-        store_errf(err, errlen, "record %s: open %s: %s", key, path,
+        errbuf_set(err, errlen, "record %s: open %s: %s", key, path,
                    strerror(errno));
         return STORE_IO;
     }
     if (fstat(fd, &sb) != 0) {
-        store_errf(err, errlen, "record %s: fstat %s: %s", key, path,
+        errbuf_set(err, errlen, "record %s: fstat %s: %s", key, path,
                    strerror(errno));
         goto out;
     }
     n = sf_read_full(fd, h, sizeof h);
     if (n < 0) {
-        store_errf(err, errlen, "record %s: read %s: %s", key, path,
+        errbuf_set(err, errlen, "record %s: read %s: %s", key, path,
                    strerror(errno));
         goto out;
     }
     rc = STORE_CORRUPT;
     if (n < (ssize_t)sizeof h) {
-        store_errf(err, errlen, "record %s (%s): torn header: %zd of %d bytes",
+        errbuf_set(err, errlen, "record %s (%s): torn header: %zd of %d bytes",
                    key, path, n, SF_HEADER);
         goto out;
     }
     if (memcmp(h, SF_MAGIC, SF_MAGIC_LEN) != 0) {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "record %s (%s): bad magic %02x%02x%02x%02x, expected "
                    "\"%s\"",
                    key, path, h[0], h[1], h[2], h[3], SF_MAGIC);
@@ -490,7 +492,7 @@ sf_read_record(const char *key, const char *path, uint8_t **value, size_t *len,
      * being changed behind our back: then it is torn, too. */
     have = sb.st_size >= SF_HEADER ? (uint64_t)sb.st_size - SF_HEADER : 0;
     if (hlen != have) {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "record %s (%s): length mismatch: the header says %" PRIu64
                    " bytes, the file holds %" PRIu64 " (torn write?)",
                    key, path, hlen, have);
@@ -498,38 +500,38 @@ sf_read_record(const char *key, const char *path, uint8_t **value, size_t *len,
     }
     if (hlen > SIZE_MAX - 1) {
         rc = STORE_IO;
-        store_errf(err, errlen, "record %s (%s): %" PRIu64 " bytes: too big",
+        errbuf_set(err, errlen, "record %s (%s): %" PRIu64 " bytes: too big",
                    key, path, hlen);
         goto out;
     }
     buf = malloc(hlen > 0 ? (size_t)hlen : 1);
     if (buf == NULL) {
         rc = STORE_IO;
-        store_errf(err, errlen, "record %s: %" PRIu64 " bytes: out of memory",
+        errbuf_set(err, errlen, "record %s: %" PRIu64 " bytes: out of memory",
                    key, hlen);
         goto out;
     }
     n = sf_read_full(fd, buf, (size_t)hlen);
     if (n < 0) {
         rc = STORE_IO;
-        store_errf(err, errlen, "record %s: read %s: %s", key, path,
+        errbuf_set(err, errlen, "record %s: read %s: %s", key, path,
                    strerror(errno));
         goto out;
     }
     if ((uint64_t)n != hlen) {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "record %s (%s): short value: %zd of %" PRIu64 " bytes", key,
                    path, n, hlen);
         goto out;
     }
     if (store_sha256(buf, (size_t)hlen, md) != 0) {
         rc = STORE_IO;
-        store_errf(err, errlen, "record %s: SHA-256 failed (out of memory)",
+        errbuf_set(err, errlen, "record %s: SHA-256 failed (out of memory)",
                    key);
         goto out;
     }
     if (memcmp(md, h + SF_OFF_SHA, sizeof md) != 0) {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "record %s (%s): checksum mismatch: the value does not "
                    "hash to the header's SHA-256",
                    key, path);
@@ -1322,7 +1324,7 @@ sf_get(struct store *st, const char *key, uint8_t **value, size_t *len,
             return STORE_NOT_FOUND;
         *value = malloc(e->last->len > 0 ? e->last->len : 1);
         if (*value == NULL) {
-            store_errf(err, errlen, "record %s: out of memory", key);
+            errbuf_set(err, errlen, "record %s: out of memory", key);
             return STORE_IO;
         }
         if (e->last->len > 0)
@@ -1333,7 +1335,7 @@ sf_get(struct store *st, const char *key, uint8_t **value, size_t *len,
     }
     path = sf_record_path(sf, key);
     if (path == NULL) {
-        store_errf(err, errlen, "record %s: out of memory", key);
+        errbuf_set(err, errlen, "record %s: out of memory", key);
         return STORE_IO;
     }
     rc = sf_read_record(key, path, value, len, revision, err, errlen);
@@ -1365,14 +1367,14 @@ sf_list(struct store *st, const char *prefix, store_list_cb cb, void *arg,
     if (n > 0) {
         keys = calloc(n, sizeof *keys);
         if (keys == NULL) {
-            store_errf(err, errlen, "list %s: out of memory", prefix);
+            errbuf_set(err, errlen, "list %s: out of memory", prefix);
             return STORE_IO;
         }
     }
     for (i = 0; i < n; i++) {
         keys[i] = strdup(sf->entries[first + i]->key);
         if (keys[i] == NULL) {
-            store_errf(err, errlen, "list %s: out of memory", prefix);
+            errbuf_set(err, errlen, "list %s: out of memory", prefix);
             rc = STORE_IO;
             goto out;
         }
@@ -1401,7 +1403,7 @@ sf_list(struct store *st, const char *prefix, store_list_cb cb, void *arg,
         }
         path = sf_record_path(sf, keys[i]);
         if (path == NULL) {
-            store_errf(err, errlen, "list %s: out of memory", prefix);
+            errbuf_set(err, errlen, "list %s: out of memory", prefix);
             rc = STORE_IO;
             break;
         }
@@ -1412,7 +1414,7 @@ sf_list(struct store *st, const char *prefix, store_list_cb cb, void *arg,
         if (r == STORE_IO) {
             /* The callback's contract knows OK and CORRUPT only: an
              * unreadable file stops the listing with the cause. */
-            store_errf(err, errlen, "%s", msg);
+            errbuf_set(err, errlen, "%s", msg);
             rc = STORE_IO;
             break;
         }
@@ -1477,48 +1479,48 @@ sf_blob_get(struct store *st, const char *sha256_hex, uint8_t **data,
 
     path = sf_blob_path(sf, sha256_hex);
     if (path == NULL) {
-        store_errf(err, errlen, "blob %s: out of memory", sha256_hex);
+        errbuf_set(err, errlen, "blob %s: out of memory", sha256_hex);
         return STORE_IO;
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (sf_absent(errno)) {
             rc = STORE_NOT_FOUND;
-            store_errf(err, errlen, "blob %s: not found", sha256_hex);
+            errbuf_set(err, errlen, "blob %s: not found", sha256_hex);
         } else {
-            store_errf(err, errlen, "blob %s: open %s: %s", sha256_hex, path,
+            errbuf_set(err, errlen, "blob %s: open %s: %s", sha256_hex, path,
                        strerror(errno));
         }
         free(path);
         return rc;
     }
     if (fstat(fd, &sb) != 0) {
-        store_errf(err, errlen, "blob %s: fstat %s: %s", sha256_hex, path,
+        errbuf_set(err, errlen, "blob %s: fstat %s: %s", sha256_hex, path,
                    strerror(errno));
         goto out;
     }
     size = (size_t)sb.st_size;
     buf = malloc(size > 0 ? size : 1);
     if (buf == NULL) {
-        store_errf(err, errlen, "blob %s: %zu bytes: out of memory", sha256_hex,
+        errbuf_set(err, errlen, "blob %s: %zu bytes: out of memory", sha256_hex,
                    size);
         goto out;
     }
     n = sf_read_full(fd, buf, size);
     if (n < 0) {
-        store_errf(err, errlen, "blob %s: read %s: %s", sha256_hex, path,
+        errbuf_set(err, errlen, "blob %s: read %s: %s", sha256_hex, path,
                    strerror(errno));
         goto out;
     }
     if (store_sha256(buf, (size_t)n, md) != 0) {
-        store_errf(err, errlen, "blob %s: SHA-256 failed (out of memory)",
+        errbuf_set(err, errlen, "blob %s: SHA-256 failed (out of memory)",
                    sha256_hex);
         goto out;
     }
     store_hex(md, hex);
     if (strcmp(hex, sha256_hex) != 0) {
         rc = STORE_CORRUPT;
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "blob %s (%s): corrupt: its %zd bytes hash to %s",
                    sha256_hex, path, n, hex);
         goto out;
@@ -1546,17 +1548,17 @@ sf_mkdir(const char *path, bool *created, char *err, size_t errlen)
         return 0;
     }
     if (errno != EEXIST) {
-        store_errf(err, errlen, "state_dir: mkdir %s: %s", path,
+        errbuf_set(err, errlen, "state_dir: mkdir %s: %s", path,
                    strerror(errno));
         return -1;
     }
     if (stat(path, &sb) != 0) {
-        store_errf(err, errlen, "state_dir: stat %s: %s", path,
+        errbuf_set(err, errlen, "state_dir: stat %s: %s", path,
                    strerror(errno));
         return -1;
     }
     if (!S_ISDIR(sb.st_mode)) {
-        store_errf(err, errlen, "state_dir: %s is not a directory", path);
+        errbuf_set(err, errlen, "state_dir: %s is not a directory", path);
         return -1;
     }
     return 0;
@@ -1573,7 +1575,7 @@ sf_clean_tmp(struct store_file *sf, char *err, size_t errlen)
 
     d = opendir(sf->tmp);
     if (d == NULL) {
-        store_errf(err, errlen, "state_dir: opendir %s: %s", sf->tmp,
+        errbuf_set(err, errlen, "state_dir: opendir %s: %s", sf->tmp,
                    strerror(errno));
         return -1;
     }
@@ -1587,14 +1589,14 @@ sf_clean_tmp(struct store_file *sf, char *err, size_t errlen)
         /* EISDIR: not a file of ours; leave it to the operator. */
         if (unlinkat(dirfd(d), de->d_name, 0) != 0 && errno != EISDIR &&
             errno != ENOENT) {
-            store_errf(err, errlen,
+            errbuf_set(err, errlen,
                        "state_dir: removing the leftover %s/%s: %s", sf->tmp,
                        de->d_name, strerror(errno));
             goto out;
         }
     }
     if (errno != 0) {
-        store_errf(err, errlen, "state_dir: readdir %s: %s", sf->tmp,
+        errbuf_set(err, errlen, "state_dir: readdir %s: %s", sf->tmp,
                    strerror(errno));
         goto out;
     }
@@ -1654,7 +1656,7 @@ sf_scan_file(struct store_file *sf, const char *raw, const char *path,
     sf->entries[sf->nentries++] = e;
     return 0;
 oom:
-    store_errf(err, errlen, "state_dir: scanning %s: out of memory", path);
+    errbuf_set(err, errlen, "state_dir: scanning %s: out of memory", path);
     return -1;
 }
 
@@ -1668,7 +1670,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
 
     d = opendir(dir);
     if (d == NULL) {
-        store_errf(err, errlen, "state_dir: opendir %s: %s", dir,
+        errbuf_set(err, errlen, "state_dir: opendir %s: %s", dir,
                    strerror(errno));
         return -1;
     }
@@ -1686,7 +1688,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
             continue;
         path = sf_printf("%s/%s", dir, de->d_name);
         if (path == NULL) {
-            store_errf(err, errlen, "state_dir: scanning %s: out of memory",
+            errbuf_set(err, errlen, "state_dir: scanning %s: out of memory",
                        dir);
             goto out;
         }
@@ -1695,7 +1697,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
                 free(path);
                 continue;
             }
-            store_errf(err, errlen, "state_dir: lstat %s: %s", path,
+            errbuf_set(err, errlen, "state_dir: lstat %s: %s", path,
                        strerror(errno));
             free(path);
             goto out;
@@ -1706,7 +1708,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
             depth < SF_MAX_DEPTH) {
             sub = sf_printf("%s%.*s", raw, (int)(nlen - 1), de->d_name);
             if (sub == NULL) {
-                store_errf(err, errlen, "state_dir: scanning %s: out of memory",
+                errbuf_set(err, errlen, "state_dir: scanning %s: out of memory",
                            dir);
                 r = -1;
             } else {
@@ -1716,7 +1718,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
         } else if (S_ISREG(sb.st_mode)) {
             sub = sf_printf("%s%s", raw, de->d_name);
             if (sub == NULL) {
-                store_errf(err, errlen, "state_dir: scanning %s: out of memory",
+                errbuf_set(err, errlen, "state_dir: scanning %s: out of memory",
                            dir);
                 r = -1;
             } else {
@@ -1729,7 +1731,7 @@ sf_scan(struct store_file *sf, const char *dir, const char *raw, int depth,
             goto out;
     }
     if (errno != 0) {
-        store_errf(err, errlen, "state_dir: readdir %s: %s", dir,
+        errbuf_set(err, errlen, "state_dir: readdir %s: %s", dir,
                    strerror(errno));
         goto out;
     }
@@ -1800,7 +1802,7 @@ fail_qcv:
 fail_qmu:
     pthread_mutex_destroy(&sf->qmu);
 fail:
-    store_errf(err, errlen, "state store: pthread init: %s", strerror(rc));
+    errbuf_set(err, errlen, "state store: pthread init: %s", strerror(rc));
     return -1;
 }
 
@@ -1812,12 +1814,12 @@ sf_start_writer(struct store_file *sf, char *err, size_t errlen)
     int rc;
 
     if (sigfillset(&all) != 0) {
-        store_errf(err, errlen, "state store: sigfillset: %s", strerror(errno));
+        errbuf_set(err, errlen, "state store: sigfillset: %s", strerror(errno));
         return -1;
     }
     rc = pthread_sigmask(SIG_SETMASK, &all, &old);
     if (rc != 0) {
-        store_errf(err, errlen, "state store: pthread_sigmask: %s",
+        errbuf_set(err, errlen, "state store: pthread_sigmask: %s",
                    strerror(rc));
         return -1;
     }
@@ -1825,7 +1827,7 @@ sf_start_writer(struct store_file *sf, char *err, size_t errlen)
     /* Restoring a mask read a moment ago cannot fail. */
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        store_errf(err, errlen, "state store: starting the writer thread: %s",
+        errbuf_set(err, errlen, "state store: starting the writer thread: %s",
                    strerror(rc));
         return -1;
     }
@@ -1842,17 +1844,17 @@ sf_open(const struct store_config *cfg, struct event_base *base, char *err,
     char *lock = NULL;
 
     if (cfg->state_dir == NULL || cfg->state_dir[0] == '\0') {
-        store_errf(err, errlen, "file store: no state_dir");
+        errbuf_set(err, errlen, "file store: no state_dir");
         return NULL;
     }
     if (strlen(cfg->state_dir) > SF_DIR_MAX) {
-        store_errf(err, errlen, "file store: state_dir longer than %d bytes",
+        errbuf_set(err, errlen, "file store: state_dir longer than %d bytes",
                    SF_DIR_MAX);
         return NULL;
     }
     sf = calloc(1, sizeof *sf);
     if (sf == NULL) {
-        store_errf(err, errlen, "file store: out of memory");
+        errbuf_set(err, errlen, "file store: out of memory");
         return NULL;
     }
     sf->base.backend = &store_file_backend;
@@ -1867,7 +1869,7 @@ sf_open(const struct store_config *cfg, struct event_base *base, char *err,
     } else if (strcmp(cfg->fsync, "off") == 0) {
         sf->fsync = SF_FSYNC_OFF;
     } else {
-        store_errf(err, errlen,
+        errbuf_set(err, errlen,
                    "file store: fsync \"%s\": expected always, batch or off",
                    cfg->fsync);
         goto fail;
@@ -1879,25 +1881,25 @@ sf_open(const struct store_config *cfg, struct event_base *base, char *err,
     lock = sf_printf("%s/lock", cfg->state_dir);
     if (sf->dir == NULL || sf->records == NULL || sf->blobs == NULL ||
         sf->tmp == NULL || lock == NULL) {
-        store_errf(err, errlen, "file store: out of memory");
+        errbuf_set(err, errlen, "file store: out of memory");
         goto fail;
     }
     if (sf_mkdir(sf->dir, &created, err, errlen) != 0)
         goto fail;
     sf->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (sf->lock_fd < 0) {
-        store_errf(err, errlen, "state_dir: open %s: %s", lock,
+        errbuf_set(err, errlen, "state_dir: open %s: %s", lock,
                    strerror(errno));
         goto fail;
     }
     if (flock(sf->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK)
-            store_errf(err, errlen,
+            errbuf_set(err, errlen,
                        "state_dir %s is in use by another store (%s is "
                        "locked)",
                        sf->dir, lock);
         else
-            store_errf(err, errlen, "state_dir: flock %s: %s", lock,
+            errbuf_set(err, errlen, "state_dir: flock %s: %s", lock,
                        strerror(errno));
         goto fail;
     }
@@ -1910,7 +1912,7 @@ sf_open(const struct store_config *cfg, struct event_base *base, char *err,
         struct sf_op probe = { .status = STORE_OK };
 
         if (sf_sync_dir(&probe, sf->dir) != 0) {
-            store_errf(err, errlen, "state_dir: %s", probe.message);
+            errbuf_set(err, errlen, "state_dir: %s", probe.message);
             free(probe.message);
             goto fail;
         }
@@ -1922,12 +1924,12 @@ sf_open(const struct store_config *cfg, struct event_base *base, char *err,
         qsort(sf->entries, sf->nentries, sizeof *sf->entries, sf_entry_cmp);
     sf->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (sf->efd < 0) {
-        store_errf(err, errlen, "file store: eventfd: %s", strerror(errno));
+        errbuf_set(err, errlen, "file store: eventfd: %s", strerror(errno));
         goto fail;
     }
     sf->ev = event_new(base, sf->efd, EV_READ | EV_PERSIST, sf_on_wakeup, sf);
     if (sf->ev == NULL || event_add(sf->ev, NULL) != 0) {
-        store_errf(err, errlen, "file store: cannot register its event");
+        errbuf_set(err, errlen, "file store: cannot register its event");
         goto fail;
     }
     if (sf_sync_init(sf, err, errlen) != 0 ||

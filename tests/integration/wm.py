@@ -221,15 +221,19 @@ class Daemon:
         raise AssertionError(f"timed out waiting for {what}\n" + self.log())
 
     def stop(self, timeout=20):
+        """SIGTERM; returns the exit status once the log is checked clean
+        (no alert, no sanitizer report)."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError("workmanagerd ignored SIGTERM\n" + self.log())
+        self.check_clean()
+        return rc
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)

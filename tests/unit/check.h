@@ -6,10 +6,18 @@
  * expectation, while REQUIRE() stops the current test function when what
  * follows would read through a bad pointer.  main() returns check_result(),
  * which the automake harness reads as PASS (0) or FAIL (1).
+ *
+ * Every failure is reported as "file:line: test: what", on stderr unless
+ * check_stream names another stream (a test that captures its own stderr
+ * points it at a copy of the original).  FAIL() records a failure the
+ * macros cannot phrase; check_has_all() is the predicate of the tests that
+ * look for the parts of an error message.
  */
 #ifndef WM_TESTS_CHECK_H
 #define WM_TESTS_CHECK_H
 
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +25,21 @@
 static unsigned check_failures;
 static unsigned check_count;
 static const char *check_test = "";
+static FILE *check_stream; /* NULL: stderr */
+
+/* Where failures are reported. */
+static inline FILE *
+check_out(void)
+{
+    return check_stream != NULL ? check_stream : stderr;
+}
 
 #define CHECK(cond)                                                            \
     do {                                                                       \
         check_count++;                                                         \
         if (!(cond)) {                                                         \
             check_failures++;                                                  \
-            fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n", __FILE__,         \
+            fprintf(check_out(), "%s:%d: %s: CHECK(%s) failed\n", __FILE__,    \
                     __LINE__, check_test, #cond);                              \
         }                                                                      \
     } while (0)
@@ -34,7 +50,7 @@ static const char *check_test = "";
         check_count++;                                                         \
         if (!(cond)) {                                                         \
             check_failures++;                                                  \
-            fprintf(stderr, "%s:%d: %s: REQUIRE(%s) failed\n", __FILE__,       \
+            fprintf(check_out(), "%s:%d: %s: REQUIRE(%s) failed\n", __FILE__,  \
                     __LINE__, check_test, #cond);                              \
             return;                                                            \
         }                                                                      \
@@ -47,9 +63,10 @@ static const char *check_test = "";
         check_count++;                                                         \
         if (check_a_ != check_b_) {                                            \
             check_failures++;                                                  \
-            fprintf(                                                           \
-                stderr, "%s:%d: %s: CHECK_EQ(%s, %s) failed: %lld != %lld\n",  \
-                __FILE__, __LINE__, check_test, #a, #b, check_a_, check_b_);   \
+            fprintf(check_out(),                                               \
+                    "%s:%d: %s: CHECK_EQ(%s, %s) failed: %lld != %lld\n",      \
+                    __FILE__, __LINE__, check_test, #a, #b, check_a_,          \
+                    check_b_);                                                 \
         }                                                                      \
     } while (0)
 
@@ -61,6 +78,49 @@ static const char *check_test = "";
         printf("%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL",   \
                #fn);                                                           \
     } while (0)
+
+/* Records one failed check, described by a printf-style message. */
+#define FAIL(...) check_fail(__FILE__, __LINE__, __VA_ARGS__)
+
+static inline void check_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline void
+check_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    check_count++;
+    check_failures++;
+    fprintf(check_out(), "%s:%d: %s: ", file, line, check_test);
+    va_start(ap, fmt);
+    vfprintf(check_out(), fmt, ap);
+    va_end(ap);
+    fputc('\n', check_out());
+}
+
+/* True when text (which may be NULL) contains every one of the
+ * NULL-terminated strings; reports each one it lacks. */
+static inline bool check_has_all(const char *text, ...)
+    __attribute__((sentinel));
+
+static inline bool
+check_has_all(const char *text, ...)
+{
+    va_list ap;
+    const char *s;
+    bool ok = true;
+
+    va_start(ap, text);
+    while ((s = va_arg(ap, const char *)) != NULL)
+        if (text == NULL || strstr(text, s) == NULL) {
+            fprintf(check_out(), "  \"%s\" lacks \"%s\"\n",
+                    text != NULL ? text : "(null)", s);
+            ok = false;
+        }
+    va_end(ap);
+    return ok;
+}
 
 static inline int
 check_result(void)

@@ -14,42 +14,18 @@
 #include "master/conf.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <unistd.h>
 
-static int failures;
+#include "tests/unit/check.h"
+
 static char tmpdir[256];
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,         \
-                    __LINE__, __func__, #cond);                                \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-
-/* The error message contains every one of the NULL-terminated strings. */
-static bool
-has_all(const char *err, ...)
-{
-    va_list ap;
-    const char *s;
-    bool ok = true;
-
-    va_start(ap, err);
-    while ((s = va_arg(ap, const char *)) != NULL)
-        if (strstr(err, s) == NULL) {
-            fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", err, s);
-            ok = false;
-        }
-    va_end(ap);
-    return ok;
-}
 
 static void
 clear_env(void)
@@ -128,8 +104,7 @@ test_defaults(void)
 
     clear_env();
     if (load(&c, no_file(), false, err, sizeof(err), NULL) != 0) {
-        fprintf(stderr, "  defaults: %s\n", err);
-        failures++;
+        FAIL("defaults: %s", err);
         return;
     }
     CHECK(c.file == NULL);
@@ -218,8 +193,7 @@ test_precedence(void)
     setenv("WM_LISTEN", "", 1);
     if (load(&c, file, true, err, sizeof(err), "heartbeat_interval_ms=9000",
              "heartbeat_interval_ms=7000", "log_level = debug", NULL) != 0) {
-        fprintf(stderr, "  precedence: %s\n", err);
-        failures++;
+        FAIL("precedence: %s", err);
         clear_env();
         return;
     }
@@ -270,15 +244,15 @@ test_units(void)
     CHECK(load(&c, no_file(), false, err, sizeof(err), "message_timeout_ms=20s",
                "lock_max_age_ms=1min", "idle_timeout_s=2h",
                "crash_loop_window_s=1500ms", NULL) == -1);
-    CHECK(has_all(err, "-o crash_loop_window_s=1500ms", "crash_loop_window_s",
-                  "whole number of seconds", NULL));
+    CHECK(check_has_all(err, "-o crash_loop_window_s=1500ms",
+                        "crash_loop_window_s", "whole number of seconds",
+                        NULL));
     if (load(&c, no_file(), false, err, sizeof(err), "message_timeout_ms=20s",
              "lock_max_age_ms=1min", "idle_timeout_s=2h",
              "crash_loop_window_s=2000ms", "max_body_bytes=1G",
              "max_frame_bytes = 64 KiB", "control_socket_mode=600",
              "shutdown_grace_ms=0", "idle_timeout_s=0", NULL) != 0) {
-        fprintf(stderr, "  units: %s\n", err);
-        failures++;
+        FAIL("units: %s", err);
         return;
     }
     CHECK(c.message_timeout_ms == 20000);
@@ -301,15 +275,12 @@ bad_o(const char *arg, const char *key, const char *what)
 
     snprintf(src, sizeof(src), "-o %s", arg);
     if (load(&c, no_file(), false, err, sizeof(err), arg, NULL) != -1) {
-        fprintf(stderr, "  -o %s was accepted\n", arg);
-        failures++;
+        FAIL("-o %s was accepted", arg);
         conf_free(&c);
         return;
     }
-    if (!has_all(err, src, key, what, NULL)) {
-        fprintf(stderr, "  (for -o %s)\n", arg);
-        failures++;
-    }
+    if (!check_has_all(err, src, key, what, NULL))
+        FAIL("the message for -o %s lacks what is listed above", arg);
 }
 
 static void
@@ -383,52 +354,52 @@ test_bad_sources(void)
     file = write_file("unknown.conf", "state_dir = /x\n\nbogus = 1\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
     snprintf(want, sizeof(want), "%s:3:", file);
-    CHECK(has_all(err, want, "unknown key 'bogus'", NULL));
+    CHECK(check_has_all(err, want, "unknown key 'bogus'", NULL));
     /* ... with a suggestion when close to a key */
     file = write_file("typo.conf", "mesage_timeout_ms = 1\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, ":1:", "unknown key 'mesage_timeout_ms'",
-                  "did you mean message_timeout_ms?", NULL));
+    CHECK(check_has_all(err, ":1:", "unknown key 'mesage_timeout_ms'",
+                        "did you mean message_timeout_ms?", NULL));
     /* a bad value in the file names file:line and the key */
     file = write_file("badval.conf", "# x\nstore = raid\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
     snprintf(want, sizeof(want), "%s:2: store: 'raid' is not one of", file);
-    CHECK(has_all(err, want, NULL));
+    CHECK(check_has_all(err, want, NULL));
     /* a line that is not key = value */
     file = write_file("noeq.conf", "state_dir /x\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, ":1:", "expected key = value", NULL));
+    CHECK(check_has_all(err, ":1:", "expected key = value", NULL));
     file = write_file("quote.conf", "listen = \"127.0.0.1:80\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, ":1:", "unterminated quote", NULL));
+    CHECK(check_has_all(err, ":1:", "unterminated quote", NULL));
     /* a key given twice in the file */
     file = write_file("twice.conf", "listen = a:1\n\nlisten = b:2\n");
     CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, ":3:", "listen is already set at line 1", NULL));
+    CHECK(check_has_all(err, ":3:", "listen is already set at line 1", NULL));
     /* an unknown -o key, and an -o without '=' */
     CHECK(load(&c, no_file(), false, err, sizeof(err), "nope=1", NULL) == -1);
-    CHECK(has_all(err, "-o nope=1", "unknown key 'nope'", NULL));
+    CHECK(check_has_all(err, "-o nope=1", "unknown key 'nope'", NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err), "listen", NULL) == -1);
-    CHECK(has_all(err, "-o listen", "expected key=value", NULL));
+    CHECK(check_has_all(err, "-o listen", "expected key=value", NULL));
     /* a bad value in the environment names the variable */
     setenv("WM_CRASH_LOOP_MAX", "lots", 1);
     CHECK(load(&c, no_file(), false, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, "environment WM_CRASH_LOOP_MAX", "crash_loop_max",
-                  "'lots'", NULL));
+    CHECK(check_has_all(err, "environment WM_CRASH_LOOP_MAX", "crash_loop_max",
+                        "'lots'", NULL));
     clear_env();
     setenv("WORKER_RECOVERY_ON_START", "perhaps", 1);
     CHECK(load(&c, no_file(), false, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, "environment WORKER_RECOVERY_ON_START",
-                  "recovery_on_start", "not a boolean", NULL));
+    CHECK(check_has_all(err, "environment WORKER_RECOVERY_ON_START",
+                        "recovery_on_start", "not a boolean", NULL));
     clear_env();
     /* a missing explicit file is an error, a missing default file not */
     CHECK(load(&c, no_file(), true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, no_file(), "No such file or directory", NULL));
+    CHECK(check_has_all(err, no_file(), "No such file or directory", NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err), NULL) == 0);
     conf_free(&c);
     /* a directory is not a file */
     CHECK(load(&c, tmpdir, true, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, tmpdir, NULL));
+    CHECK(check_has_all(err, tmpdir, NULL));
 }
 
 static void
@@ -440,29 +411,31 @@ test_rules(void)
     clear_env();
     CHECK(load(&c, no_file(), false, err, sizeof(err), "message_timeout_ms=30s",
                NULL) == -1);
-    CHECK(has_all(err, "message_timeout_ms (30000, -o)",
-                  "less than lock_max_age_ms (30000, default)", NULL));
+    CHECK(check_has_all(err, "message_timeout_ms (30000, -o)",
+                        "less than lock_max_age_ms (30000, default)", NULL));
     setenv("WM_LOCK_MAX_AGE_MS", "1000", 1);
     CHECK(load(&c, no_file(), false, err, sizeof(err), NULL) == -1);
-    CHECK(has_all(err, "message_timeout_ms (25000, default)",
-                  "lock_max_age_ms (1000, environment WM_LOCK_MAX_AGE_MS)",
-                  NULL));
+    CHECK(check_has_all(
+        err, "message_timeout_ms (25000, default)",
+        "lock_max_age_ms (1000, environment WM_LOCK_MAX_AGE_MS)", NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err), "message_timeout_ms=999",
                NULL) == 0);
     conf_free(&c);
     clear_env();
     CHECK(load(&c, no_file(), false, err, sizeof(err),
                "restart_base_delay_ms=60000", NULL) == -1);
-    CHECK(has_all(err, "restart_base_delay_ms", "restart_max_delay_ms", NULL));
+    CHECK(check_has_all(err, "restart_base_delay_ms", "restart_max_delay_ms",
+                        NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err),
                "heartbeat_timeout_ms=5000", NULL) == -1);
-    CHECK(has_all(err, "heartbeat_timeout_ms", "heartbeat_interval_ms", NULL));
+    CHECK(check_has_all(err, "heartbeat_timeout_ms", "heartbeat_interval_ms",
+                        NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err),
                "runtime_dir=/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                NULL) == -1);
-    CHECK(has_all(err, "control_socket", "derived from runtime_dir",
-                  "unix socket", NULL));
+    CHECK(check_has_all(err, "control_socket", "derived from runtime_dir",
+                        "unix socket", NULL));
 }
 
 static void
@@ -505,22 +478,18 @@ test_dump_roundtrip(void)
     setenv("PYTHON_ALLOWED_PACKAGES", "numpy,pandas", 1);
     if (load(&a, no_file(), false, err, sizeof(err), "listen=[::1]:8443",
              "max_frame_bytes=1000000", "control_socket_group=wm", NULL) != 0) {
-        fprintf(stderr, "  dump: %s\n", err);
-        failures++;
+        FAIL("dump: %s", err);
         clear_env();
         return;
     }
     clear_env();
     snprintf(path, sizeof(path), "%s/dump.conf", tmpdir);
     f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f == NULL)
-        return;
+    REQUIRE(f != NULL);
     conf_dump(&a, f);
     fclose(f);
     if (load(&b, path, true, err, sizeof(err), NULL) != 0) {
-        fprintf(stderr, "  reading the dump back: %s\n", err);
-        failures++;
+        FAIL("reading the dump back: %s", err);
         conf_free(&a);
         return;
     }
@@ -529,10 +498,8 @@ test_dump_roundtrip(void)
 
         conf_value_format(&a, k[i].name, va, sizeof(va));
         conf_value_format(&b, k[i].name, vb, sizeof(vb));
-        if (strcmp(va, vb) != 0) {
-            fprintf(stderr, "  %s: %s before, %s after\n", k[i].name, va, vb);
-            failures++;
-        }
+        if (strcmp(va, vb) != 0)
+            FAIL("%s: %s before, %s after", k[i].name, va, vb);
     }
     CHECK(strncmp(origin(&b, "listen"), "file ", 5) == 0);
     conf_free(&a);
@@ -556,11 +523,8 @@ test_table(void)
 
         for (size_t j = 0; k[i].name[j] != '\0' && j + 4 < sizeof(env); j++)
             env[3 + j] = (char)toupper((unsigned char)k[i].name[j]);
-        if (strcmp(env, k[i].env) != 0) {
-            fprintf(stderr, "  %s: environment name %s, not %s\n", k[i].name,
-                    k[i].env, env);
-            failures++;
-        }
+        if (strcmp(env, k[i].env) != 0)
+            FAIL("%s: environment name %s, not %s", k[i].name, k[i].env, env);
         CHECK(k[i].doc != NULL && k[i].doc[0] != '\0');
         CHECK(conf_key_find(k[i].name) == &k[i]);
         if (k[i].type == CONF_ENUM)
@@ -572,22 +536,18 @@ test_table(void)
     if (srcdir == NULL)
         srcdir = getenv("srcdir");
     if (srcdir == NULL) {
-        fprintf(stderr, "  neither WM_TOP_SRCDIR nor srcdir: cannot check "
-                        "the table of conf.c\n");
-        failures++;
+        FAIL("neither WM_TOP_SRCDIR nor srcdir: cannot check "
+             "the table of conf.c");
         return;
     }
     snprintf(path, sizeof(path), "%s/master/conf.c", srcdir);
     f = fopen(path, "r");
     if (f == NULL) {
-        perror(path);
-        failures++;
+        FAIL("%s: %s", path, strerror(errno));
         return;
     }
-    if (getdelim(&text, &len, '\0', f) < 0) {
-        perror(path);
-        failures++;
-    }
+    if (getdelim(&text, &len, '\0', f) < 0)
+        FAIL("%s: %s", path, strerror(errno));
     fclose(f);
     if (text == NULL)
         return;
@@ -600,9 +560,7 @@ test_table(void)
         snprintf(row, sizeof(row), "\n * | `%s` |", k[i].name);
         line = strstr(text, row);
         if (line == NULL) {
-            fprintf(stderr, "  %s has no row in the table of conf.c\n",
-                    k[i].name);
-            failures++;
+            FAIL("%s has no row in the table of conf.c", k[i].name);
             continue;
         }
         line++;
@@ -627,10 +585,8 @@ test_table(void)
             snprintf(cell, sizeof(cell), "| empty");
         else
             snprintf(cell, sizeof(cell), "| `%s` |", k[i].def);
-        if (strstr(line, cell) == NULL) {
-            fprintf(stderr, "  row of %s lacks \"%s\"\n", k[i].name, cell);
-            failures++;
-        }
+        if (strstr(line, cell) == NULL)
+            FAIL("row of %s lacks \"%s\"", k[i].name, cell);
         if (end != NULL)
             *end = '\n';
     }
@@ -649,22 +605,17 @@ main(void)
         perror("mkdtemp");
         return 2;
     }
-    test_defaults();
-    test_precedence();
-    test_units();
-    test_bad_values();
-    test_bad_sources();
-    test_rules();
-    test_line_split();
-    test_dump_roundtrip();
-    test_table();
+    RUN(test_defaults);
+    RUN(test_precedence);
+    RUN(test_units);
+    RUN(test_bad_values);
+    RUN(test_bad_sources);
+    RUN(test_rules);
+    RUN(test_line_split);
+    RUN(test_dump_roundtrip);
+    RUN(test_table);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", tmpdir);
-    if (failures > 0) {
-        fprintf(stderr, "test_conf: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("test_conf: all checks passed\n");
-    return 0;
+    return check_result();
 }

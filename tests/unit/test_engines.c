@@ -15,41 +15,16 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
+#include "tests/unit/check.h"
+
 static char tmpdir[256];
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__,         \
-                    __LINE__, __func__, #cond);                                \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-
-static bool
-has_all(const char *text, ...)
-{
-    va_list ap;
-    const char *s;
-    bool ok = true;
-
-    va_start(ap, text);
-    while ((s = va_arg(ap, const char *)) != NULL)
-        if (text == NULL || strstr(text, s) == NULL) {
-            fprintf(stderr, "  \"%s\" lacks \"%s\"\n",
-                    text != NULL ? text : "(null)", s);
-            ok = false;
-        }
-    va_end(ap);
-    return ok;
-}
 
 /* <tmpdir>/<rel>, in one of a few rotating static buffers. */
 static const char *at(const char *fmt, ...)
@@ -160,8 +135,7 @@ test_valid(void)
     write_file(at("valid/libexec/wm-host-dotnet"), 0644, "#!/bin/sh\n");
 
     if (engines_load(dir, lx, &list, err, sizeof(err)) != 0) {
-        fprintf(stderr, "  load: %s\n", err);
-        failures++;
+        FAIL("load: %s", err);
         return;
     }
     CHECK(list.n == 3);
@@ -180,7 +154,7 @@ test_valid(void)
         CHECK(e->protocol == 1);
         CHECK(strcmp(e->language, "C") == 0);
         CHECK(strcmp(e->description, "Native workers") == 0);
-        CHECK(has_all(e->file, "valid/engines.d/native.engine", NULL));
+        CHECK(check_has_all(e->file, "valid/engines.d/native.engine", NULL));
     }
 
     e = engines_find_mime(&list, "application/x-dotnet-dll");
@@ -190,9 +164,9 @@ test_valid(void)
     CHECK(engines_find_mime(&list, " Text/X-CSharp ; charset=utf-8") == e);
     if (e != NULL) {
         CHECK(!e->available);
-        CHECK(has_all(e->reason, "host binary",
-                      at("valid/libexec/wm-host-dotnet"), "is not executable",
-                      NULL));
+        CHECK(check_has_all(e->reason, "host binary",
+                            at("valid/libexec/wm-host-dotnet"),
+                            "is not executable", NULL));
         /* language defaults to the name */
         CHECK(strcmp(e->language, "dotnet") == 0);
         CHECK(e->nmime_types == 2);
@@ -246,16 +220,13 @@ bad(const char *name, const char *text, const char *line, const char *what)
     write_file(file, 0644, text);
     snprintf(want, sizeof(want), "%s%s", file, line);
     if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == 0) {
-        fprintf(stderr, "  %s was accepted:\n%s", name, text);
-        failures++;
+        FAIL("%s was accepted:\n%s", name, text);
         engines_free(&list);
         return;
     }
     CHECK(list.n == 0 && list.v == NULL);
-    if (!has_all(err, want, what, NULL)) {
-        fprintf(stderr, "  (for %s)\n", name);
-        failures++;
-    }
+    if (!check_has_all(err, want, what, NULL))
+        FAIL("the message for %s lacks what is listed above", name);
 }
 
 static void
@@ -308,14 +279,16 @@ test_conflicts(void)
                "name = other\nspawn = exec\nhost = h\nprotocol = 1\n"
                "mime_type = text/plain, APPLICATION/X-NATIVE-DLL\n");
     CHECK(engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == -1);
-    CHECK(has_all(err, "conflict/b.engine:5:",
-                  "mime_type APPLICATION/X-NATIVE-DLL is already served by "
-                  "engine native",
-                  "conflict/a.engine", NULL));
+    CHECK(
+        check_has_all(err, "conflict/b.engine:5:",
+                      "mime_type APPLICATION/X-NATIVE-DLL is already served by "
+                      "engine native",
+                      "conflict/a.engine", NULL));
     write_file(at("conflict/b.engine"), 0644, "spawn = exec\nname = native\n");
     CHECK(engines_load(dir, "/nonexistent", &list, err, sizeof(err)) == -1);
-    CHECK(has_all(err, "conflict/b.engine:2:",
-                  "engine name native is already used by", "a.engine", NULL));
+    CHECK(check_has_all(
+        err, "conflict/b.engine:2:", "engine name native is already used by",
+        "a.engine", NULL));
     rm_rf(dir);
 }
 
@@ -326,8 +299,8 @@ test_dirs(void)
     char err[1024];
 
     CHECK(engines_load(at("nowhere"), "/x", &list, err, sizeof(err)) == -1);
-    CHECK(has_all(err, "engines_dir", at("nowhere"),
-                  "No such file or directory", NULL));
+    CHECK(check_has_all(err, "engines_dir", at("nowhere"),
+                        "No such file or directory", NULL));
     mkdirs(at("empty"));
     CHECK(engines_load(at("empty"), "/x", &list, err, sizeof(err)) == 0);
     CHECK(list.n == 0);
@@ -358,13 +331,13 @@ test_unavailable(void)
                "name = inproc\nmime_type = x/inproc\nspawn = inprocess\n"
                "protocol = 1\n");
     if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
-        fprintf(stderr, "  load: %s\n", err);
-        failures++;
+        FAIL("load: %s", err);
         return;
     }
     e = engines_find_name(&list, "p2");
     CHECK(e != NULL && !e->available &&
-          has_all(e->reason, "frame protocol 2", "this master speaks 1", NULL));
+          check_has_all(e->reason, "frame protocol 2", "this master speaks 1",
+                        NULL));
     e = engines_find_name(&list, "abs");
     CHECK(e != NULL && !e->available && e->reason != NULL &&
           strcmp(e->reason, "host binary /nonexistent/wm-host not found") == 0);
@@ -417,8 +390,7 @@ test_probe(void)
     setenv("WM_TEST_ROOT", at("probe/root"), 1);
     setenv("PATH", at("probe/bin"), 1);
     if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
-        fprintf(stderr, "  load: %s\n", err);
-        failures++;
+        FAIL("load: %s", err);
         goto out;
     }
     e = engines_find_name(&list, "rt");
@@ -430,10 +402,10 @@ test_probe(void)
           strcmp(e->probe_found, at("probe/bin/fakecmd")) == 0);
     e = engines_find_name(&list, "abs");
     CHECK(e != NULL && !e->available &&
-          has_all(e->reason,
-                  "the engine's runtime (/nonexistent/lib*.so) "
-                  "not found; searched /nonexistent/lib*.so",
-                  NULL));
+          check_has_all(e->reason,
+                        "the engine's runtime (/nonexistent/lib*.so) "
+                        "not found; searched /nonexistent/lib*.so",
+                        NULL));
 
     /* $VAR unset: the entry is skipped, @cmd leads to the real directory */
     unsetenv("WM_TEST_ROOT");
@@ -449,16 +421,18 @@ test_probe(void)
     e = engines_find_name(&list, "rt");
     CHECK(e != NULL && !e->available && e->probe_found == NULL);
     if (e != NULL)
-        CHECK(has_all(e->reason,
-                      "the runtime (libfx.so) not found; searched "
-                      "${WM_TEST_ROOT}/host/fxr/[0-9]* (WM_TEST_ROOT is not "
-                      "set), /nonexistent/fxr/*, @fakecmd/host/fxr/[0-9]* "
-                      "(fakecmd is not on PATH)",
-                      NULL));
+        CHECK(check_has_all(
+            e->reason,
+            "the runtime (libfx.so) not found; searched "
+            "${WM_TEST_ROOT}/host/fxr/[0-9]* (WM_TEST_ROOT is not "
+            "set), /nonexistent/fxr/*, @fakecmd/host/fxr/[0-9]* "
+            "(fakecmd is not on PATH)",
+            NULL));
     e = engines_find_name(&list, "cmd");
     CHECK(e != NULL && !e->available &&
-          has_all(e->reason, "(fakecmd) not found; searched PATH=/nonexistent",
-                  NULL));
+          check_has_all(e->reason,
+                        "(fakecmd) not found; searched PATH=/nonexistent",
+                        NULL));
     engines_log(&list);
     engines_free(&list);
 out:
@@ -495,16 +469,14 @@ test_shipped(void)
     if (srcdir == NULL)
         srcdir = getenv("srcdir");
     if (srcdir == NULL) {
-        fprintf(stderr, "  neither WM_TOP_SRCDIR nor srcdir: cannot find "
-                        "engines.d\n");
-        failures++;
+        FAIL("neither WM_TOP_SRCDIR nor srcdir: cannot find "
+             "engines.d");
         return;
     }
     snprintf(dir, sizeof(dir), "%s/engines.d", srcdir);
     mkdirs(lx);
     if (engines_load(dir, lx, &list, err, sizeof(err)) != 0) {
-        fprintf(stderr, "  load: %s\n", err);
-        failures++;
+        FAIL("load: %s", err);
         return;
     }
     CHECK(list.n == 3);
@@ -513,8 +485,7 @@ test_shipped(void)
         char reason[800];
 
         if (e == NULL) {
-            fprintf(stderr, "  no engine serves %s\n", want[i].mime);
-            failures++;
+            FAIL("no engine serves %s", want[i].mime);
             continue;
         }
         CHECK(strcmp(e->name, want[i].engine) == 0);
@@ -523,7 +494,7 @@ test_shipped(void)
         CHECK(!e->available);
         snprintf(reason, sizeof(reason), "host binary %s not found in %s",
                  want[i].host, lx);
-        CHECK(has_all(e->reason, reason, NULL));
+        CHECK(check_has_all(e->reason, reason, NULL));
     }
     {
         const struct engines_entry *py = engines_find_name(&list, "python");
@@ -534,12 +505,12 @@ test_shipped(void)
               dn->probe != NULL && strcmp(dn->probe, "libhostfxr.so") == 0);
         /* Whether .NET is installed here or not, the outcome is explicit. */
         if (dn != NULL && dn->probe_found == NULL)
-            CHECK(has_all(dn->reason,
-                          "the .NET runtime (libhostfxr.so) not found; "
-                          "searched $DOTNET_ROOT/host/fxr/[0-9]*",
-                          "/usr/share/dotnet/host/fxr/[0-9]*",
-                          "/usr/lib/dotnet/host/fxr/[0-9]*",
-                          "@dotnet/host/fxr/[0-9]*", NULL));
+            CHECK(check_has_all(dn->reason,
+                                "the .NET runtime (libhostfxr.so) not found; "
+                                "searched $DOTNET_ROOT/host/fxr/[0-9]*",
+                                "/usr/share/dotnet/host/fxr/[0-9]*",
+                                "/usr/lib/dotnet/host/fxr/[0-9]*",
+                                "@dotnet/host/fxr/[0-9]*", NULL));
     }
     engines_log(&list);
     engines_free(&list);
@@ -556,18 +527,13 @@ main(void)
         perror("mkdtemp");
         return 2;
     }
-    test_valid();
-    test_malformed();
-    test_conflicts();
-    test_dirs();
-    test_unavailable();
-    test_probe();
-    test_shipped();
+    RUN(test_valid);
+    RUN(test_malformed);
+    RUN(test_conflicts);
+    RUN(test_dirs);
+    RUN(test_unavailable);
+    RUN(test_probe);
+    RUN(test_shipped);
     rm_rf(tmpdir);
-    if (failures > 0) {
-        fprintf(stderr, "test_engines: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("test_engines: all checks passed\n");
-    return 0;
+    return check_result();
 }

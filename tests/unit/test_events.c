@@ -8,8 +8,8 @@
  * message.  Round trips compare JSON values with json_equal() and, where
  * the order matters (correlationid first), the serialised text.
  *
- * Plain C, no framework: each failed check prints its line and the run
- * exits 1; automake's harness reads the exit status.
+ * The checks are tests/unit/check.h's: each failed one prints its line and
+ * the run exits 1; automake's harness reads the exit status.
  */
 #include "config.h"
 
@@ -23,19 +23,7 @@
 #include "ipc/cloudevent.h"
 #include "master/events.h"
 #include "master/ids.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-        }                                                                      \
-    } while (0)
+#include "tests/unit/check.h"
 
 #define CHECK_STR(got, want) check_str(__LINE__, #got, (got), (want))
 #define CHECK_IPC(got, want) check_ipc(__LINE__, #got, (got), (want))
@@ -43,25 +31,23 @@ static int checks;
 static void
 check_str(int line, const char *what, const char *got, const char *want)
 {
-    checks++;
-    if (got == NULL || strcmp(got, want) != 0) {
-        failures++;
-        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__,
-                line, what, got ? got : "(null)", want);
-    }
+    if (got == NULL || strcmp(got, want) != 0)
+        check_fail(__FILE__, line, "%s is \"%s\", expected \"%s\"", what,
+                   got ? got : "(null)", want);
+    else
+        check_count++;
 }
 
 /* want NULL: the field must be absent. */
 static void
 check_ipc(int line, const char *what, struct ipc_str got, const char *want)
 {
-    checks++;
-    if (want == NULL ? got.ptr != NULL : !ipc_str_eq(got, want)) {
-        failures++;
-        fprintf(stderr, "%s:%d: %s is \"%.*s\"%s, expected \"%s\"\n", __FILE__,
-                line, what, (int)got.len, got.ptr ? got.ptr : "",
-                got.ptr ? "" : " (absent)", want ? want : "(absent)");
-    }
+    if (want == NULL ? got.ptr != NULL : !ipc_str_eq(got, want))
+        check_fail(__FILE__, line, "%s is \"%.*s\"%s, expected \"%s\"", what,
+                   (int)got.len, got.ptr ? got.ptr : "",
+                   got.ptr ? "" : " (absent)", want ? want : "(absent)");
+    else
+        check_count++;
 }
 
 static json_t *
@@ -121,14 +107,12 @@ reject_json(int line, const char *text, const char *want)
 
     ipc_fb_builder_init(&b);
     int rc = events_from_json(v, &b, err, sizeof err);
-    checks++;
-    if (rc != -1 || b.len != 0 || strcmp(err, want) != 0) {
-        failures++;
-        fprintf(stderr,
-                "%s:%d: %s\n  gave rc %d, len %zu, \"%s\"\n"
-                "  expected \"%s\"\n",
-                __FILE__, line, text, rc, b.len, err, want);
-    }
+    if (rc != -1 || b.len != 0 || strcmp(err, want) != 0)
+        check_fail(__FILE__, line,
+                   "%s\n  gave rc %d, len %zu, \"%s\"\n  expected \"%s\"", text,
+                   rc, b.len, err, want);
+    else
+        check_count++;
     json_decref(v);
     ipc_fb_builder_free(&b);
 }
@@ -189,9 +173,7 @@ test_uuid(void)
     char(*ids)[IDS_UUID_SIZE] = malloc(N * sizeof *ids);
     unsigned ver_ok = 0, variants[4] = { 0 };
 
-    CHECK(ids != NULL);
-    if (ids == NULL)
-        return;
+    REQUIRE(ids != NULL);
     for (int i = 0; i < N; i++) {
         CHECK(ids_uuid_new(ids[i]) == 0);
         if (is_uuid4(ids[i], strlen(ids[i])))
@@ -631,18 +613,17 @@ round_trip(int line, const char *in, const char *want)
     json_t *w = parse(want ? want : in);
 
     ipc_fb_builder_init(&b);
-    checks++;
     if (accept_json(in, &b, &ce) != 0) {
-        failures++;
-        fprintf(stderr, "%s:%d: round trip: rejected\n", __FILE__, line);
+        check_fail(__FILE__, line, "round trip: rejected");
     } else {
         json_t *out = events_to_json(&ce);
         if (out == NULL || !json_equal(out, w)) {
             char *s = out ? events_json_dumps(out, NULL) : NULL;
-            failures++;
-            fprintf(stderr, "%s:%d: round trip gave\n  %s\nexpected\n  %s\n",
-                    __FILE__, line, s ? s : "(null)", want ? want : in);
+            check_fail(__FILE__, line, "round trip gave\n  %s\nexpected\n  %s",
+                       s ? s : "(null)", want ? want : in);
             free(s);
+        } else {
+            check_count++;
         }
         json_decref(out);
     }
@@ -1050,20 +1031,14 @@ test_batch(void)
 int
 main(void)
 {
-    test_uuid();
-    test_time_format();
-    test_attributes();
-    test_data();
-    test_extensions();
-    test_round_trips();
-    test_dumps();
-    test_binary();
-    test_batch();
-    if (failures) {
-        fprintf(stderr, "test_events: %d of %d checks failed\n", failures,
-                checks);
-        return 1;
-    }
-    printf("test_events: %d checks passed\n", checks);
-    return 0;
+    RUN(test_uuid);
+    RUN(test_time_format);
+    RUN(test_attributes);
+    RUN(test_data);
+    RUN(test_extensions);
+    RUN(test_round_trips);
+    RUN(test_dumps);
+    RUN(test_binary);
+    RUN(test_batch);
+    return check_result();
 }

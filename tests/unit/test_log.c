@@ -6,8 +6,8 @@
  * threads.
  *
  * stderr is redirected to a temporary file that each test reads back; the
- * failures are reported on the original stderr.  The exit status is the
- * verdict.
+ * failures are reported on the original stderr, through check.h's
+ * check_stream.  The exit status is the verdict.
  */
 #include "config.h"
 
@@ -22,18 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-static FILE *report; /* the original stderr */
-static char path[512];
+#include "tests/unit/check.h"
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(report, "%s:%d: %s: check failed: %s\n", __FILE__,         \
-                    __LINE__, __func__, #cond);                                \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
+static char path[512];
 
 /* Empties the capture file. */
 static void
@@ -71,7 +62,7 @@ expect_line(const char *want)
     const char *got = captured(NULL);
 
     if (strcmp(got, want) != 0) {
-        fprintf(report, "  logged \"%s\"\n  wanted \"%s\"\n", got, want);
+        fprintf(check_out(), "  logged \"%s\"\n  wanted \"%s\"\n", got, want);
         return false;
     }
     return true;
@@ -282,13 +273,11 @@ test_threads(void)
         }
         if (sscanf(p, "<6>t%ld %d %n", &id, &i, &n) != 2 || n == 0 || id < 0 ||
             id >= THREADS || (size_t)(nl - p - n) != 299) {
-            fprintf(report, "  mangled line: %.60s...\n", p);
-            failures++;
+            FAIL("mangled line: %.60s...", p);
         } else {
             for (const char *c = p + n; c < nl; c++)
                 if (*c != 'a' + id) {
-                    fprintf(report, "  interleaved line: %.60s...\n", p);
-                    failures++;
+                    FAIL("interleaved line: %.60s...", p);
                     break;
                 }
         }
@@ -305,12 +294,12 @@ main(void)
     int fd, saved;
 
     saved = dup(STDERR_FILENO);
-    report = saved >= 0 ? fdopen(saved, "w") : NULL;
-    if (report == NULL) {
+    check_stream = saved >= 0 ? fdopen(saved, "w") : NULL;
+    if (check_stream == NULL) {
         perror("dup");
         return 2;
     }
-    setvbuf(report, NULL, _IONBF, 0);
+    setvbuf(check_stream, NULL, _IONBF, 0);
     snprintf(path, sizeof(path), "%s/test_log.XXXXXX",
              base != NULL && base[0] != '\0' ? base : "/tmp");
     fd = mkstemp(path);
@@ -319,17 +308,12 @@ main(void)
         return 2;
     }
     close(fd);
-    test_terminal_format();
-    test_levels();
-    test_errno();
-    test_escaping();
-    test_truncation();
-    test_threads();
+    RUN(test_terminal_format);
+    RUN(test_levels);
+    RUN(test_errno);
+    RUN(test_escaping);
+    RUN(test_truncation);
+    RUN(test_threads);
     unlink(path);
-    if (failures > 0) {
-        fprintf(report, "test_log: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("test_log: all checks passed\n");
-    return 0;
+    return check_result();
 }
