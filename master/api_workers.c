@@ -330,6 +330,8 @@ struct op {
 static void
 op_free(struct op *op)
 {
+    if (op->w)
+        op->w->busy = false;
     free(op->code);
     free(op);
 }
@@ -541,9 +543,17 @@ history_push(struct worker *w, const char *sha, size_t size, const char *source,
     return 0;
 }
 
+/* One change at a time per worker: a second one while the first waits for
+ * a host or the store would interleave their history and undo steps. */
 static struct op *
 op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
 {
+    if (w && w->busy) {
+        api_error(rq, 409, "conflict",
+                  "another change to worker %s is in progress; retry",
+                  w->name);
+        return NULL;
+    }
     struct op *op = calloc(1, sizeof *op);
     if (op == NULL) {
         api_error(rq, 500, "internal", "out of memory");
@@ -554,6 +564,7 @@ op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
     op->d = rq->d;
     op->w = w;
     if (w) {
+        w->busy = true;
         op->old_status = w->status;
         op->old_version = w->version;
         op->old_nhistory = w->nhistory;
@@ -897,6 +908,7 @@ on_record_deleted(enum store_status st, uint64_t revision, const char *message,
     registry_remove(op->d->registry, op->w);
     lifecycle_emit(op->d, op->w, "deleted", NULL);
     worker_free(op->w);
+    op->w = NULL;
     api_reply(op->rq, 204, NULL);
     op_free(op);
 }

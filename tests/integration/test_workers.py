@@ -408,3 +408,28 @@ def test_tcp_needs_the_token(wm_builddir, tmp_path):
         assert st == 200 and body == {"workers": []}
     finally:
         assert d.stop() == 0
+
+
+def test_one_change_at_a_time(wmd):
+    import threading
+    w = wmd.create(limits={"timeout_ms": 1500})
+    wid = w["id"]
+    slow = {}
+
+    def reload():
+        slow["r"] = wmd.put(f"/v1/workers/{wid}/code",
+                            {"code": {"content": b64("hang_load")}})
+    t = threading.Thread(target=reload)
+    t.start()
+    time.sleep(0.3)  # the reload now waits for the host's Loaded
+    r = wmd.put(f"/v1/workers/{wid}/tags", {"tags": {"a": "b"}})
+    assert r.status == 409 and r.code == "conflict", r
+    assert "in progress" in r.json["error"]["message"]
+    assert wmd.delete(f"/v1/workers/{wid}").status == 409
+    t.join(10)
+    assert slow["r"].status == 422 and slow["r"].code == "load_failed"
+    # the first change ended: the worker is as before and free again
+    assert wmd.get(f"/v1/workers/{wid}").json["version"] == 1
+    assert wmd.put(f"/v1/workers/{wid}/tags",
+                   {"tags": {"a": "b"}}).status == 200
+    assert wmd.invoke(wid).status == 200
