@@ -550,8 +550,7 @@ op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
 {
     if (w && w->busy) {
         api_error(rq, 409, "conflict",
-                  "another change to worker %s is in progress; retry",
-                  w->name);
+                  "another change to worker %s is in progress; retry", w->name);
         return NULL;
     }
     struct op *op = calloc(1, sizeof *op);
