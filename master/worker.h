@@ -103,7 +103,7 @@ struct worker {
     char *error; /* why the worker is failed (recovery, load), or NULL */
     const struct engines_entry *engine;
     struct host *host; /* owned by the supervisor */
-    bool busy; /* an API change to it is in flight (api_workers.c) */
+    bool busy;         /* an API change to it is in flight (api_workers.c) */
 };
 
 const char *worker_status_name(enum worker_status s);

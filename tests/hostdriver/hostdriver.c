@@ -15,6 +15,11 @@
  * Result included: they are printed), 1 the host or the protocol failed,
  * 2 usage or bad input.
  *
+ * Events go in and come out as the master's admin API takes and gives
+ * them (master/events.c): each input is converted, and so checked, while
+ * the options are read, before the host starts; Result outputs are
+ * printed in the structured form.
+ *
  * Everything runs on one event loop through ipc_channel; `step` says what
  * the driver waits for, and a timer of --timeout-ms bounds each wait.
  */
@@ -39,6 +44,7 @@
 #include <jansson.h>
 
 #include "ipc/channel.h"
+#include "master/events.h"
 
 #define EXIT_HOST 1
 #define EXIT_USAGE 2
@@ -73,13 +79,20 @@ struct config_pair {
     char *value;
 };
 
+/* An input event, converted (and so checked) before the host starts. */
+struct driver_event {
+    struct ipc_fb_builder fb; /* its ABI CloudEvent buffer */
+    char *id;                 /* as given, or the UUID events.c filled in */
+};
+
 struct driver {
     /* options */
     unsigned timeout_ms;
     unsigned grace_ms;
     const char *mime;
     const char *code_path;
-    json_t *events; /* array of event objects */
+    struct driver_event *events;
+    size_t nevents;
     struct config_pair *config;
     unsigned nconfig;
     char **host_argv;
@@ -93,10 +106,8 @@ struct driver {
     size_t next_event;
     int status;      /* exit status so far */
     bool clean_exit; /* the host closed the channel after Shutdown */
-    char *cur_id;    /* id of the event in flight */
     int code_fd;     /* the sealed memfd, until Load takes it */
     uint64_t code_len;
-    struct ipc_fb_builder eb;
 };
 
 static void
@@ -119,280 +130,41 @@ die_usage(const char *what, const char *arg)
     exit(EXIT_USAGE);
 }
 
-/* ---- base64 ------------------------------------------------------------ */
-
-static const char b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *
-base64_encode(const uint8_t *p, size_t n)
-{
-    char *out = malloc((n + 2) / 3 * 4 + 1);
-    size_t o = 0;
-
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        out[o++] = b64[v >> 18 & 63];
-        out[o++] = b64[v >> 12 & 63];
-        out[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? b64[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* Decodes standard base64 (padding optional); NULL when malformed. */
-static uint8_t *
-base64_decode(const char *s, size_t *len)
-{
-    size_t n = strlen(s);
-    uint8_t *out = malloc(n / 4 * 3 + 3);
-    uint32_t acc = 0;
-    unsigned bits = 0;
-    size_t o = 0, i;
-
-    if (out == NULL)
-        return NULL;
-    for (i = 0; i < n && s[i] != '='; i++) {
-        const char *c = strchr(b64, s[i]);
-        if (c == NULL || s[i] == '\0') {
-            free(out);
-            return NULL;
-        }
-        acc = acc << 6 | (uint32_t)(c - b64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    for (; i < n; i++)
-        if (s[i] != '=') {
-            free(out);
-            return NULL;
-        }
-    *len = o;
-    return out;
-}
-
-/* ---- events: JSON -> CloudEvent --------------------------------------- */
-
-/* Builds the ABI CloudEvent of JSON object ev into d->eb.  Returns 0, or
- * -1 with *why set. */
-static int
-event_from_json(struct driver *d, json_t *ev, size_t index, const char **why)
-{
-    /* In the order of fields[] below. */
-    static const char *const attrs[] = {
-        "id",         "type",    "source", "specversion", "datacontenttype",
-        "dataschema", "subject", "time",
-    };
-    struct ipc_str *fields[8];
-    struct ipc_cloudevent ce;
-    struct ipc_pair *ext = NULL;
-    uint32_t next = 0;
-    char *owned[256];
-    unsigned nowned = 0;
-    uint8_t *data64 = NULL;
-    char idbuf[32];
-    struct ipc_fb_error err;
-    int rc = -1;
-
-    memset(&ce, 0, sizeof ce);
-    fields[0] = &ce.id;
-    fields[1] = &ce.type;
-    fields[2] = &ce.source;
-    fields[3] = &ce.specversion;
-    fields[4] = &ce.datacontenttype;
-    fields[5] = &ce.dataschema;
-    fields[6] = &ce.subject;
-    fields[7] = &ce.time;
-    if (!json_is_object(ev)) {
-        *why = "an event is not a JSON object";
-        return -1;
-    }
-    ext = calloc(json_object_size(ev) + 1, sizeof *ext);
-    if (ext == NULL) {
-        *why = "out of memory";
-        return -1;
-    }
-    for (void *it = json_object_iter(ev); it;
-         it = json_object_iter_next(ev, it)) {
-        const char *key = json_object_iter_key(it);
-        json_t *val = json_object_iter_value(it);
-        unsigned a;
-        for (a = 0; a < 8; a++)
-            if (strcmp(key, attrs[a]) == 0)
-                break;
-        if (a < 8) {
-            if (!json_is_string(val)) {
-                *why = "a CloudEvent attribute is not a string";
-                goto out;
-            }
-            fields[a]->ptr = json_string_value(val);
-            fields[a]->len = (uint32_t)json_string_length(val);
-        } else if (strcmp(key, "data") == 0) {
-            if (json_is_string(val)) {
-                ce.data.ptr = (const uint8_t *)json_string_value(val);
-                ce.data.len = (uint32_t)json_string_length(val);
-            } else {
-                char *s = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
-                if (s == NULL || nowned == 256) {
-                    free(s);
-                    *why = "cannot serialise data";
-                    goto out;
-                }
-                owned[nowned++] = s;
-                ce.data.ptr = (const uint8_t *)s;
-                ce.data.len = (uint32_t)strlen(s);
-                if (json_object_get(ev, "datacontenttype") == NULL)
-                    ce.datacontenttype = ipc_str_c("application/json");
-            }
-        } else if (strcmp(key, "data_base64") == 0) {
-            size_t n;
-            if (!json_is_string(val) ||
-                (data64 = base64_decode(json_string_value(val), &n)) == NULL) {
-                *why = "data_base64 is not base64";
-                goto out;
-            }
-            ce.data.ptr = data64;
-            ce.data.len = (uint32_t)n;
-        } else {
-            /* An extension: strings as they are, anything else as JSON. */
-            ext[next].name = ipc_str_c(key);
-            if (json_is_string(val)) {
-                ext[next].value.ptr = json_string_value(val);
-                ext[next].value.len = (uint32_t)json_string_length(val);
-            } else {
-                char *s = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
-                if (s == NULL || nowned == 256) {
-                    free(s);
-                    *why = "too many extensions";
-                    goto out;
-                }
-                owned[nowned++] = s;
-                ext[next].value = ipc_str_c(s);
-            }
-            next++;
-        }
-    }
-    /* The attributes a test rarely cares about get defaults. */
-    if (ce.id.ptr == NULL) {
-        snprintf(idbuf, sizeof idbuf, "hostdriver-%zu", index + 1);
-        ce.id = ipc_str_c(idbuf);
-    }
-    if (ce.source.ptr == NULL)
-        ce.source = ipc_str_c("urn:wm-hostdriver");
-    if (ce.specversion.ptr == NULL)
-        ce.specversion = ipc_str_c("1.0");
-    ce.extensions.n = next;
-    ce.extensions.items = ext;
-    if (ipc_cloudevent_check(&ce, &err) < 0) {
-        static char msg[256];
-        ipc_fb_error_format(&err, msg, sizeof msg);
-        *why = msg;
-        goto out;
-    }
-    ipc_fb_builder_reset(&d->eb);
-    free(d->cur_id);
-    d->cur_id = strndup(ce.id.ptr, ce.id.len);
-    if (d->cur_id == NULL || ipc_cloudevent_encode(&d->eb, &ce) < 0) {
-        *why = "out of memory";
-        goto out;
-    }
-    rc = 0;
-out:
-    for (unsigned i = 0; i < nowned; i++)
-        free(owned[i]);
-    free(data64);
-    free(ext);
-    return rc;
-}
-
-/* ---- events: CloudEvent -> JSON --------------------------------------- */
-
-static json_t *
-jstr(struct ipc_str s)
-{
-    return json_stringn(s.ptr ? s.ptr : "", s.len);
-}
-
-static int
-set_str(json_t *o, const char *key, struct ipc_str s)
-{
-    json_t *v;
-
-    if (s.ptr == NULL)
-        return 0;
-    v = jstr(s);
-    if (v == NULL) /* not UTF-8 */
-        v = json_string("(not UTF-8)");
-    return json_object_set_new(o, key, v);
-}
-
-static json_t *
-event_to_json(const struct ipc_cloudevent *ce)
-{
-    json_t *o = json_object();
-    char name[64];
-
-    if (o == NULL)
-        return NULL;
-    set_str(o, "id", ce->id);
-    set_str(o, "type", ce->type);
-    set_str(o, "source", ce->source);
-    set_str(o, "specversion", ce->specversion);
-    set_str(o, "datacontenttype", ce->datacontenttype);
-    set_str(o, "dataschema", ce->dataschema);
-    set_str(o, "subject", ce->subject);
-    set_str(o, "time", ce->time);
-    for (uint32_t i = 0; i < ce->extensions.n; i++) {
-        struct ipc_pair p;
-        ipc_pair_list_get(&ce->extensions, i, &p);
-        if (p.name.len >= sizeof name)
-            continue; /* the verifier allows at most 20 */
-        memcpy(name, p.name.ptr, p.name.len);
-        name[p.name.len] = '\0';
-        set_str(o, name, p.value);
-    }
-    if (ce->data.ptr) {
-        json_t *v = json_stringn((const char *)ce->data.ptr, ce->data.len);
-        if (v) {
-            json_object_set_new(o, "data", v);
-        } else {
-            char *s = base64_encode(ce->data.ptr, ce->data.len);
-            if (s)
-                json_object_set_new(o, "data_base64", json_string(s));
-            free(s);
-        }
-    }
-    return o;
-}
+/* ---- events ------------------------------------------------------------ */
 
 static json_t *
 error_to_json(const struct ipc_error *e)
 {
+    const struct {
+        const char *name;
+        struct ipc_str value;
+    } fields[] = {
+        { "type", e->type },
+        { "message", e->message },
+        { "exception_type", e->exception_type },
+        { "traceback", e->traceback },
+    };
     json_t *o = json_object();
 
     if (o == NULL)
         return NULL;
-    set_str(o, "type", e->type);
-    set_str(o, "message", e->message);
-    set_str(o, "exception_type", e->exception_type);
-    set_str(o, "traceback", e->traceback);
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        json_t *v;
+        if (fields[i].value.ptr == NULL)
+            continue;
+        v = json_stringn(fields[i].value.ptr, fields[i].value.len);
+        json_object_set_new(o, fields[i].name,
+                            v ? v : json_string("(not UTF-8)"));
+    }
     return o;
 }
 
+/* Writes o as one compact line (numbers in their short form, as the
+ * master writes events) and releases it. */
 static void
 print_line(json_t *o)
 {
-    char *s = json_dumps(o, JSON_COMPACT);
+    char *s = events_json_dumps(o, NULL);
 
     if (s) {
         printf("%s\n", s);
@@ -480,11 +252,12 @@ on_result(struct ipc_channel *ch, const struct ipc_frame *r, int *fds,
     }
     line = json_object();
     outs = json_array();
-    json_object_set_new(line, "event", json_string(d->cur_id));
+    json_object_set_new(line, "event",
+                        json_string(d->events[d->next_event - 1].id));
     for (uint32_t i = 0; i < r->u.result.outputs.n; i++) {
         struct ipc_cloudevent ce;
         ipc_cloudevent_list_get(&r->u.result.outputs, i, &ce);
-        json_array_append_new(outs, event_to_json(&ce));
+        json_array_append_new(outs, events_to_json(&ce));
     }
     json_object_set_new(line, "outputs", outs);
     if (r->u.result.error.type.ptr)
@@ -497,24 +270,17 @@ static void
 next_event(struct driver *d)
 {
     struct ipc_frame f;
-    const char *why = NULL;
+    const struct driver_event *ev;
 
-    if (d->next_event >= json_array_size(d->events)) {
+    if (d->next_event >= d->nevents) {
         send_shutdown(d);
         return;
     }
-    if (event_from_json(d, json_array_get(d->events, d->next_event),
-                        d->next_event, &why) < 0) {
-        fprintf(stderr, "wm-hostdriver: event %zu: %s\n", d->next_event + 1,
-                why);
-        finish(d, EXIT_USAGE);
-        return;
-    }
-    d->next_event++;
+    ev = &d->events[d->next_event++];
     memset(&f, 0, sizeof f);
     f.type = IPC_BODY_PROCESS;
-    f.u.process.event.ptr = d->eb.buf;
-    f.u.process.event.len = (uint32_t)d->eb.len;
+    f.u.process.event.ptr = ev->fb.buf;
+    f.u.process.event.len = (uint32_t)ev->fb.len;
     f.u.process.deadline_ms = d->timeout_ms;
     f.u.process.delivery = 1;
     if (ipc_channel_call(d->ch, &f, NULL, 0, on_result, d) < 0) {
@@ -828,22 +594,52 @@ parse_ms(const char *s)
     return (unsigned)v;
 }
 
+/* Parses one event and converts it under events_from_json()'s rules, so
+ * that a bad event stops the driver before the host starts: exits 2 with
+ * where ("--event", "line N") and the rule broken. */
 static void
-add_event_text(json_t *events, const char *text, const char *where)
+add_event_text(struct driver *d, const char *text, const char *where)
 {
     json_error_t jerr;
-    json_t *ev = json_loads(text, 0, &jerr);
+    json_t *obj = json_loads(text, 0, &jerr);
+    struct driver_event *ev;
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error ferr;
+    char err[512]; /* events.c's longest message, quotes included */
 
-    if (ev == NULL || !json_is_object(ev)) {
-        fprintf(stderr, "wm-hostdriver: %s: %s\n", where,
-                ev ? "not a JSON object" : jerr.text);
+    if (obj == NULL) {
+        fprintf(stderr, "wm-hostdriver: %s: %s\n", where, jerr.text);
         exit(EXIT_USAGE);
     }
-    json_array_append_new(events, ev);
+    ev = realloc(d->events, (d->nevents + 1) * sizeof *ev);
+    if (ev == NULL) {
+        fprintf(stderr, "wm-hostdriver: out of memory\n");
+        exit(EXIT_HOST);
+    }
+    d->events = ev;
+    ev += d->nevents++;
+    ipc_fb_builder_init(&ev->fb);
+    ev->id = NULL;
+    if (events_from_json(obj, &ev->fb, err, sizeof err) < 0) {
+        fprintf(stderr, "wm-hostdriver: %s: %s\n", where, err);
+        exit(EXIT_USAGE);
+    }
+    json_decref(obj);
+    /* Its id for the Result line, read back: events.c may have made it. */
+    if (ipc_cloudevent_read(ev->fb.buf, ev->fb.len, &ce, &ferr) < 0) {
+        ipc_fb_error_format(&ferr, err, sizeof err);
+        fprintf(stderr, "wm-hostdriver: %s: %s\n", where, err);
+        exit(EXIT_HOST);
+    }
+    ev->id = strndup(ce.id.ptr, ce.id.len);
+    if (ev->id == NULL) {
+        fprintf(stderr, "wm-hostdriver: out of memory\n");
+        exit(EXIT_HOST);
+    }
 }
 
 static void
-read_events(json_t *events, const char *path)
+read_events(struct driver *d, const char *path)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
     char *line = NULL;
@@ -861,7 +657,7 @@ read_events(json_t *events, const char *path)
         if (strspn(line, " \t\r\n") == (size_t)n)
             continue;
         snprintf(where, sizeof where, "line %u", lineno);
-        add_event_text(events, line, where);
+        add_event_text(d, line, where);
     }
     free(line);
     if (f != stdin)
@@ -897,7 +693,6 @@ parse_args(struct driver *d, int argc, char **argv)
 
     d->timeout_ms = 5000;
     d->grace_ms = 2000;
-    d->events = json_array();
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (c) {
         case OPT_TIMEOUT:
@@ -918,9 +713,9 @@ parse_args(struct driver *d, int argc, char **argv)
                 die_usage("give --event or --events once", optarg);
             have_events = true;
             if (c == OPT_EVENT)
-                add_event_text(d->events, optarg, "--event");
+                add_event_text(d, optarg, "--event");
             else
-                read_events(d->events, optarg);
+                read_events(d, optarg);
             break;
         case OPT_CONFIG: {
             char *eq = strchr(optarg, '=');
@@ -970,7 +765,6 @@ main(int argc, char **argv)
 
     memset(&d, 0, sizeof d);
     d.pid = -1;
-    ipc_fb_builder_init(&d.eb);
     parse_args(&d, argc, argv);
     signal(SIGPIPE, SIG_IGN);
     d.code_fd = code_memfd(d.code_path, &d.code_len);
@@ -1030,9 +824,11 @@ out:
         event_free(d.timer);
     if (d.base)
         event_base_free(d.base);
-    ipc_fb_builder_free(&d.eb);
-    json_decref(d.events);
-    free(d.cur_id);
+    for (size_t i = 0; i < d.nevents; i++) {
+        ipc_fb_builder_free(&d.events[i].fb);
+        free(d.events[i].id);
+    }
+    free(d.events);
     if (d.code_fd >= 0)
         close(d.code_fd);
     for (unsigned i = 0; i < d.nconfig; i++) {

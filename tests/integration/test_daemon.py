@@ -24,6 +24,7 @@ def test_sd_notify_ready_after_recovery_and_stopping(wm_builddir, tmp_path):
     sock.bind(path)
     sock.settimeout(20)
     d.env["NOTIFY_SOCKET"] = path
+    d.env["WATCHDOG_USEC"] = "200000"  # systemd's WatchdogSec=0.2
     d.start(wait_healthy=False)
     try:
         msg = b""
@@ -34,6 +35,13 @@ def test_sd_notify_ready_after_recovery_and_stopping(wm_builddir, tmp_path):
         assert len(d.get("/v1/workers").json["workers"]) == 50
         log = d.log()
         assert log.index("recovery: 50 workers restored") >= 0
+        # fed at half the interval while it runs
+        pings = 0
+        t0 = time.monotonic()
+        while pings < 3:
+            if sock.recv(4096) == b"WATCHDOG=1":
+                pings += 1
+        assert time.monotonic() - t0 < 2
     finally:
         assert d.stop() == 0
     msgs = []

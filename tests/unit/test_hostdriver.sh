@@ -25,32 +25,40 @@ fail() {
 
 printf 'def Process(event):\n    return event\n' >"$tmp/code.py"
 
+# Text, JSON (reals in their short form) and binary data, an error, a log
+# line, and an event whose id and specversion events.c fills in.
 cat >"$tmp/events" <<'JSON'
-{"id":"e1","type":"t","source":"/s","data":"hello","corr":"x","log":"hello from e1"}
-{"id":"e2","type":"t","source":"/s","data":{"a":[1,2]}}
+{"id":"e1","type":"t","source":"/s","datacontenttype":"text/plain","data":"hello","corr":"x","log":"hello from e1"}
+{"id":"e2","type":"t","source":"/s","data":{"a":[1,2],"price":19.99}}
 
 {"id":"e3","type":"bin","source":"/s","data_base64":"AAEC/w=="}
 {"id":"e4","type":"fail","source":"/s"}
-{"type":"t","n":3}
+{"type":"t","source":"/s","n":3}
 JSON
 
+# The filled-in id is a fresh UUIDv4: <uuid> below, checked apart.
 cat >"$tmp/want" <<'JSON'
-{"event":"e1","outputs":[{"id":"e1","type":"t.out","source":"/s","specversion":"1.0","corr":"x","log":"hello from e1","data":"hello"}]}
-{"event":"e2","outputs":[{"id":"e2","type":"t.out","source":"/s","specversion":"1.0","datacontenttype":"application/json","data":"{\"a\":[1,2]}"}]}
-{"event":"e3","outputs":[{"id":"e3","type":"bin.out","source":"/s","specversion":"1.0","data_base64":"AAEC/w=="}]}
+{"event":"e1","outputs":[{"specversion":"1.0","id":"e1","source":"/s","type":"t.out","datacontenttype":"text/plain","corr":"x","log":"hello from e1","data":"hello"}]}
+{"event":"e2","outputs":[{"specversion":"1.0","id":"e2","source":"/s","type":"t.out","data":{"a":[1,2],"price":19.99}}]}
+{"event":"e3","outputs":[{"specversion":"1.0","id":"e3","source":"/s","type":"bin.out","data_base64":"AAEC/w=="}]}
 {"event":"e4","outputs":[],"error":{"type":"worker_error","message":"asked to fail","exception_type":"EchoError"}}
-{"event":"hostdriver-5","outputs":[{"id":"hostdriver-5","type":"t.out","source":"urn:wm-hostdriver","specversion":"1.0","n":"3"}]}
+{"event":"<uuid>","outputs":[{"specversion":"1.0","id":"<uuid>","source":"/s","type":"t.out","n":"3"}]}
 JSON
+hex='[0-9a-f]'
+uuid="$hex\{8\}-$hex\{4\}-4$hex\{3\}-[89ab]$hex\{3\}-$hex\{12\}"
 
 # 1. the whole exchange
 "$driver" --mime text/x-python --code "$tmp/code.py" --events "$tmp/events" \
     --config greeting=hi -- "$host" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 0 ] || fail "driver exited $rc: $(cat "$tmp/err")"
-if ! cmp -s "$tmp/want" "$tmp/out"; then
+sed "s/$uuid/<uuid>/g" "$tmp/out" >"$tmp/out.uuid"
+if ! cmp -s "$tmp/want" "$tmp/out.uuid"; then
     fail "Result lines differ:"
-    diff "$tmp/want" "$tmp/out" >&2
+    diff "$tmp/want" "$tmp/out.uuid" >&2
 fi
+grep -q "^{\"event\":\"\($uuid\)\",.*\"id\":\"\1\"" "$tmp/out" ||
+    fail "the filled-in id is not the event's: $(tail -n 1 "$tmp/out")"
 grep -q '^host info: hello from e1$' "$tmp/err" || fail "Log not forwarded"
 grep -q 'engine echo, max_inflight 1' "$tmp/err" || fail "Hello not reported"
 grep -q 'host exited with status 0' "$tmp/err" || fail "exit not reported"
@@ -83,7 +91,18 @@ expect_exit 2 "bad JSON" \
     "$driver" --mime m --code "$tmp/code.py" --event '{' -- "$host"
 expect_exit 2 "bad extension name" \
     "$driver" --mime m --code "$tmp/code.py" \
-    --event '{"type":"t","Bad":"x"}' -- "$host"
+    --event '{"type":"t","source":"/s","Bad":"x"}' -- "$host"
+grep -q '^wm-hostdriver: --event: extension name "Bad" is not' "$tmp/err" ||
+    fail "bad extension name: $(cat "$tmp/err")"
+# A bad event in a file is reported with its line, before the host starts.
+printf '{"type":"t","source":"/s"}\n\n{"type":"t"}\n' >"$tmp/bad-events"
+expect_exit 2 "event without source" \
+    "$driver" --mime m --code "$tmp/code.py" --events "$tmp/bad-events" \
+    -- "$host"
+grep -q '^wm-hostdriver: line 3: attribute "source" is required$' \
+    "$tmp/err" || fail "event without source: $(cat "$tmp/err")"
+grep -q 'host pid' "$tmp/err" && fail "event without source: host started"
+[ -s "$tmp/out" ] && fail "event without source: unexpected output"
 
 # 4. host failures exit 1, with the reason
 expect_exit 1 "missing host" \
