@@ -325,6 +325,12 @@ struct op {
     size_t old_nhistory;
     struct worker_pair *old_tags;
     size_t old_ntags;
+    /* A create stores its code and loads it at once: the steps it still
+     * waits for, and the first failure (answered once both are done). */
+    unsigned waiting;
+    int fail_status;
+    const char *fail_code;
+    char fail_message[512];
 };
 
 static void
@@ -585,7 +591,12 @@ op_store_code(struct op *op, const char *source)
         op_free(op);
         return;
     }
-    store_blob_put(op->d->store, op->code, op->len, sha, on_blob_written, op);
+    if (store_blob_put(op->d->store, op->code, op->len, sha, on_blob_written,
+                       op) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "cannot store the code");
+        op_free(op);
+    }
 }
 
 /* ---- routes ---------------------------------------------------------- */
@@ -611,6 +622,88 @@ engine_for(struct api_req *rq, const char *mime)
         return NULL;
     }
     return e;
+}
+
+/* One step of a create ended: the last one answers or persists. */
+static void
+create_step_done(struct op *op, int status, const char *code,
+                 const char *message)
+{
+    if (status && op->fail_status == 0) {
+        op->fail_status = status;
+        op->fail_code = code;
+        snprintf(op->fail_message, sizeof op->fail_message, "%s", message);
+    }
+    if (--op->waiting > 0)
+        return;
+    op->w->pending_code = NULL;
+    if (op->fail_status) {
+        op_undo(op);
+        api_error(op->rq, op->fail_status, op->fail_code, "%s",
+                  op->fail_message);
+        op_free(op);
+        return;
+    }
+    op_persist(op);
+}
+
+static void
+on_create_blob(enum store_status st, uint64_t revision, const char *message,
+               void *arg)
+{
+    char msg[512];
+    (void)revision;
+    if (st == STORE_OK) {
+        create_step_done(arg, 0, NULL, "");
+        return;
+    }
+    snprintf(msg, sizeof msg, "storing the code failed: %s", message);
+    create_step_done(arg, 500, "internal", msg);
+}
+
+static void
+on_create_loaded(struct worker *w, const struct ipc_result *r,
+                 const char *error_type, const char *message, void *arg)
+{
+    char msg[512];
+    (void)w;
+    (void)r;
+    if (error_type == NULL) {
+        create_step_done(arg, 0, NULL, "");
+        return;
+    }
+    snprintf(msg, sizeof msg, "%s: %s", error_type,
+             message ? message : "the host could not load the code");
+    create_step_done(arg, 422, "load_failed", msg);
+}
+
+/* A new worker's code is stored and, when it is to run, loaded by a host
+ * at the same time: the host gets the bytes from memory (pending_code), so
+ * the spawn does not wait for the disk.  The record is written once both
+ * succeeded; a failure of either undoes the whole create. */
+static void
+create_store_and_load(struct op *op)
+{
+    char sha[STORE_SHA256_HEX];
+    struct worker *w = op->w;
+
+    store_sha256_hex(op->code, op->len, sha);
+    if (history_push(w, sha, op->len, "content", 0) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    /* Decided before either step: a failure may free op and w. */
+    bool load = w->status != WORKER_STOPPED;
+    w->pending_code = op->code;
+    w->pending_len = op->len;
+    op->waiting = load ? 2 : 1;
+    if (store_blob_put(op->d->store, op->code, op->len, sha, on_create_blob,
+                       op) != 0)
+        create_step_done(op, 500, "internal", "cannot store the code");
+    if (load && supervise_load(op->d->sv, w, on_create_loaded, op) != 0)
+        create_step_done(op, 500, "internal", "cannot start a host");
 }
 
 static void
@@ -735,7 +828,7 @@ create(struct api_req *rq)
     op->len = len;
     code = NULL;
     w = NULL;
-    op_store_code(op, "content");
+    create_store_and_load(op);
 out:
     free(code);
     worker_free(w);
@@ -912,7 +1005,8 @@ on_record_deleted(enum store_status st, uint64_t revision, const char *message,
     op_free(op);
 }
 
-static void delete (struct api_req *rq, struct worker *w)
+static void
+remove_worker(struct api_req *rq, struct worker *w)
 {
     char key[STORE_KEY_MAX];
     struct op *op = op_new(rq, OP_DELETE, w);
@@ -1056,7 +1150,7 @@ api_workers_route(struct api_req *rq)
         if (is(rq, "GET"))
             worker_answer(rq, 200, w);
         else if (is(rq, "DELETE"))
-            delete (rq, w);
+            remove_worker(rq, w);
         else
             api_error(rq, 405, "invalid_argument",
                       "%s is not allowed on a worker", rq->method);

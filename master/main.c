@@ -85,6 +85,16 @@ code_of(struct worker *w, uint8_t **data, size_t *len, char *err, size_t errlen,
 {
     struct daemon *d = arg;
     const struct worker_version *v = worker_version_find(w, w->version);
+    if (w->pending_code) {
+        *data = malloc(w->pending_len ? w->pending_len : 1);
+        if (*data == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(*data, w->pending_code, w->pending_len);
+        *len = w->pending_len;
+        return 0;
+    }
     if (v == NULL) {
         snprintf(err, errlen, "worker %s has no version %u", w->id,
                  (unsigned)w->version);

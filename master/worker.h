@@ -104,6 +104,10 @@ struct worker {
     const struct engines_entry *engine;
     struct host *host; /* owned by the supervisor */
     bool busy;         /* an API change to it is in flight (api_workers.c) */
+    /* The code of a create still being stored: its host loads these bytes
+     * (main.c's code hook) instead of reading the blob back. */
+    const uint8_t *pending_code;
+    size_t pending_len;
 };
 
 const char *worker_status_name(enum worker_status s);
