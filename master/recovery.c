@@ -78,7 +78,7 @@ collect(const char *key, enum store_status status, const uint8_t *value,
 /* A registry entry for a worker whose record is unreadable: enough to be
  * listed, deleted or inspected, state failed. */
 static struct worker *
-placeholder(const char *id)
+unreadable_worker(const char *id)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (w == NULL)
@@ -128,7 +128,7 @@ restore(struct recovery *rc, struct entry *e)
         snprintf(err, sizeof err, "%s", e->message);
     }
     bool ok = w != NULL;
-    if (w == NULL && (w = placeholder(e->id)) == NULL)
+    if (w == NULL && (w = unreadable_worker(e->id)) == NULL)
         return;
     w->revision = e->revision;
     w->state = WORKER_STATE_IDLE;
