@@ -144,4 +144,16 @@ check_dup(const void *p, size_t len)
     return d;
 }
 
+/* The source tree: WM_TOP_SRCDIR when the test's build defines it, else
+ * automake's $srcdir, else NULL. */
+static inline const char *
+check_srcdir(void)
+{
+#ifdef WM_TOP_SRCDIR
+    return WM_TOP_SRCDIR;
+#else
+    return getenv("srcdir");
+#endif
+}
+
 #endif /* WM_TESTS_CHECK_H */

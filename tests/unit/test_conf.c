@@ -510,7 +510,7 @@ test_dump_roundtrip(void)
 static void
 test_table(void)
 {
-    const char *srcdir = NULL;
+    const char *srcdir;
     size_t n, rows = 0;
     const struct conf_key *k = conf_keys(&n);
     char path[1024], *text = NULL;
@@ -530,11 +530,7 @@ test_table(void)
         if (k[i].type == CONF_ENUM)
             CHECK(k[i].words != NULL);
     }
-#ifdef WM_TOP_SRCDIR
-    srcdir = WM_TOP_SRCDIR;
-#endif
-    if (srcdir == NULL)
-        srcdir = getenv("srcdir");
+    srcdir = check_srcdir();
     if (srcdir == NULL) {
         FAIL("neither WM_TOP_SRCDIR nor srcdir: cannot check "
              "the table of conf.c");

@@ -457,17 +457,13 @@ test_shipped(void)
         { "application/x-dotnet-dll", "dotnet", "wm-host-dotnet" },
         { "text/x-csharp", "dotnet", "wm-host-dotnet" },
     };
-    const char *srcdir = NULL;
+    const char *srcdir;
     char dir[600], err[1024], lx[700];
     struct engines list;
 
     snprintf(lx, sizeof(lx), "%s", at("shipped-libexec"));
 
-#ifdef WM_TOP_SRCDIR
-    srcdir = WM_TOP_SRCDIR;
-#endif
-    if (srcdir == NULL)
-        srcdir = getenv("srcdir");
+    srcdir = check_srcdir();
     if (srcdir == NULL) {
         FAIL("neither WM_TOP_SRCDIR nor srcdir: cannot find "
              "engines.d");
