@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -54,6 +55,10 @@ struct api {
 static void
 req_free(struct api_req *rq)
 {
+    if (rq->params) {
+        evhttp_clear_headers(rq->params);
+        free(rq->params);
+    }
     free(rq->path);
     free(rq->query);
     free(rq->segbuf);
@@ -223,6 +228,106 @@ on_client_gone(struct evhttp_connection *c, void *arg)
     (void)c;
     struct api_req *rq = arg;
     rq->gone = true;
+    if (rq->stream_gone) {
+        /* A stream: the request dies with its connection. */
+        rq->stream_gone(rq->stream_arg);
+        req_free(rq);
+    }
+}
+
+const char *
+api_query(struct api_req *rq, const char *name)
+{
+    if (rq->query == NULL)
+        return NULL;
+    if (rq->params == NULL) {
+        rq->params = calloc(1, sizeof *rq->params);
+        if (rq->params == NULL)
+            return NULL;
+        TAILQ_INIT(rq->params);
+        if (evhttp_parse_query_str(rq->query, rq->params) != 0)
+            return NULL;
+    }
+    return evhttp_find_header(rq->params, name);
+}
+
+bool
+api_valid_topic(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+void
+api_reply_text(struct api_req *rq, int status, const char *content_type,
+               const char *text, size_t len)
+{
+    if (!rq->gone) {
+        struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
+        struct evbuffer *out = evbuffer_new();
+        if (c)
+            evhttp_connection_set_closecb(c, NULL, NULL);
+        evhttp_add_header(evhttp_request_get_output_headers(rq->req),
+                          "Content-Type", content_type);
+        if (out)
+            evbuffer_add(out, text, len);
+        evhttp_send_reply(rq->req, status, NULL, out);
+        if (out)
+            evbuffer_free(out);
+    }
+    req_free(rq);
+}
+
+void
+api_stream_start(struct api_req *rq, const char *content_type,
+                 void (*gone)(void *arg), void *arg)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->req);
+
+    rq->stream_gone = gone;
+    rq->stream_arg = arg;
+    evhttp_add_header(h, "Content-Type", content_type);
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(rq->req, 200, "OK");
+}
+
+int
+api_stream_write(struct api_req *rq, const char *data, size_t len,
+                 size_t max_pending)
+{
+    struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    struct evbuffer *out;
+
+    if (bev &&
+        evbuffer_get_length(bufferevent_get_output(bev)) > max_pending)
+        return -1;
+    out = evbuffer_new();
+    if (out == NULL)
+        return -1;
+    evbuffer_add(out, data, len);
+    evhttp_send_reply_chunk(rq->req, out);
+    evbuffer_free(out);
+    return 0;
+}
+
+void
+api_stream_end(struct api_req *rq)
+{
+    struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
+
+    if (c)
+        evhttp_connection_set_closecb(c, NULL, NULL);
+    evhttp_send_reply_end(rq->req);
+    req_free(rq);
 }
 
 static void
@@ -311,6 +416,10 @@ dispatch(struct api_req *rq)
     } else if (seg_is(rq, 0, "v1") && seg_is(rq, 1, "recover") &&
                rq->nseg == 2) {
         api_recover_route(rq);
+    } else if (seg_is(rq, 0, "v1") && seg_is(rq, 1, "topics")) {
+        api_topics_route(rq);
+    } else if (seg_is(rq, 0, "metrics") && rq->nseg == 1) {
+        api_metrics_route(rq);
     } else {
         api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
     }

@@ -14,12 +14,14 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
 struct daemon;
 struct api;
 struct evhttp_request;
+struct evkeyvalq;
 
 struct api_req {
     struct api *api;
@@ -35,6 +37,9 @@ struct api_req {
     bool gone;       /* the client hung up before the answer */
     bool mutation;   /* audited */
     char worker[40]; /* the worker concerned, for the audit trail */
+    struct evkeyvalq *params; /* the parsed query, once api_query() ran */
+    void (*stream_gone)(void *arg);
+    void *stream_arg;
 };
 
 /* Starts listening as the configuration says.  Returns NULL with a
@@ -64,6 +69,27 @@ const unsigned char *api_body_raw(struct api_req *rq, size_t *len);
 /* A request header, or NULL. */
 const char *api_header(struct api_req *rq, const char *name);
 
+/* A query parameter (decoded), or NULL. */
+const char *api_query(struct api_req *rq, const char *name);
+
+/* Topic names: [A-Za-z0-9_.-]{1,128}. */
+bool api_valid_topic(const char *s);
+
+/* Answers with a body of another type than JSON and frees rq. */
+void api_reply_text(struct api_req *rq, int status, const char *content_type,
+                    const char *text, size_t len);
+
+/* Streaming (Server-Sent Events): starts a chunked 200 answer; gone runs
+ * once if the client hangs up (then rq is freed by the API: stop using
+ * it).  api_stream_write() sends a chunk (dropped, returning -1, when the
+ * client's unsent output passes max_pending bytes); api_stream_end()
+ * finishes the answer and frees rq. */
+void api_stream_start(struct api_req *rq, const char *content_type,
+                      void (*gone)(void *arg), void *arg);
+int api_stream_write(struct api_req *rq, const char *data, size_t len,
+                     size_t max_pending);
+void api_stream_end(struct api_req *rq);
+
 /* While recovery runs, mutating routes answer 503 `recovering` with
  * Retry-After; true if it answered. */
 bool api_refuse_while_recovering(struct api_req *rq);
@@ -73,5 +99,10 @@ void api_workers_route(struct api_req *rq);
 void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
+void api_topics_route(struct api_req *rq);
+/* Open event streams, and events they dropped (api_topics.c). */
+uint64_t api_topics_streams(void);
+uint64_t api_topics_dropped(void);
+void api_metrics_route(struct api_req *rq);
 
 #endif /* WM_MASTER_API_H */

@@ -23,7 +23,9 @@
 #include "master/conf.h"
 #include "master/daemon.h"
 #include "master/engines.h"
+#include "master/dispatch.h"
 #include "master/events.h"
+#include "master/gateway.h"
 #include "master/ids.h"
 #include "master/lifecycle.h"
 #include "master/log.h"
@@ -131,21 +133,6 @@ looks_like_uuid(const char *s)
     for (int i = 0; i < 36; i++) {
         bool dash = i == 8 || i == 13 || i == 18 || i == 23;
         if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
-            return false;
-    }
-    return true;
-}
-
-static bool
-valid_topic(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
             return false;
     }
     return true;
@@ -437,6 +424,9 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
             op_free(op);
             return;
         }
+        char aerr[256];
+        if (dispatch_attach(op->d->dispatch, w, aerr, sizeof aerr) != 0)
+            log_err("worker %s: no subscription: %s", w->id, aerr);
         lifecycle_emit(op->d, w, "created", NULL);
         if (w->status == WORKER_RUNNING)
             lifecycle_emit(op->d, w, "started", NULL);
@@ -444,6 +434,7 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
         op_free(op);
         return;
     case OP_STATUS:
+        dispatch_status(op->d->dispatch, w);
         /* Answer once the host has followed (a stop waits for it). */
         supervise_apply(op->d->sv, w, after_apply, op);
         return;
@@ -729,7 +720,7 @@ create(struct api_req *rq)
         api_error(rq, 400, "invalid_argument", "mime_type is required");
         goto out;
     }
-    if (topic == NULL || !valid_topic(topic)) {
+    if (topic == NULL || !api_valid_topic(topic)) {
         api_error(rq, 400, "invalid_argument",
                   "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
         goto out;
@@ -993,10 +984,14 @@ on_record_deleted(enum store_status st, uint64_t revision, const char *message,
     struct op *op = arg;
     (void)revision;
     if (st != STORE_OK && st != STORE_NOT_FOUND) {
+        char aerr[256];
+        if (dispatch_attach(op->d->dispatch, op->w, aerr, sizeof aerr) != 0)
+            log_err("worker %s: no subscription: %s", op->w->id, aerr);
         api_error(op->rq, 500, "internal", "the store failed: %s", message);
         op_free(op);
         return;
     }
+    gateway_forget(op->d, op->w);
     registry_remove(op->d->registry, op->w);
     lifecycle_emit(op->d, op->w, "deleted", NULL);
     worker_free(op->w);
@@ -1012,6 +1007,7 @@ remove_worker(struct api_req *rq, struct worker *w)
     struct op *op = op_new(rq, OP_DELETE, w);
     if (op == NULL)
         return;
+    dispatch_detach(rq->d->dispatch, w);
     supervise_forget(rq->d->sv, w);
     record_worker_key(w->id, key, sizeof key);
     store_delete(rq->d->store, key, STORE_ANY_REVISION, on_record_deleted, op);
@@ -1024,11 +1020,35 @@ struct invoke {
     struct ipc_fb_builder event;
 };
 
+/* An output as it would be published: correlation carried over. */
+static json_t *
+invoke_output(const struct ipc_cloudevent *in, const struct ipc_result *r,
+              uint32_t i)
+{
+    struct ipc_cloudevent o, p;
+    struct ipc_fb_builder fb;
+    struct ipc_fb_error fe;
+    char err[256];
+    json_t *j;
+
+    ipc_cloudevent_list_get(&r->outputs, i, &o);
+    ipc_fb_builder_init(&fb);
+    if (dispatch_prepare_output(in, &o, 0, &fb, err, sizeof err) == 0 &&
+        ipc_cloudevent_read(fb.buf, fb.len, &p, &fe) == 0)
+        j = events_to_json(&p);
+    else
+        j = events_to_json(&o);
+    ipc_fb_builder_free(&fb);
+    return j;
+}
+
 static void
 on_invoked(struct worker *w, const struct ipc_result *r, const char *error_type,
            const char *message, void *arg)
 {
     struct invoke *iv = arg;
+    struct ipc_cloudevent in;
+    struct ipc_fb_error fe;
     (void)w;
 
     if (error_type || (r && r->error.type.ptr)) {
@@ -1053,17 +1073,15 @@ on_invoked(struct worker *w, const struct ipc_result *r, const char *error_type,
                             message ? message : error_type);
     } else if (r->outputs.n == 0) {
         api_reply(iv->rq, 204, NULL);
+    } else if (ipc_cloudevent_read(iv->event.buf, iv->event.len, &in, &fe) !=
+               0) {
+        api_error(iv->rq, 500, "internal", "the invoked event is unreadable");
     } else if (r->outputs.n == 1) {
-        struct ipc_cloudevent ce;
-        ipc_cloudevent_list_get(&r->outputs, 0, &ce);
-        api_reply(iv->rq, 200, events_to_json(&ce));
+        api_reply(iv->rq, 200, invoke_output(&in, r, 0));
     } else {
         json_t *arr = json_array();
-        for (uint32_t i = 0; i < r->outputs.n; i++) {
-            struct ipc_cloudevent ce;
-            ipc_cloudevent_list_get(&r->outputs, i, &ce);
-            json_array_append_new(arr, events_to_json(&ce));
-        }
+        for (uint32_t i = 0; i < r->outputs.n; i++)
+            json_array_append_new(arr, invoke_output(&in, r, i));
         api_reply(iv->rq, 200, arr);
     }
     ipc_fb_builder_free(&iv->event);
@@ -1091,15 +1109,15 @@ invoke(struct api_req *rq, struct worker *w)
     }
     iv->rq = rq;
     ipc_fb_builder_init(&iv->event);
-    if (events_from_json(body, &iv->event, err, sizeof err) != 0 ||
-        stamp_config(&iv->event, w->config, w->nconfig, err, sizeof err) != 0) {
+    if (events_from_json(body, &iv->event, err, sizeof err) != 0) {
         api_error(rq, 400, "invalid_argument", "%s", err);
         ipc_fb_builder_free(&iv->event);
         free(iv);
         goto out;
     }
-    if (supervise_process(rq->d->sv, w, iv->event.buf, iv->event.len,
-                          on_invoked, iv) != 0) {
+    /* dispatch stamps the worker's config on its own copy. */
+    if (dispatch_invoke(rq->d->dispatch, w, iv->event.buf, iv->event.len,
+                        on_invoked, iv) != 0) {
         api_error(rq, 409, "conflict", "worker %s cannot take events now",
                   w->name);
         ipc_fb_builder_free(&iv->event);

@@ -61,7 +61,9 @@
  * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
  * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
  * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
- * | `journal_fsync` | enum: always, batch, off | `batch` | `WM_JOURNAL_FSYNC` | When the embedded broker's journal is fsynced: each event, per group commit, or never. |
+ * | `journal_fsync` | enum: always, batch, off | `batch` | `WM_JOURNAL_FSYNC` | Durability of accepted events: always (fdatasync before answering, shared by concurrent publishes), batch (written before answering, fdatasync within 100 ms), off (never fdatasync). |
+ * | `journal_max_bytes` | size (bytes), 1048576–1099511627776 | `1GiB` | `WM_JOURNAL_MAX_BYTES` | Disk budget of the broker's journal; when reached, publishes answer 503 until deliveries drain it. |
+ * | `journal_segment_bytes` | size (bytes), 65536–4294967296 | `64MiB` | `WM_JOURNAL_SEGMENT_BYTES` | Size at which the journal starts a new segment file; segments whose events are all settled are deleted. |
  * | `store_fsync` | enum: always, batch, off | `always` | `WM_STORE_FSYNC` | When the file store fsyncs: each write, per group commit, or never. |
  * | `recovery_on_start` | bool | `true` | `WM_RECOVERY_ON_START`, `WORKER_RECOVERY_ON_START` | Restore every persisted worker before reporting ready; false leaves recovery to POST /v1/recover. |
  * | `recovery_lease_ttl_s` | duration (s), 10–86400 | `300` | `WM_RECOVERY_LEASE_TTL_S`, `WORKER_RECOVERY_LEASE_TTL_SECONDS` | Time to live of the recovery leader lease when several instances share a store. |
@@ -81,6 +83,8 @@
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
  * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
  * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
+ * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; an event that finds it full is dead-lettered (backlog_overflow). |
+ * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
  * | `max_frame_bytes` | size (bytes), 4096–1073741824 | `16MiB` | `WM_MAX_FRAME_BYTES` | Largest frame between the master and a host, size prefix included. |
  * | `allowed_code_source_hosts` | list | empty | `WM_ALLOWED_CODE_SOURCE_HOSTS`, `ALLOWED_CODE_SOURCE_HOSTS` | Hosts that code URLs may name; empty allows every host. |
@@ -415,10 +419,34 @@ static const struct conf_key keys[] = {
         .type = CONF_ENUM,
         .def = "batch",
         .env = "WM_JOURNAL_FSYNC",
-        .doc = "When the embedded broker's journal is fsynced: each event, "
-               "per group commit, or never.",
+        .doc = "Durability of accepted events: always (fdatasync before "
+               "answering, shared by concurrent publishes), batch (written "
+               "before answering, fdatasync within 100 ms), off (never "
+               "fdatasync).",
         .offset = AT(journal_fsync, int),
         .words = fsync_words,
+    },
+    {
+        .name = "journal_max_bytes",
+        .type = CONF_SIZE,
+        .def = "1GiB",
+        .env = "WM_JOURNAL_MAX_BYTES",
+        .doc = "Disk budget of the broker's journal; when reached, publishes "
+               "answer 503 until deliveries drain it.",
+        .offset = AT(journal_max_bytes, uint64_t),
+        .min = 1024 * 1024,
+        .max = 1024ull * ONE_GIB,
+    },
+    {
+        .name = "journal_segment_bytes",
+        .type = CONF_SIZE,
+        .def = "64MiB",
+        .env = "WM_JOURNAL_SEGMENT_BYTES",
+        .doc = "Size at which the journal starts a new segment file; "
+               "segments whose events are all settled are deleted.",
+        .offset = AT(journal_segment_bytes, uint64_t),
+        .min = 64 * 1024,
+        .max = 4ull * ONE_GIB,
     },
     {
         .name = "store_fsync",
@@ -631,6 +659,26 @@ static const struct conf_key keys[] = {
         .offset = AT(max_redeliveries, unsigned),
         .min = 0,
         .max = 100,
+    },
+    {
+        .name = "queue_max_events",
+        .type = CONF_UINT,
+        .def = "10000",
+        .env = "WM_QUEUE_MAX_EVENTS",
+        .doc = "Bound of each subscription's queue; an event that finds it "
+               "full is dead-lettered (backlog_overflow).",
+        .offset = AT(queue_max_events, unsigned),
+        .min = 1,
+        .max = 10000000,
+    },
+    {
+        .name = "retry_on_error",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_RETRY_ON_ERROR",
+        .doc = "Redeliver events whose worker reported an error, like a "
+               "transient failure, instead of acknowledging them.",
+        .offset = AT(retry_on_error, bool),
     },
 
     /* Limits. */

@@ -123,6 +123,8 @@ struct conf {
     int broker; /* enum conf_broker */
     char *nats_url;
     int journal_fsync; /* enum conf_fsync */
+    uint64_t journal_max_bytes;
+    uint64_t journal_segment_bytes;
     int store_fsync;   /* enum conf_fsync */
 
     /* Recovery. */
@@ -148,6 +150,8 @@ struct conf {
     unsigned group_lock_max_retries;
     uint64_t redelivery_base_delay_ms;
     unsigned max_redeliveries;
+    unsigned queue_max_events;
+    bool retry_on_error;
 
     /* Limits. */
     uint64_t max_body_bytes;

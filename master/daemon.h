@@ -18,6 +18,9 @@ struct store;
 struct registry;
 struct supervisor;
 struct api;
+struct broker;
+struct dispatch;
+struct grouplocks;
 
 enum daemon_recovery {
     DAEMON_RECOVERY_PENDING = 0, /* not run yet (recovery_on_start=false) */
@@ -34,6 +37,10 @@ struct daemon {
     struct registry *registry;
     struct supervisor *sv;
     struct api *api;
+    struct broker *broker;
+    struct dispatch *dispatch;
+    struct grouplocks *locks;
+    char holder[160]; /* "<instance>/<boot id>": group locks' holder */
     enum daemon_recovery recovery;
     char recovery_error[512];
     unsigned recovered;      /* workers restored by the last recovery */

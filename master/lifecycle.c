@@ -9,15 +9,27 @@
 
 #include "master/conf.h"
 #include "master/daemon.h"
+#include "master/dispatch.h"
 #include "master/ids.h"
 #include "master/log.h"
 #include "master/worker.h"
 
 #define LIFECYCLE_TYPE "com.virtufin.workmanager.lifecycle."
 
+#define INFRA_TYPE "com.virtufin.workmanager.infra."
+#define LIFECYCLE_TOPIC "workmanager.lifecycle"
+#define INFRA_TOPIC "workmanager.infra.worker"
+
 void
 lifecycle_emit(struct daemon *d, const struct worker *w, const char *name,
                json_t *extra)
+{
+    lifecycle_emit_hops(d, w, name, extra, 0);
+}
+
+void
+lifecycle_emit_hops(struct daemon *d, const struct worker *w, const char *name,
+                    json_t *extra, uint32_t hops)
 {
     char id[37], at[40], type[96], source[300];
     ids_uuid_new(id);
@@ -39,10 +51,36 @@ lifecycle_emit(struct daemon *d, const struct worker *w, const char *name,
                            "specversion", "1.0", "id", id, "type", type,
                            "source", source, "subject", w->id, "time", at,
                            "datacontenttype", "application/json", "data", data);
+    if (hops)
+        json_object_set_new(ev, "wmhops", json_integer(hops));
     char *text = json_dumps(ev, JSON_COMPACT);
     if (text)
         log_info("lifecycle: %s", text);
     free(text);
+    if (d->dispatch)
+        dispatch_emit(d->dispatch, w->tenant, LIFECYCLE_TOPIC, ev);
+    json_decref(ev);
+}
+
+void
+lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
+                     const char *subject, json_t *data)
+{
+    char id[37], at[40], type[128], source[300];
+
+    if (d->dispatch == NULL) {
+        json_decref(data);
+        return;
+    }
+    ids_uuid_new(id);
+    ids_time_format(ids_now_ms(), at);
+    snprintf(type, sizeof type, INFRA_TYPE "%s", what);
+    snprintf(source, sizeof source, "urn:workmanager:%s", d->conf->instance);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}",
+                           "specversion", "1.0", "id", id, "type", type,
+                           "source", source, "subject", subject, "time", at,
+                           "datacontenttype", "application/json", "data", data);
+    dispatch_emit(d->dispatch, tenant, INFRA_TOPIC, ev);
     json_decref(ev);
 }
 

@@ -28,7 +28,12 @@
 #include "master/audit.h"
 #include "master/conf.h"
 #include "master/daemon.h"
+#include "master/broker.h"
+#include "master/dispatch.h"
 #include "master/engines.h"
+#include "master/gateway.h"
+#include "master/grouplock.h"
+#include "master/journal.h"
 #include "master/ids.h"
 #include "master/lifecycle.h"
 #include "master/log.h"
@@ -106,10 +111,87 @@ code_of(struct worker *w, uint8_t **data, size_t *len, char *err, size_t errlen,
                : -1;
 }
 
+static void
+on_gateway(struct worker *w, const struct ipc_gateway_call *call,
+           struct supervise_call *c, void *arg)
+{
+    gateway_handle(arg, w, call, c);
+}
+
+static void
+on_heartbeat(struct worker *w, void *arg)
+{
+    struct daemon *d = arg;
+    if (!registered(d, w))
+        return;
+    lifecycle_emit_infra(d, w->tenant, "worker.heartbeat", w->id,
+                         json_pack("{s:s, s:s, s:i}", "worker_id", w->id,
+                                   "name", w->name, "pid", (int)w->pid));
+}
+
 static const struct supervise_hooks hooks = {
     .on_state = on_state,
     .code = code_of,
+    .gateway = on_gateway,
+    .heartbeat = on_heartbeat,
 };
+
+/* Group lock changes become infra events. */
+static void
+on_lock_change(const char *tenant, const char *group, const char *what,
+               uint64_t token, void *arg)
+{
+    struct daemon *d = arg;
+    char subject[300];
+    snprintf(subject, sizeof subject, "%s/%s", tenant, group);
+    char type[64];
+    snprintf(type, sizeof type, "grouplock.%s", what);
+    lifecycle_emit_infra(d, tenant, type, subject,
+                         json_pack("{s:s, s:s, s:I, s:s}", "tenant", tenant,
+                                   "group", group, "token", (json_int_t)token,
+                                   "holder", d->holder));
+}
+
+/* Opens the broker, the group locks and the dispatcher. */
+static int
+messages_open(struct daemon *d, char *err, size_t errlen)
+{
+    const struct conf *c = d->conf;
+    struct broker_config bc = {
+        .backend = c->broker == CONF_BROKER_NATS ? "nats" : "embedded",
+        .state_dir = c->state_dir,
+        .fsync = c->journal_fsync == CONF_FSYNC_ALWAYS  ? JOURNAL_FSYNC_ALWAYS
+                 : c->journal_fsync == CONF_FSYNC_BATCH ? JOURNAL_FSYNC_BATCH
+                                                        : JOURNAL_FSYNC_OFF,
+        .journal_max_bytes = c->journal_max_bytes,
+        .journal_segment_bytes = c->journal_segment_bytes,
+        .queue_max = c->queue_max_events,
+    };
+    char boot[37];
+    ids_uuid_new(boot);
+    snprintf(d->holder, sizeof d->holder, "%s/%.8s", c->instance, boot);
+    d->broker = broker_open(&bc, d->base, err, errlen);
+    if (d->broker == NULL)
+        return -1;
+    struct grouplock_policy gp = {
+        .max_age_ms = c->lock_max_age_ms,
+        .retry_base_ms = c->group_lock_retry_base_delay_ms,
+        .max_retries = c->group_lock_max_retries,
+    };
+    d->locks = grouplocks_new(d->store, d->base, d->holder, &gp);
+    d->dispatch = dispatch_new(d);
+    if (d->locks == NULL || d->dispatch == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    grouplocks_set_change_hook(d->locks, on_lock_change, d);
+    /* The file store's flock makes this master its only user: locks held
+     * by an earlier run of this instance died with it. */
+    unsigned freed = grouplocks_release_stale_own(d->locks, c->instance);
+    if (freed)
+        log_notice("group locks: %u held by an earlier run freed", freed);
+    return 0;
+}
 
 /* ---- readiness, watchdog, shutdown ------------------------------------ */
 
@@ -293,6 +375,10 @@ main(int argc, char **argv)
         log_err("%s", err);
         goto out;
     }
+    if (messages_open(&d, err, sizeof err) != 0) {
+        log_err("broker: %s", err);
+        goto out;
+    }
     d.registry = registry_new();
     d.sv = supervise_new(d.base, &conf, &hooks, &d);
     if (d.registry == NULL || d.sv == NULL) {
@@ -340,6 +426,11 @@ out:
         api_free(d.api);
     if (d.sv)
         supervise_free(d.sv);
+    if (d.locks)
+        grouplocks_free(d.locks);
+    if (d.dispatch)
+        dispatch_free(d.dispatch);
+    broker_close(d.broker);
     if (d.store)
         store_close(d.store);
     audit_close();

@@ -15,7 +15,9 @@
 
 #include <event2/event.h>
 
+#include "master/broker.h"
 #include "master/daemon.h"
+#include "master/dispatch.h"
 #include "master/engines.h"
 #include "master/ids.h"
 #include "master/lifecycle.h"
@@ -162,6 +164,9 @@ restore(struct recovery *rc, struct entry *e)
         worker_free(w);
         return;
     }
+    char aerr[256];
+    if (dispatch_attach(d->dispatch, w, aerr, sizeof aerr) != 0)
+        log_err("recovery: worker %s: no subscription: %s", w->id, aerr);
     if (w->state == WORKER_STATE_FAILED)
         lifecycle_emit_exit(d, w);
 }
@@ -171,6 +176,8 @@ finish(struct recovery *rc)
 {
     struct daemon *d = rc->d;
     d->recovery = DAEMON_RECOVERY_DONE;
+    /* Backlogs nobody claimed belong to workers that are gone. */
+    broker_recovered(d->broker);
     d->recovered = rc->ok;
     d->recovery_fails = rc->failed;
     log_notice("recovery: %u workers restored, %u failed", rc->ok, rc->failed);

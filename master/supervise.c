@@ -109,6 +109,7 @@ struct sv_event {
     void *arg;
     struct event *deadline;
     uint32_t deadline_ms;
+    uint32_t delivery;
 };
 
 TAILQ_HEAD(sv_event_list, sv_event);
@@ -158,6 +159,14 @@ struct proc {
     struct event *hb;
     struct event *hb_timeout;
     struct event *idle;
+    LIST_HEAD(, supervise_call) calls; /* GatewayCalls not answered yet */
+};
+
+/* A GatewayCall waiting for its answer; p NULL once its host is gone. */
+struct supervise_call {
+    LIST_ENTRY(supervise_call) link;
+    struct proc *p;
+    uint64_t seq;
 };
 
 struct host {
@@ -791,7 +800,33 @@ on_hb_reply(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         return; /* an event was sent meanwhile: the deadline judges now */
     p->hb_outstanding = false;
     timer_del(p->hb_timeout);
+    if (p->sv->hooks.heartbeat)
+        p->sv->hooks.heartbeat(p->h->w, p->sv->arg);
     kick(p->h); /* rearms the interval if still idle */
+}
+
+void
+supervise_call_reply(struct supervise_call *c, int32_t status,
+                     const uint8_t *response, size_t len, const char *error)
+{
+    struct proc *p = c->p;
+    struct ipc_frame r;
+
+    if (p) {
+        LIST_REMOVE(c, link);
+        memset(&r, 0, sizeof r);
+        r.type = IPC_BODY_GATEWAY_REPLY;
+        r.reply_to = c->seq;
+        r.u.gateway_reply.status = status;
+        r.u.gateway_reply.response.ptr = response;
+        r.u.gateway_reply.response.len = (uint32_t)len;
+        r.u.gateway_reply.error = ipc_str_c(error);
+        if (p->ch && !p->kill_reason &&
+            ipc_channel_send(p->ch, &r, NULL, 0) < 0)
+            proc_kill(p, "protocol", "cannot answer its GatewayCall: %s",
+                      strerror(errno));
+    }
+    free(c);
 }
 
 static void
@@ -930,7 +965,7 @@ dispatch_one(struct host *h, struct proc *p)
     f.u.process.event.ptr = ev->buf;
     f.u.process.event.len = (uint32_t)ev->len;
     f.u.process.deadline_ms = ev->deadline_ms = deadline_ms(h->sv, h->w);
-    f.u.process.delivery = 1;
+    f.u.process.delivery = ev->delivery;
     if (ipc_channel_call(p->ch, &f, NULL, 0, on_result, ev) < 0) {
         if (errno == EAGAIN)
             return -1;
@@ -970,6 +1005,12 @@ static void on_drain(struct ipc_channel *ch, void *arg);
 static void
 proc_free(struct proc *p)
 {
+    struct supervise_call *c;
+
+    while ((c = LIST_FIRST(&p->calls)) != NULL) {
+        LIST_REMOVE(c, link);
+        c->p = NULL; /* its answer is dropped */
+    }
     proc_close_channel(p);
     if (p->memfd >= 0)
         close(p->memfd);
@@ -991,6 +1032,7 @@ proc_new(struct supervisor *sv, struct host *h)
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
+    LIST_INIT(&p->calls);
     snprintf(p->worker_id, sizeof p->worker_id, "%s", h->w->id);
     p->linger = evtimer_new(sv->base, on_linger, p);
     p->grace = evtimer_new(sv->base, on_grace, p);
@@ -1241,25 +1283,31 @@ on_frame(struct ipc_channel *ch, const struct ipc_frame *f, int *fds,
         [IPC_LOG_ERROR] = LOG_ERR,
     };
     struct proc *p = arg;
-    struct ipc_frame r;
 
+    (void)ch;
     (void)fds; /* the channel closes whatever came with these frames */
     switch (f->type) {
     case IPC_BODY_LOG:
         log_host(levels[clamp_level(f->u.log.level)], p->worker_id,
                  f->u.log.message.ptr, f->u.log.message.len);
         break;
-    case IPC_BODY_GATEWAY_CALL:
-        /* No gateway service exists yet (the messages issue adds them). */
-        memset(&r, 0, sizeof r);
-        r.type = IPC_BODY_GATEWAY_REPLY;
-        r.reply_to = f->seq;
-        r.u.gateway_reply.status = 501;
-        r.u.gateway_reply.error = ipc_str_c("no gateway services yet");
-        if (ipc_channel_send(ch, &r, NULL, 0) < 0)
-            proc_kill(p, "protocol", "cannot answer its GatewayCall: %s",
-                      strerror(errno));
+    case IPC_BODY_GATEWAY_CALL: {
+        struct supervise_call *c = calloc(1, sizeof *c);
+        if (c == NULL) {
+            proc_kill(p, "protocol", "cannot take its GatewayCall: %s",
+                      strerror(ENOMEM));
+            break;
+        }
+        c->p = p;
+        c->seq = f->seq;
+        LIST_INSERT_HEAD(&p->calls, c, link);
+        if (p->h && p->sv->hooks.gateway)
+            p->sv->hooks.gateway(p->h->w, &f->u.gateway_call, c, p->sv->arg);
+        else
+            supervise_call_reply(c, 501, NULL, 0,
+                                 "no gateway services in this daemon");
         break;
+    }
     default:
         /* Load, Process, Shutdown, Fork, a second Hello, an unasked
          * Result or Loaded: none is for a host to send. */
@@ -1593,6 +1641,14 @@ int
 supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
                   size_t len, supervise_done_cb cb, void *arg)
 {
+    return supervise_process_delivery(sv, w, event, len, 1, cb, arg);
+}
+
+int
+supervise_process_delivery(struct supervisor *sv, struct worker *w,
+                           const uint8_t *event, size_t len, uint32_t delivery,
+                           supervise_done_cb cb, void *arg)
+{
     struct host *h;
     struct sv_event *ev;
 
@@ -1610,6 +1666,7 @@ supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
         return -1;
     }
     memcpy(ev->buf, event, len);
+    ev->delivery = delivery ? delivery : 1;
     ev->cb = cb;
     ev->arg = arg;
     TAILQ_INSERT_TAIL(&h->queue, ev, link);

@@ -27,6 +27,7 @@
 struct event_base;
 struct conf;
 struct supervisor;
+struct supervise_call;
 
 struct supervise_hooks {
     /* The worker's host state changed (old → w->state).  Lifecycle events
@@ -36,7 +37,20 @@ struct supervise_hooks {
      * supervisor frees it.  Returns 0, or -1 with a message. */
     int (*code)(struct worker *w, uint8_t **data, size_t *len, char *err,
                 size_t errlen, void *arg);
+    /* A GatewayCall of w's host (may be NULL: every call is answered 501).
+     * The call's fields are valid during the hook only; answer it exactly
+     * once, now or later, with supervise_call_reply(). */
+    void (*gateway)(struct worker *w, const struct ipc_gateway_call *call,
+                    struct supervise_call *c, void *arg);
+    /* w's idle host echoed a heartbeat (may be NULL). */
+    void (*heartbeat)(struct worker *w, void *arg);
 };
+
+/* Answers a GatewayCall (see supervise_hooks.gateway) and frees c; a host
+ * that died meanwhile gets nothing.  error NULL for none. */
+void supervise_call_reply(struct supervise_call *c, int32_t status,
+                          const uint8_t *response, size_t len,
+                          const char *error);
 
 /* Outcome of a load or of one event.  On success error_type is NULL (and,
  * for events, r holds the outputs, valid during the call only).  Otherwise
@@ -66,6 +80,12 @@ int supervise_load(struct supervisor *sv, struct worker *w,
 int supervise_process(struct supervisor *sv, struct worker *w,
                       const uint8_t *event, size_t len, supervise_done_cb cb,
                       void *arg);
+/* The same, telling the host which delivery of the event this is (1 for
+ * the first; Process.delivery). */
+int supervise_process_delivery(struct supervisor *sv, struct worker *w,
+                               const uint8_t *event, size_t len,
+                               uint32_t delivery, supervise_done_cb cb,
+                               void *arg);
 
 /* Applies w->status: running (nothing to do: hosts start lazily),
  * suspended (no new events; the host stays), stopped (Shutdown with the

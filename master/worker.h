@@ -21,6 +21,7 @@
 
 struct engines_entry;
 struct host;
+struct binding;
 
 enum worker_status {
     WORKER_RUNNING = 0,
@@ -73,6 +74,16 @@ struct worker_limits {
     uint32_t concurrency; /* >= 1 */
 };
 
+/* Counters of the events a worker saw since the daemon started (/metrics;
+ * observed, never persisted). */
+struct worker_counters {
+    uint64_t processed;     /* deliveries and invokes its worker completed */
+    uint64_t failed;        /* ... that ended in any error */
+    uint64_t published;     /* outputs it published */
+    uint64_t redelivered;   /* deliveries nacked for a later retry */
+    uint64_t dead_lettered; /* events it gave up on */
+};
+
 struct worker {
     char id[37]; /* lowercase UUIDv4 */
     char *name;  /* [a-z0-9][a-z0-9_.-]{0,63}, unique; may equal the id */
@@ -108,6 +119,8 @@ struct worker {
      * (main.c's code hook) instead of reading the blob back. */
     const uint8_t *pending_code;
     size_t pending_len;
+    struct binding *binding; /* its subscription (dispatch.c) */
+    struct worker_counters counters;
 };
 
 const char *worker_status_name(enum worker_status s);

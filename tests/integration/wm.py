@@ -245,3 +245,102 @@ class Daemon:
         for marker in ("AddressSanitizer", "runtime error:",
                        "LeakSanitizer"):
             assert marker not in self.log(), self.log()
+
+
+class Stream:
+    """A Server-Sent Events subscription (GET /v1/topics/{topic}/events),
+    read on a thread; events() returns the events received so far as
+    parsed JSON."""
+
+    def __init__(self, daemon, topic, tenant=None):
+        import queue
+        import threading
+        self.events_q = queue.Queue()
+        self.received = []
+        path = f"/v1/topics/{topic}/events"
+        if tenant:
+            path += f"?tenant={tenant}"
+        self.conn = UnixHTTPConnection(str(daemon.socket), timeout=120)
+        self.conn.request("GET", path)
+        self.resp = self.conn.getresponse()
+        assert self.resp.status == 200, self.resp.read()
+        first = self.resp.readline()  # ": subscribed": the stream is live
+        assert first.startswith(b":"), first
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        data = []
+        try:
+            for raw in iter(self.resp.readline, b""):
+                line = raw.decode().rstrip("\n")
+                if line.startswith("data: "):
+                    data.append(line[6:])
+                elif line == "" and data:
+                    self.events_q.put(json.loads("\n".join(data)))
+                    data = []
+        except (OSError, ValueError):
+            pass
+
+    def events(self):
+        while not self.events_q.empty():
+            self.received.append(self.events_q.get())
+        return self.received
+
+    def wait(self, n, timeout=15, what="events"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.events()) >= n:
+                return self.received
+            time.sleep(0.02)
+        raise AssertionError(
+            f"{what}: {len(self.events())} of {n} events arrived: "
+            f"{self.received}")
+
+    def close(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+
+
+def event(type_="echo", id_=None, data=None, **ext):
+    ev = {"specversion": "1.0", "id": id_ or f"ev-{time.monotonic_ns()}",
+          "source": "test", "type": type_}
+    if data is not None:
+        ev["data"] = data
+    ev.update(ext)
+    return ev
+
+
+def publish(daemon, topic, events, tenant=None):
+    """Publishes one event (a dict) or a batch (a list)."""
+    path = f"/v1/topics/{topic}/events"
+    if tenant:
+        path += f"?tenant={tenant}"
+    if isinstance(events, list):
+        ct = "application/cloudevents-batch+json"
+    else:
+        ct = "application/cloudevents+json"
+    return daemon.request("POST", path, raw=json.dumps(events).encode(),
+                          headers={"Content-Type": ct})
+
+
+def metric(daemon, name, **labels):
+    """The value of one sample of /metrics (0 when absent)."""
+    text = daemon.get("/metrics").raw.decode()
+    want = name
+    if labels:
+        want += "{" + ",".join(f'{k}="{v}"' for k, v in labels.items())
+    total = 0.0
+    found = False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        if key == want or (labels and key.startswith(want)
+                           and key[len(want)] in ",}"):
+            total += float(value)
+            found = True
+    return total if found else 0.0

@@ -13,10 +13,11 @@
  *     else reaches a host before its Hello: `no_hello`, `bad_protocol`;
  *   - at load, from the code (the Load memfd: one directive per line):
  *     `echo`, `load_fail <message>`, `hang_load`, `exit0_on_load`,
- *     `ignore_shutdown`, `no_heartbeat`;
+ *     `ignore_shutdown`, `no_heartbeat`, `log_events`;
  *   - per event, from the `do` extension, else from the event's type:
  *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `flood`, `malformed`,
- *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`;
+ *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`,
+ *     `span:<ms>`;
  *     any other type echoes.
  *
  * Invariants: every Process frame is answered exactly once, except `hang`
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -67,6 +69,9 @@ struct pending {
     uint8_t *buf;
     uint32_t len;
     struct event *timer;
+    int64_t start_ns; /* span */
+    long after_ms;    /* gateway: sleep this long after the reply */
+    char reply[1200]; /* gateway: the output's data, kept for after_ms */
 };
 
 static struct event_base *base;
@@ -79,6 +84,7 @@ static size_t garbage_len;
 static bool shutting_down;
 static bool ignore_shutdown;
 static bool no_heartbeat;
+static bool log_events; /* a Log frame "event <id> delivery <n>" per event */
 static int exit_code = -1;  /* >= 0: exit with it once the queue drains */
 static unsigned answerable; /* events in flight that will be answered */
 
@@ -288,13 +294,57 @@ on_sleep_done(evutil_socket_t fd, short what, void *arg)
     maybe_finish();
 }
 
+static int64_t
+realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* span: the output's data says when the event ran, and where. */
+static void
+on_span_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending *p = arg;
+    struct ipc_cloudevent ce;
+    char data[160];
+
+    (void)fd;
+    (void)what;
+    snprintf(data, sizeof data,
+             "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d}",
+             (long long)p->start_ns, (long long)realtime_ns(), (int)getpid());
+    pending_event(p, &ce);
+    reply_outputs(p->seq, &ce, 1, data);
+    pending_free(p);
+    answerable--;
+    maybe_finish();
+}
+
+/* gateway with gwsleep: the reply's data goes out after the sleep. */
+static void
+on_gateway_after(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending *p = arg;
+    struct ipc_cloudevent ce;
+
+    (void)fd;
+    (void)what;
+    pending_event(p, &ce);
+    reply_outputs(p->seq, &ce, 1, p->reply);
+    pending_free(p);
+    answerable--;
+    maybe_finish();
+}
+
 static void
 on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
                  unsigned nfds, const char *error, void *arg)
 {
     struct pending *p = arg;
     struct ipc_cloudevent ce;
-    char data[600];
+    char *data = p->reply;
 
     (void)c;
     (void)fds;
@@ -317,8 +367,23 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
             msg[n++] = c2;
     }
     msg[n] = '\0';
-    snprintf(data, sizeof data, "{\"status\":%d,\"error\":\"%s\"}",
-             (int)g->status, msg);
+    /* The response is the master's JSON, passed through when it is short
+     * and has no control characters (what a test compares). */
+    bool plain = g->response.len > 0 && g->response.len < 900;
+    for (uint32_t i = 0; plain && i < g->response.len; i++)
+        if (g->response.ptr[i] < 0x20)
+            plain = false;
+    snprintf(data, sizeof p->reply,
+             "{\"status\":%d,\"error\":\"%s\",\"response\":%.*s}",
+             (int)g->status, msg, plain ? (int)g->response.len : 4,
+             plain ? (const char *)g->response.ptr : "null");
+    if (p->after_ms > 0) {
+        struct timeval tv = { p->after_ms / 1000, (p->after_ms % 1000) * 1000 };
+        p->timer = evtimer_new(base, on_gateway_after, p);
+        if (p->timer == NULL || evtimer_add(p->timer, &tv) < 0)
+            die("gateway timer");
+        return;
+    }
     pending_event(p, &ce);
     reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
@@ -374,6 +439,9 @@ on_process(const struct ipc_frame *f)
         die("a verified event failed to decode");
     }
     behaviour(&ce, what, sizeof what);
+    if (log_events)
+        host_log(IPC_LOG_INFO, "event %.*s delivery %u", (int)ce.id.len,
+                 ce.id.ptr, (unsigned)pr->delivery);
     if (strcmp(what, "fail") == 0) {
         reply_fail(f->seq, &ce);
     } else if (strcmp(what, "crash") == 0) {
@@ -428,16 +496,39 @@ on_process(const struct ipc_frame *f)
     } else if (strncmp(what, "many:", 5) == 0) {
         n = strtoul(what + 5, NULL, 10);
         reply_outputs(f->seq, &ce, n > MANY_MAX ? MANY_MAX : (uint32_t)n, NULL);
+    } else if (strncmp(what, "span:", 5) == 0) {
+        long ms = strtol(what + 5, NULL, 10);
+        struct pending *p = pending_new(f->seq, &pr->event);
+        struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+        p->start_ns = realtime_ns();
+        p->timer = evtimer_new(base, on_span_done, p);
+        if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
+            die("span timer");
+        answerable++;
     } else if (strcmp(what, "gateway") == 0) {
+        /* The call from the gwservice, gwmethod and gwrequest extensions,
+         * by default workmanager.state get {"key":"test"}; gwsleep delays
+         * the answer after the reply. */
         struct pending *p = pending_new(f->seq, &pr->event);
         struct ipc_frame g;
-        static const char req[] = "{\"key\":\"test\"}";
+        struct ipc_str svc = ipc_cloudevent_extension(&ce, "gwservice");
+        struct ipc_str mth = ipc_cloudevent_extension(&ce, "gwmethod");
+        struct ipc_str req = ipc_cloudevent_extension(&ce, "gwrequest");
+        struct ipc_str slp = ipc_cloudevent_extension(&ce, "gwsleep");
+        static const char def_req[] = "{\"key\":\"test\"}";
+        char sleep_ms[16];
         memset(&g, 0, sizeof g);
         g.type = IPC_BODY_GATEWAY_CALL;
-        g.u.gateway_call.service = ipc_str_c("workmanager.state");
-        g.u.gateway_call.method = ipc_str_c("get");
-        g.u.gateway_call.request.ptr = (const uint8_t *)req;
-        g.u.gateway_call.request.len = sizeof req - 1;
+        g.u.gateway_call.service =
+            svc.ptr ? svc : ipc_str_c("workmanager.state");
+        g.u.gateway_call.method = mth.ptr ? mth : ipc_str_c("get");
+        g.u.gateway_call.request.ptr =
+            (const uint8_t *)(req.ptr ? req.ptr : def_req);
+        g.u.gateway_call.request.len =
+            req.ptr ? req.len : (uint32_t)(sizeof def_req - 1);
+        snprintf(sleep_ms, sizeof sleep_ms, "%.*s",
+                 (int)(slp.len < 15 ? slp.len : 15), slp.ptr ? slp.ptr : "0");
+        p->after_ms = strtol(sleep_ms, NULL, 10);
         if (ipc_channel_call(ch, &g, NULL, 0, on_gateway_reply, p) < 0)
             die("ipc_channel_call");
         answerable++;
@@ -535,6 +626,8 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
             ignore_shutdown = true;
         } else if (strcmp(line, "no_heartbeat") == 0) {
             no_heartbeat = true;
+        } else if (strcmp(line, "log_events") == 0) {
+            log_events = true;
         } else {
             char msg[300];
             snprintf(msg, sizeof msg, "unknown directive \"%.200s\"", line);

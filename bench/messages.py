@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""bench/messages.py — the message path's figures (issue 4).
+
+Runs a real workmanagerd from a build tree (plain ./configure, -O2) in a
+temp dir with the protocol test host as engine (an echo worker), and
+measures:
+
+  1. publish -> processed -> acked throughput: P client processes publish
+     batches of B events (one pre-encoded body, reused) over the control
+     socket, each request a keep-alive POST /v1/topics/{topic}/events;
+     the clock stops when /metrics counts every event acked.  Once per
+     journal_fsync mode (batch, always) and with single-event requests.
+  2. invoke round trip: sequential POST /v1/workers/{id}/invoke on one
+     keep-alive connection; p50 and p99 of the client-side time.
+
+Usage: bench/messages.py BUILDDIR [EVENTS [CLIENTS]]   (defaults 200000, 2)
+
+Figures only: nothing asserts a time.  Counts are cross-checked: events
+acked in /metrics == events published == events processed by the worker,
+and no worker errors.
+"""
+
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"
+                       / "integration"))
+from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
+
+
+def client(sock, topic, body, ctype, requests, out):
+    conn = UnixHTTPConnection(sock, timeout=120)
+    bad = 0
+    for _ in range(requests):
+        conn.request("POST", f"/v1/topics/{topic}/events", body=body,
+                     headers={"Content-Type": ctype})
+        r = conn.getresponse()
+        r.read()
+        if r.status != 202:
+            bad += 1
+    conn.close()
+    out.put(bad)
+
+
+def throughput(builddir, tmp, fsync, events, clients, batch):
+    d = Daemon(builddir, tmp, options={"log_level": "warning",
+                                       "journal_fsync": fsync,
+                                       "queue_max_events": 10000000,
+                                       "idle_timeout_s": 0})
+    d.start()
+    try:
+        w = d.create(topic="bench", limits={"concurrency": 64})
+        ev = {"specversion": "1.0", "id": "x", "source": "bench",
+              "type": "echo", "data": {"n": 1}}
+        if batch > 1:
+            body = json.dumps([ev] * batch).encode()
+            ctype = "application/cloudevents-batch+json"
+        else:
+            body = json.dumps(ev).encode()
+            ctype = "application/cloudevents+json"
+        per_client = events // batch // clients
+        total = per_client * batch * clients
+        q = multiprocessing.Queue()
+        procs = [multiprocessing.Process(
+            target=client, args=(str(d.socket), "bench", body, ctype,
+                                 per_client, q)) for _ in range(clients)]
+        t0 = time.monotonic()
+        for p in procs:
+            p.start()
+        bad = sum(q.get() for _ in procs)
+        for p in procs:
+            p.join()
+        t_pub = time.monotonic() - t0
+        while metric(d, "workmanager_events_acked_total") < total:
+            if time.monotonic() - t0 > 600:
+                raise RuntimeError("events were not all acked")
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        processed = metric(d, "workmanager_worker_events_processed_total",
+                           worker=w["id"])
+        failed = metric(d, "workmanager_worker_events_failed_total",
+                        worker=w["id"])
+        assert bad == 0, f"{bad} publishes refused"
+        assert processed == total and failed == 0, (processed, failed)
+        return total, t_pub, elapsed
+    finally:
+        d.stop()
+
+
+def invoke_latency(builddir, tmp, n=5000):
+    d = Daemon(builddir, tmp, options={"log_level": "warning",
+                                       "idle_timeout_s": 0})
+    d.start()
+    try:
+        w = d.create(topic="inv")
+        conn = UnixHTTPConnection(str(d.socket), timeout=30)
+        body = json.dumps({"specversion": "1.0", "id": "i", "source": "b",
+                           "type": "echo", "data": {"n": 1}}).encode()
+        times = []
+        for i in range(n + 200):
+            t0 = time.perf_counter()
+            conn.request("POST", f"/v1/workers/{w['id']}/invoke", body=body,
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            dt = time.perf_counter() - t0
+            assert r.status == 200, r.status
+            if i >= 200:  # warm-up
+                times.append(dt)
+        conn.close()
+        times.sort()
+        return (statistics.median(times) * 1e6,
+                times[int(len(times) * 0.99)] * 1e6)
+    finally:
+        d.stop()
+
+
+def main():
+    builddir = Path(sys.argv[1]).resolve()
+    events = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+    clients = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    runs = [("batch", 100, events), ("always", 100, events),
+            ("batch", 1, events // 10)]
+    print(f"# publish -> processed -> acked, echo test host, {clients} "
+          "client processes")
+    for fsync, batch, n in runs:
+        with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+            total, t_pub, elapsed = throughput(builddir, tmp, fsync, n,
+                                               clients, batch)
+        print(f"journal_fsync={fsync:6} batch={batch:3}: {total} events in "
+              f"{elapsed:.2f} s = {total / elapsed:,.0f} events/s "
+              f"(publishing took {t_pub:.2f} s)")
+    with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+        p50, p99 = invoke_latency(builddir, tmp)
+    print(f"invoke round trip (client side, unix socket): p50 {p50:.1f} us, "
+          f"p99 {p99:.1f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,555 @@
+"""Messages on a real workmanagerd (issue 4): publish, delivery, fan-out and
+groups, outcomes and dead letters, routing and correlation, the journal
+across kill -9, group locks, lifecycle and infra events, gateway services,
+event streams and metrics.
+
+Each test starts a fresh daemon (tests/integration/wm.py) with the protocol
+test host (tests/testhost) as engine application/x-wm-test; its events say
+what the host does through their `do` extension or type (echo, fail,
+crash, span:<ms>, gateway, ...).  Outputs are observed through
+Server-Sent Events streams (GET /v1/topics/{topic}/events), the log and
+/metrics.
+"""
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+from wm import Daemon, Stream, b64, event, metric, publish
+
+FAST = {
+    "handshake_timeout_ms": 1000,
+    "restart_base_delay_ms": 20,
+    "restart_max_delay_ms": 100,
+    "crash_loop_max": 50,
+    "shutdown_grace_ms": 1000,
+    "redelivery_base_delay_ms": 20,
+    "group_lock_retry_base_delay_ms": 20,
+}
+
+
+@pytest.fixture
+def wmd(wm_builddir, tmp_path):
+    d = Daemon(wm_builddir, tmp_path, options=FAST)
+    d.start()
+    yield d
+    rc = d.stop()
+    assert rc == 0, d.log()
+
+
+def spans(events):
+    return sorted((e["data"]["start_ns"], e["data"]["end_ns"])
+                  for e in events)
+
+
+# ---- Event-Driven Message Processing ----------------------------------
+
+
+def test_message_processing_routes_outputs_by_type(wmd):
+    """Spec: Message processing — outputs go to the topic of their type."""
+    w = wmd.create(topic="orders", name="proc")
+    out = Stream(wmd, "order.created.out")
+    r = publish(wmd, "orders", event("order.created", id_="o-1",
+                                     data={"n": 1}))
+    assert r.status == 202, r
+    assert r.json == {"ids": ["o-1"]}
+    got = out.wait(1)
+    assert got[0]["id"] == "o-1"
+    assert got[0]["type"] == "order.created.out"
+    assert got[0]["data"] == {"n": 1}
+    assert got[0]["wmhops"] == "1"
+    wmd.wait_for(lambda: metric(wmd, "workmanager_worker_events_processed_total",
+                                worker=w["id"]) == 1, what="processed count")
+    out.close()
+
+
+def test_replytopic_wins_over_type(wmd):
+    wmd.create(topic="orders")
+    replies = Stream(wmd, "replies")
+    publish(wmd, "orders", event("x", id_="r-1", replytopic="replies"))
+    got = replies.wait(1)
+    assert got[0]["id"] == "r-1" and got[0]["type"] == "x.out"
+    replies.close()
+
+
+def test_correlation_and_trace_propagate(wmd):
+    """Spec: Correlation ID Propagation — both scenarios."""
+    wmd.create(topic="c")
+    out = Stream(wmd, "c1.out")
+    publish(wmd, "c", event("c1", id_="with", correlationid="corr-42",
+                            traceparent="00-0af7651916cd43dd8448eb211c80319c-"
+                                        "b7ad6b7169203331-01",
+                            tracestate="k=v"))
+    publish(wmd, "c", event("c1", id_="without"))
+    got = {e["id"]: e for e in out.wait(2)}
+    assert got["with"]["correlationid"] == "corr-42"
+    assert got["with"]["traceparent"].startswith("00-0af765")
+    assert got["with"]["tracestate"] == "k=v"
+    assert "correlationid" not in got["without"]
+    out.close()
+
+
+def test_invoke_output_carries_correlation(wmd):
+    w = wmd.create(topic="c")
+    r = wmd.invoke(w["id"], "echo", correlationid="inv-7")
+    assert r.status == 200, r
+    assert r.json["correlationid"] == "inv-7"
+
+
+def test_config_stamped_on_delivered_events(wmd):
+    wmd.create(topic="cfg", config={"region": "eu", "tier": "gold"})
+    out = Stream(wmd, "k.out")
+    publish(wmd, "cfg", event("k", id_="k1", tier="event-wins"))
+    got = out.wait(1)[0]
+    assert got["region"] == "eu"
+    assert got["tier"] == "event-wins"
+    out.close()
+
+
+def test_concurrent_handling(wmd):
+    """Spec: Concurrent message handling — one worker, several events at
+    once (up to its concurrency)."""
+    wmd.create(topic="par", limits={"concurrency": 4})
+    out = Stream(wmd, "span.out")
+    publish(wmd, "par", [event("span", id_=f"p{i}", do="span:300")
+                         for i in range(4)])
+    s = spans(out.wait(4, timeout=20))
+    # All four overlapped: the last started before the first ended.
+    assert s[-1][0] < s[0][1], s
+    out.close()
+
+
+def test_fanout_and_competing_group(wmd):
+    """Every non-grouped worker gets every event; a group gets each event
+    once."""
+    for name in ("solo-a", "solo-b", "g-1", "g-2"):
+        group = "grp" if name.startswith("g-") else None
+        wmd.create(topic="fan", name=name, group=group,
+                   code="echo\nlog_events")
+    out = Stream(wmd, "f.out")
+    n = 20
+    r = publish(wmd, "fan", [event("f", id_=f"f{i}") for i in range(n)])
+    assert r.status == 202, r
+    out.wait(3 * n)
+    time.sleep(0.3)
+    assert len(out.events()) == 3 * n
+    ids = [e["id"] for e in out.events()]
+    for i in range(n):
+        assert ids.count(f"f{i}") == 3, ids
+    by_worker = {}
+    for line in wmd.log().splitlines():
+        m = re.search(r"worker (\S+): event (f\d+) delivery", line)
+        if m:
+            by_worker.setdefault(m.group(1), []).append(m.group(2))
+    workers = {w["name"]: w["id"] for w in wmd.get("/v1/workers").json[
+        "workers"]}
+    group_ids = (by_worker.get(workers["g-1"], [])
+                 + by_worker.get(workers["g-2"], []))
+    assert sorted(group_ids) == sorted(f"f{i}" for i in range(n))
+    out.close()
+
+
+# ---- Distributed Coordination -----------------------------------------
+
+
+def test_group_members_never_overlap(wmd):
+    """Spec: Lock acquisition — one member at a time, under the lock."""
+    a = wmd.create(topic="g", name="ga", group="lockers")
+    b = wmd.create(topic="g", name="gb", group="lockers")
+    out = Stream(wmd, "span.out")
+    publish(wmd, "g", [event("span", id_=f"s{i}", do="span:40")
+                       for i in range(10)])
+    got = out.wait(10, timeout=30)
+    s = spans(got)
+    for (s1, e1), (s2, e2) in zip(s, s[1:]):
+        assert e1 <= s2, f"overlap: {s}"
+    pids = {e["data"]["pid"] for e in got}
+    assert len(pids) == 2, "both members took events"
+    assert metric(wmd, "workmanager_grouplock_acquired_total") >= 10
+    for w in (a, b):
+        assert metric(wmd, "workmanager_worker_events_processed_total",
+                      worker=w["id"]) >= 1
+    out.close()
+
+
+def test_grouplock_infra_events(wmd):
+    wmd.create(topic="g", group="infra")
+    infra = Stream(wmd, "workmanager.infra.worker")
+    publish(wmd, "g", event("echo", id_="i1"))
+    got = infra.wait(2)
+    types = [e["type"] for e in got]
+    assert "com.virtufin.workmanager.infra.grouplock.acquired" in types
+    assert "com.virtufin.workmanager.infra.grouplock.released" in types
+    acq = next(e for e in got if e["type"].endswith("acquired"))
+    assert acq["data"]["group"] == "infra" and acq["data"]["token"] >= 1
+    infra.close()
+
+
+# ---- outcomes: redelivery, dead letters, worker errors -----------------
+
+
+def test_crash_redelivered_then_dead_lettered(wmd):
+    w = wmd.create(topic="boom", code="echo\nlog_events")
+    dead = Stream(wmd, "boom-dead")
+    publish(wmd, "boom", event("x", id_="c-1", do="crash"))
+    got = dead.wait(1, timeout=30)[0]
+    assert got["id"] == "c-1"
+    assert got["deadletterreason"] == "crash"
+    assert got["deliverycount"] == "4"
+    deliveries = re.findall(r"event c-1 delivery (\d+)", wmd.log())
+    assert deliveries == ["1", "2", "3", "4"], deliveries
+    assert metric(wmd, "workmanager_worker_events_redelivered_total",
+                  worker=w["id"]) == 3
+    assert metric(wmd, "workmanager_worker_events_dead_lettered_total",
+                  worker=w["id"]) == 1
+    dead.close()
+
+
+def test_worker_error_acked_with_error_reply(wmd):
+    """Spec: Worker error — worker.error with error_type and error_message;
+    an error reply to replytopic; no redelivery."""
+    w = wmd.create(topic="err", code="echo\nlog_events")
+    life = Stream(wmd, "workmanager.lifecycle")
+    replies = Stream(wmd, "err-replies")
+    publish(wmd, "err", event("x", id_="f-1", do="fail",
+                              replytopic="err-replies",
+                              correlationid="cid-1"))
+    reply = replies.wait(1)[0]
+    assert reply["type"] == "com.virtufin.workmanager.worker.error"
+    assert reply["correlationid"] == "cid-1"
+    assert reply["data"]["success"] is False
+    assert reply["data"]["error_type"] == "exception"
+    assert "test failure for event f-1" in reply["data"]["message"]
+    errors = [e for e in life.wait(1)
+              if e["type"] == "com.virtufin.workmanager.lifecycle.error"]
+    assert errors, life.events()
+    data = errors[0]["data"]
+    assert data["worker_id"] == w["id"]
+    assert data["error_type"] == "exception"
+    assert "test failure" in data["error_message"]
+    assert data["exception_type"] == "TestError"
+    time.sleep(0.3)
+    assert re.findall(r"event f-1 delivery (\d+)", wmd.log()) == ["1"]
+    assert metric(wmd, "workmanager_worker_events_redelivered_total",
+                  worker=w["id"]) == 0
+    life.close()
+    replies.close()
+
+
+def test_timeout_requeues_innocent_events(wm_builddir, tmp_path):
+    """One event of several in flight times out: the host is killed, the
+    others go to the next host without counting a delivery."""
+    opts = dict(FAST, message_timeout_ms=1500)
+    d = Daemon(wm_builddir, tmp_path, options=opts).start()
+    try:
+        d.create(topic="slow", code="echo\nlog_events",
+                 limits={"concurrency": 4})
+        out = Stream(d, "ok.out")
+        dead = Stream(d, "slow-dead")
+        publish(d, "slow", event("x", id_="hang-1", do="hang"))
+        time.sleep(0.8)
+        publish(d, "slow", [event("ok", id_="ok-1", do="sleep:1000"),
+                            event("ok", id_="ok-2", do="sleep:1000")])
+        assert sorted(e["id"] for e in out.wait(2, timeout=20)) == [
+            "ok-1", "ok-2"]
+        for i in ("ok-1", "ok-2"):
+            seen = re.findall(rf"event {i} delivery (\d+)", d.log())
+            assert seen == ["1", "1"], (i, seen)  # requeued, not counted
+        got = dead.wait(1, timeout=30)[0]
+        assert got["id"] == "hang-1"
+        assert got["deadletterreason"] == "timeout"
+        assert got["deliverycount"] == "4"
+        out.close()
+        dead.close()
+    finally:
+        assert d.stop() == 0
+
+
+def test_routing_loop_dead_lettered(wmd):
+    wmd.create(topic="loop")
+    dead = Stream(wmd, "loop-dead")
+    publish(wmd, "loop", event("x", id_="l-1", replytopic="loop"))
+    got = dead.wait(1, timeout=20)[0]
+    assert got["deadletterreason"] == "loop"
+    assert got["wmhops"] == "17"
+    assert metric(wmd, "workmanager_events_loops_total") == 1
+    dead.close()
+
+
+def test_reserved_topics(wmd):
+    r = publish(wmd, "workmanager.lifecycle", event("x"))
+    assert r.status == 400 and r.code == "invalid_argument", r
+    assert "reserved" in r.json["error"]["message"]
+    wmd.create(topic="res")
+    publish(wmd, "res", event("x", id_="res-1",
+                              replytopic="workmanager.lifecycle"))
+    wmd.wait_for(lambda: metric(wmd, "workmanager_outputs_refused_total") == 1,
+                 what="refused output")
+
+
+def test_backlog_overflow_isolates_tenants(wm_builddir, tmp_path):
+    opts = dict(FAST, queue_max_events=5)
+    d = Daemon(wm_builddir, tmp_path, options=opts).start()
+    try:
+        slow = d.create(topic="busy", tenant="slowco", name="slow")
+        d.post(f"/v1/workers/{slow['id']}/suspend")
+        d.create(topic="busy", tenant="fastco", name="fast")
+        dead = Stream(d, "busy-dead", tenant="slowco")
+        r = publish(d, "busy", [event("x", id_=f"b{i}") for i in range(20)],
+                    tenant="slowco")
+        assert r.status == 202, r
+        got = dead.wait(15)
+        assert {e["deadletterreason"] for e in got} == {"backlog_overflow"}
+        out = Stream(d, "y.out", tenant="fastco")
+        t0 = time.monotonic()
+        r = publish(d, "busy", event("y", id_="fast-1"), tenant="fastco")
+        assert r.status == 202
+        assert time.monotonic() - t0 < 2
+        assert out.wait(1)[0]["id"] == "fast-1"
+        # Resumed, the slow one processes its 5 queued events.
+        d.post(f"/v1/workers/{slow['id']}/resume")
+        d.wait_for(lambda: metric(
+            d, "workmanager_worker_events_processed_total",
+            worker=slow["id"]) == 5, what="backlog processed")
+        dead.close()
+        out.close()
+    finally:
+        assert d.stop() == 0
+
+
+def test_journal_budget_answers_503(wm_builddir, tmp_path):
+    opts = dict(FAST, journal_max_bytes="1MiB", journal_segment_bytes="64KiB",
+                queue_max_events=100000)
+    d = Daemon(wm_builddir, tmp_path, options=opts).start()
+    try:
+        w = d.create(topic="fill")
+        d.post(f"/v1/workers/{w['id']}/suspend")
+        big = "x" * 4000
+        status = None
+        for i in range(400):
+            r = publish(d, "fill", [event("x", data=big) for _ in range(10)])
+            status = r.status
+            if status != 202:
+                break
+        assert status == 503, status
+        assert r.code == "backlog_full"
+        assert r.headers.get("Retry-After") == "1"
+        assert "journal" in r.json["error"]["message"]
+    finally:
+        assert d.stop() == 0
+
+
+# ---- the journal across a crash of the master --------------------------
+
+
+def test_kill9_loses_no_accepted_event(wm_builddir, tmp_path):
+    opts = dict(FAST, journal_fsync="always")
+    d = Daemon(wm_builddir, tmp_path, options=opts).start()
+    d.create(topic="dur", name="dur", code="echo\nlog_events",
+             limits={"concurrency": 2})
+    accepted = []
+    for b in range(10):
+        batch = [event("x", id_=f"d{b}-{i}", do="sleep:20")
+                 for i in range(20)]
+        r = publish(d, "dur", batch)
+        assert r.status == 202, r
+        accepted += r.json["ids"]
+    d.kill9()
+    before = set(re.findall(r"event (d\d+-\d+) delivery", d.log()))
+    assert len(before) < len(accepted), "the crash came too late to matter"
+    d.start()
+    try:
+        def all_seen():
+            seen = set(re.findall(r"event (d\d+-\d+) delivery", d.log()))
+            return seen >= set(accepted)
+        d.wait_for(all_seen, timeout=60, what="every accepted event")
+    finally:
+        assert d.stop() == 0
+
+
+def test_stale_lock_stolen_only_without_writes(wm_builddir, tmp_path):
+    """Spec: Stale lock theft.  A master dies holding a group lock; another
+    instance on the same store steals it once it is stale — unless a write
+    was made under its token, in which case the steal is aborted and the
+    event ends dead-lettered with reason lock_contention."""
+    d = Daemon(wm_builddir, tmp_path, options=dict(FAST, instance="alpha"))
+    d.start()
+    d.create(topic="st", name="m1", group="stale", code="echo\nlog_events")
+    d.create(topic="st", name="m2", group="stale", code="echo\nlog_events")
+    # Event 1 holds the lock (no write) when the master dies.
+    publish(d, "st", event("x", id_="nowrite", do="span:5000"))
+    d.wait_for(lambda: "event nowrite delivery 1" in d.log(),
+               what="event nowrite started")
+    d.kill9()
+    opts = dict(FAST, instance="beta", lock_max_age_ms=1000,
+                message_timeout_ms=900, group_lock_retry_base_delay_ms=300,
+                group_lock_max_retries=3)
+    d.options = opts
+    d.start()
+    try:
+        d.wait_for(lambda: metric(d, "workmanager_grouplock_stolen_total") == 1,
+                   timeout=20, what="the steal")
+        d.wait_for(lambda: "event nowrite delivery" in d.log().split(
+            "started (pid")[-1], timeout=20, what="nowrite redelivered")
+    finally:
+        assert d.stop() == 0
+
+
+def test_stale_lock_with_write_is_not_stolen(wm_builddir, tmp_path):
+    d = Daemon(wm_builddir, tmp_path, options=dict(FAST, instance="alpha"))
+    d.start()
+    d.create(topic="st", name="w1", group="fenced", code="echo\nlog_events")
+    # A state write under the lock's token, then a long sleep.
+    publish(d, "st", event("x", id_="wrote", do="gateway",
+                           gwmethod="put",
+                           gwrequest='{"key":"k","value":1}',
+                           gwsleep="10000"))
+    d.wait_for(lambda: "event wrote delivery 1" in d.log(),
+               what="event wrote started")
+    time.sleep(0.5)  # the put is durable
+    d.kill9()
+    d.options = dict(FAST, instance="beta", lock_max_age_ms=1000,
+                     message_timeout_ms=900,
+                     group_lock_retry_base_delay_ms=300,
+                     group_lock_max_retries=1, max_redeliveries=1)
+    d.start()
+    dead = Stream(d, "st-dead")
+    try:
+        got = dead.wait(1, timeout=30)[0]
+        assert got["id"] == "wrote"
+        assert got["deadletterreason"] == "lock_contention"
+        assert metric(d, "workmanager_grouplock_stolen_total") == 0
+        assert metric(d, "workmanager_grouplock_contention_total") >= 1
+        dead.close()
+    finally:
+        assert d.stop() == 0
+
+
+# ---- Worker Lifecycle Events on workmanager.lifecycle ------------------
+
+
+def test_lifecycle_events_published(wmd):
+    """Spec: Worker created, started, stopped — on the topic."""
+    life = Stream(wmd, "workmanager.lifecycle")
+    w = wmd.create(topic="life", group="lg", name="lw")
+    wmd.post(f"/v1/workers/{w['id']}/stop")
+    got = life.wait(3)
+    types = [e["type"].rsplit(".", 1)[1] for e in got]
+    assert types[:3] == ["created", "started", "stopped"], types
+    for e in got[:3]:
+        assert e["subject"] == w["id"]
+        assert e["source"].startswith("urn:workmanager:")
+        assert e["data"]["worker_id"] == w["id"]
+        assert e["data"]["group"] == "lg"
+        assert e["data"]["topic"] == "life"
+    life.close()
+
+
+def test_lifecycle_scoped_by_tenant(wmd):
+    mine = Stream(wmd, "workmanager.lifecycle", tenant="acme")
+    everyone = Stream(wmd, "workmanager.lifecycle", tenant="*")
+    wmd.create(topic="x", tenant="other")
+    a = wmd.create(topic="x", tenant="acme")
+    got = mine.wait(2)
+    assert {e["subject"] for e in got} == {a["id"]}
+    assert len(everyone.wait(4)) >= 4
+    mine.close()
+    everyone.close()
+
+
+# ---- gateway services ---------------------------------------------------
+
+
+def gw(d, worker, method, request, service="workmanager.state", **ext):
+    r = d.invoke(worker, "gateway", gwservice=service, gwmethod=method,
+                 gwrequest=json.dumps(request), **ext)
+    assert r.status == 200, r
+    return r.json["data"]
+
+
+def test_gateway_state(wmd):
+    w = wmd.create(topic="gw")
+    assert gw(wmd, w["id"], "get", {"key": "n"})["status"] == 404
+    put = gw(wmd, w["id"], "put", {"key": "n", "value": {"a": [1, 2]}})
+    assert put["status"] == 200, put
+    got = gw(wmd, w["id"], "get", {"key": "n"})
+    assert got["status"] == 200 and got["response"]["value"] == {"a": [1, 2]}
+    # Scoped to the worker.
+    other = wmd.create(topic="gw")
+    assert gw(wmd, other["id"], "get", {"key": "n"})["status"] == 404
+    assert gw(wmd, w["id"], "delete", {"key": "n"})["status"] == 200
+    assert gw(wmd, w["id"], "get", {"key": "n"})["status"] == 404
+    bad = gw(wmd, w["id"], "put", {"key": "../x", "value": 1})
+    assert bad["status"] == 400 and "key" in bad["error"]
+
+
+def test_gateway_publish_and_unknown_service(wmd):
+    w = wmd.create(topic="gw")
+    out = Stream(wmd, "from-worker")
+    ok = gw(wmd, w["id"], "publish",
+            {"topic": "from-worker",
+             "event": event("made", id_="gw-1", data={"v": 1})},
+            service="workmanager.publish")
+    assert ok["status"] == 200 and ok["response"]["id"] == "gw-1", ok
+    assert out.wait(1)[0]["data"] == {"v": 1}
+    res = gw(wmd, w["id"], "publish",
+             {"topic": "workmanager.lifecycle", "event": event("x")},
+             service="workmanager.publish")
+    assert res["status"] == 403 and "reserved" in res["error"]
+    unk = gw(wmd, w["id"], "frobnicate", {}, service="workmanager.nope")
+    assert unk["status"] == 404
+    assert "unknown gateway service" in unk["error"]
+    assert "workmanager.publish" in unk["error"]
+    out.close()
+
+
+# ---- the publish route --------------------------------------------------
+
+
+def test_publish_modes_and_errors(wmd):
+    wmd.create(topic="modes")
+    out = Stream(wmd, "m.out")
+    r = publish(wmd, "modes", [event("m", id_="b1"), event("m", id_="b2")])
+    assert r.status == 202 and r.json["ids"] == ["b1", "b2"]
+    r = wmd.request("POST", "/v1/topics/modes/events", raw=b'{"x": 1}',
+                    headers={"Content-Type": "application/json",
+                             "ce-specversion": "1.0", "ce-id": "bin-1",
+                             "ce-source": "curl", "ce-type": "m",
+                             "ce-correlationid": "c%20d"})
+    assert r.status == 202 and r.json["ids"] == ["bin-1"], r
+    got = {e["id"]: e for e in out.wait(3)}
+    assert got["bin-1"]["data"] == {"x": 1}
+    assert got["bin-1"]["correlationid"] == "c d"
+    r = publish(wmd, "modes", {"specversion": "1.0", "id": "x",
+                               "source": "s"})
+    assert r.status == 400 and '"type"' in r.json["error"]["message"]
+    r = publish(wmd, "modes", [event("m"), {"id": "x"}])
+    assert r.status == 400 and "event 1" in r.json["error"]["message"]
+    r = wmd.request("POST", "/v1/topics/modes/events", raw=b"x",
+                    headers={"Content-Type": "text/plain"})
+    assert r.status == 400 and r.code == "invalid_argument"
+    r = publish(wmd, "bad topic!", event("m"))
+    assert r.status in (400, 404)
+    out.close()
+
+
+def test_metrics_text(wmd):
+    w = wmd.create(topic="met")
+    publish(wmd, "met", [event("x") for _ in range(5)])
+    wmd.wait_for(lambda: metric(wmd, "workmanager_worker_events_processed_total",
+                                worker=w["id"]) == 5, what="5 processed")
+    r = wmd.get("/metrics")
+    assert r.status == 200
+    assert r.headers["Content-Type"].startswith("text/plain")
+    text = r.raw.decode()
+    for name in ("workmanager_workers{status=\"running\"} 1",
+                 "workmanager_event_processing_seconds_bucket{le=\"+Inf\"}",
+                 "workmanager_events_published_total 5",
+                 "workmanager_journal_bytes",
+                 "workmanager_worker_restarts_total{worker=",
+                 "workmanager_grouplock_wait_seconds_count"):
+        assert name in text, name
+    assert metric(wmd, "workmanager_events_acked_total") == 5

@@ -1,0 +1,436 @@
+/*
+ * test_broker.c — the embedded broker (master/broker.h) over a real
+ * journal in a temp directory: fan-out, live subscribers, redelivery with
+ * counts, the bounded queue, modes, recovery of the backlog after a
+ * restart (and of delivery counts), drops of deleted and unclaimed
+ * subscriptions, and compaction keeping the disk bounded.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "master/broker.h"
+#include "master/journal.h"
+
+#include "check.h"
+
+static struct event_base *base;
+static char root[] = "/tmp/test_broker.XXXXXX";
+static unsigned dir_seq;
+
+/* What a subscriber saw. */
+struct seen {
+    struct broker_delivery *d[64];
+    char text[64][32];
+    uint32_t count[64];
+    size_t n;
+    size_t overflows;
+    bool ack; /* ack at once */
+};
+
+static void
+on_deliver(struct broker_delivery *d, void *arg)
+{
+    struct seen *s = arg;
+
+    if (s->n < 64) {
+        snprintf(s->text[s->n], sizeof s->text[0], "%.*s", (int)d->len,
+                 (const char *)d->event);
+        s->count[s->n] = d->count;
+        s->d[s->n] = d;
+    }
+    s->n++;
+    if (s->ack)
+        broker_ack(d);
+}
+
+static void
+on_over(struct broker_sub *sub, const uint8_t *ev, size_t len, void *arg)
+{
+    struct seen *s = arg;
+    (void)sub;
+    (void)ev;
+    (void)len;
+    s->overflows++;
+}
+
+static int published;
+
+static void
+on_published(int error, void *arg)
+{
+    (void)arg;
+    if (error == 0)
+        published++;
+}
+
+/* Runs the loop for about ms milliseconds. */
+static void
+spin(unsigned ms)
+{
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+static void
+new_dir(char *out, size_t len)
+{
+    snprintf(out, len, "%s/b%u", root, ++dir_seq);
+    if (mkdir(out, 0700) != 0)
+        perror(out);
+}
+
+static struct broker *
+open_broker(const char *dir, uint32_t queue_max, uint64_t segment)
+{
+    struct broker_config c = {
+        .backend = "embedded",
+        .state_dir = dir,
+        .fsync = JOURNAL_FSYNC_OFF,
+        .queue_max = queue_max,
+        .journal_segment_bytes = segment,
+    };
+    char err[512] = "";
+    struct broker *b = broker_open(&c, base, err, sizeof err);
+    if (b == NULL)
+        fprintf(stderr, "broker_open: %s\n", err);
+    return b;
+}
+
+static struct broker_sub *
+sub(struct broker *b, const char *topic, const char *name, struct seen *s,
+    bool live)
+{
+    struct broker_sub_spec spec = {
+        .tenant = "t1",
+        .topic = topic,
+        .name = name,
+        .live = live,
+        .max_inflight = 8,
+        .deliver = on_deliver,
+        .overflow = on_over,
+        .arg = s,
+    };
+    return broker_subscribe(b, &spec);
+}
+
+static int
+pub(struct broker *b, const char *topic, const char *text)
+{
+    return broker_publish(b, "t1", topic, (const uint8_t *)text, strlen(text),
+                          on_published, NULL);
+}
+
+static void
+test_fanout(void)
+{
+    char dir[256];
+    struct seen a = { .ack = true }, c = { .ack = true }, live = { 0 };
+    struct broker_stats st;
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    REQUIRE(sub(b, "orders", "w1", &a, false));
+    REQUIRE(sub(b, "orders", "w2", &c, false));
+    REQUIRE(sub(b, "orders", "", &live, true));
+    /* A second subscription of one durable name is refused. */
+    struct seen x = { 0 };
+    errno = 0;
+    CHECK(sub(b, "orders", "w1", &x, false) == NULL);
+    CHECK_EQ(errno, EEXIST);
+    published = 0;
+    CHECK_EQ(pub(b, "orders", "e1"), 0);
+    CHECK_EQ(pub(b, "orders", "e2"), 0);
+    CHECK_EQ(pub(b, "other", "e3"), 0); /* nobody: accepted, gone */
+    /* Live subscribers are called inside publish. */
+    CHECK_EQ(live.n, 2);
+    CHECK_EQ(a.n, 0); /* durable ones from the loop */
+    spin(50);
+    CHECK_EQ(published, 3);
+    CHECK_EQ(a.n, 2);
+    CHECK_EQ(c.n, 2);
+    CHECK(strcmp(a.text[0], "e1") == 0 && strcmp(a.text[1], "e2") == 0);
+    broker_stats(b, &st);
+    CHECK_EQ(st.published, 3);
+    CHECK_EQ(st.acked, 4);
+    CHECK_EQ(st.pending, 0);
+    broker_close(b);
+}
+
+static void
+test_redelivery(void)
+{
+    char dir[256];
+    struct seen a = { 0 };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    REQUIRE(sub(b, "q", "w1", &a, false));
+    pub(b, "q", "e1");
+    spin(20);
+    REQUIRE(a.n == 1);
+    CHECK_EQ(a.count[0], 1);
+    broker_nack(a.d[0], 100);
+    spin(50);
+    CHECK_EQ(a.n, 1); /* not before its delay */
+    spin(100);
+    REQUIRE(a.n == 2);
+    CHECK_EQ(a.count[1], 2);
+    CHECK(strcmp(a.text[1], "e1") == 0);
+    broker_ack(a.d[1]);
+    struct broker_stats st;
+    broker_stats(b, &st);
+    CHECK_EQ(st.pending, 0);
+    CHECK_EQ(st.nacked, 1);
+    broker_close(b);
+}
+
+static void
+test_bound_and_modes(void)
+{
+    char dir[256];
+    struct seen a = { .ack = true }, other = { .ack = true };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 2, 0);
+    REQUIRE(b);
+    struct broker_sub *s = sub(b, "q", "w1", &a, false);
+    REQUIRE(s);
+    REQUIRE(sub(b, "q", "w2", &other, false));
+    broker_sub_set_mode(s, BROKER_SUB_PAUSED);
+    pub(b, "q", "e1");
+    spin(5);
+    pub(b, "q", "e2");
+    spin(5);
+    pub(b, "q", "e3"); /* w1's queue is full: its overflow, not w2's */
+    spin(20);
+    CHECK_EQ(a.n, 0);
+    CHECK_EQ(a.overflows, 1);
+    CHECK_EQ(other.n, 3);
+    CHECK_EQ(other.overflows, 0);
+    CHECK_EQ(broker_sub_backlog(s), 2);
+    /* Closed: nothing new queues, the backlog waits. */
+    broker_sub_set_mode(s, BROKER_SUB_CLOSED);
+    pub(b, "q", "e4");
+    spin(20);
+    CHECK_EQ(a.n, 0);
+    CHECK_EQ(a.overflows, 1);
+    CHECK_EQ(broker_sub_backlog(s), 2);
+    broker_sub_set_mode(s, BROKER_SUB_ACTIVE);
+    spin(20);
+    CHECK_EQ(a.n, 2);
+    CHECK(strcmp(a.text[0], "e1") == 0 && strcmp(a.text[1], "e2") == 0);
+    broker_close(b);
+}
+
+static void
+test_restart(void)
+{
+    char dir[256];
+    struct seen a = { 0 }, g = { .ack = true };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    REQUIRE(sub(b, "q", "w1", &a, false));
+    REQUIRE(sub(b, "q", "gone", &g, false));
+    pub(b, "q", "e1");
+    pub(b, "q", "e2");
+    pub(b, "q", "e3");
+    spin(20);
+    REQUIRE(a.n == 3);
+    broker_ack(a.d[0]);   /* e1 done */
+    broker_nack(a.d[1], 0); /* e2 counted twice */
+    spin(20);
+    REQUIRE(a.n == 4);
+    /* e2 (count 2) and e3 (count 1) are out when the "crash" comes. */
+    broker_close(b);
+
+    struct seen r = { .ack = true };
+    b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    struct broker_stats st;
+    broker_stats(b, &st);
+    CHECK_EQ(st.recovered, 2);
+    REQUIRE(sub(b, "q", "w1", &r, false));
+    spin(20);
+    REQUIRE(r.n == 2);
+    CHECK(strcmp(r.text[0], "e2") == 0 || strcmp(r.text[1], "e2") == 0);
+    for (size_t i = 0; i < 2; i++) {
+        if (strcmp(r.text[i], "e2") == 0)
+            CHECK_EQ(r.count[i], 2);
+        else
+            CHECK(strcmp(r.text[i], "e3") == 0);
+    }
+    broker_recovered(b);
+    broker_stats(b, &st);
+    CHECK_EQ(st.pending, 0);
+    broker_close(b);
+
+    /* Nothing comes back a third time. */
+    struct seen z = { 0 };
+    b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    broker_stats(b, &st);
+    CHECK_EQ(st.recovered, 0);
+    REQUIRE(sub(b, "q", "w1", &z, false));
+    spin(20);
+    CHECK_EQ(z.n, 0);
+    broker_close(b);
+}
+
+static void
+test_drops(void)
+{
+    char dir[256];
+    struct seen a = { 0 }, k = { 0 };
+    struct broker_stats st;
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    struct broker_sub *s = sub(b, "q", "deleted", &a, false);
+    REQUIRE(s);
+    REQUIRE(sub(b, "q", "unclaimed", &k, false));
+    broker_sub_set_mode(s, BROKER_SUB_PAUSED);
+    pub(b, "q", "e1");
+    pub(b, "q", "e2");
+    spin(20);
+    REQUIRE(k.n == 2);
+    /* A deleted subscription's backlog is settled as dropped. */
+    broker_unsubscribe(s, false);
+    broker_stats(b, &st);
+    CHECK_EQ(st.dropped, 2);
+    CHECK_EQ(st.pending, 2); /* unclaimed's, out */
+    broker_close(b);
+
+    b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    broker_stats(b, &st);
+    CHECK_EQ(st.recovered, 2); /* only "unclaimed"'s two */
+    broker_recovered(b);       /* ... and nobody claims them */
+    broker_stats(b, &st);
+    CHECK_EQ(st.pending, 0);
+    CHECK_EQ(st.dropped, 2);
+    broker_close(b);
+}
+
+static void
+test_compaction(void)
+{
+    char dir[256];
+    struct seen stuck = { 0 }, busy = { .ack = true };
+    char text[200];
+    struct broker_stats st;
+
+    new_dir(dir, sizeof dir);
+    /* 64 KiB segments; 2000 events of ~200 bytes is ~6 segments' worth. */
+    struct broker *b = open_broker(dir, 100000, 64 * 1024);
+    REQUIRE(b);
+    struct broker_sub *s = sub(b, "slow", "w1", &stuck, false);
+    REQUIRE(s);
+    REQUIRE(sub(b, "fast", "w2", &busy, false));
+    pub(b, "slow", "pinned-event");
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    for (int i = 0; i < 2000; i++) {
+        pub(b, "fast", text);
+        if (i % 100 == 0)
+            spin(5);
+    }
+    spin(200);
+    CHECK_EQ(busy.n, 2000);
+    REQUIRE(stuck.n == 1);
+    broker_stats(b, &st);
+    /* The pinned event was moved forward: old segments went. */
+    CHECK(st.journal_segments <= 3);
+    CHECK(st.journal_bytes < 4 * 64 * 1024);
+    broker_close(b);
+
+    struct seen again = { .ack = true };
+    b = open_broker(dir, 0, 64 * 1024);
+    REQUIRE(b);
+    broker_stats(b, &st);
+    CHECK_EQ(st.recovered, 1);
+    REQUIRE(sub(b, "slow", "w1", &again, false));
+    spin(20);
+    REQUIRE(again.n == 1);
+    CHECK(strcmp(again.text[0], "pinned-event") == 0);
+    broker_close(b);
+}
+
+static void
+test_wildcard_live(void)
+{
+    char dir[256];
+    struct seen all = { 0 };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    struct broker_sub_spec spec = {
+        .tenant = "*",
+        .topic = "*",
+        .live = true,
+        .deliver = on_deliver,
+        .arg = &all,
+    };
+    struct broker_sub *s = broker_subscribe(b, &spec);
+    REQUIRE(s);
+    pub(b, "a", "1");
+    broker_publish(b, "t2", "b", (const uint8_t *)"2", 1, NULL, NULL);
+    CHECK_EQ(all.n, 2);
+    broker_unsubscribe(s, false);
+    pub(b, "a", "3");
+    CHECK_EQ(all.n, 2);
+    broker_close(b);
+}
+
+static int
+rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int
+main(void)
+{
+    int rc;
+
+    alarm(120);
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        return 99;
+    }
+    base = event_base_new();
+    if (base == NULL)
+        return 99;
+    RUN(test_fanout);
+    RUN(test_redelivery);
+    RUN(test_bound_and_modes);
+    RUN(test_restart);
+    RUN(test_drops);
+    RUN(test_compaction);
+    RUN(test_wildcard_live);
+    event_base_free(base);
+    rc = check_result();
+    if (rc == 0)
+        (void)nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    else
+        fprintf(stderr, "kept %s for inspection\n", root);
+    return rc;
+}
