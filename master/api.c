@@ -307,8 +307,7 @@ api_stream_write(struct api_req *rq, const char *data, size_t len,
     struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
     struct evbuffer *out;
 
-    if (bev &&
-        evbuffer_get_length(bufferevent_get_output(bev)) > max_pending)
+    if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > max_pending)
         return -1;
     out = evbuffer_new();
     if (out == NULL)

@@ -163,8 +163,7 @@ api_metrics_route(struct api_req *rq)
     per_worker(&t, d->registry, "workmanager_worker_events_redelivered_total",
                "Deliveries to a worker nacked for a later retry.",
                offsetof(struct worker_counters, redelivered));
-    per_worker(&t, d->registry,
-               "workmanager_worker_events_dead_lettered_total",
+    per_worker(&t, d->registry, "workmanager_worker_events_dead_lettered_total",
                "Events a worker's subscription gave up on.",
                offsetof(struct worker_counters, dead_lettered));
     per_worker(&t, d->registry, "workmanager_worker_restarts_total",
@@ -205,8 +204,7 @@ api_metrics_route(struct api_req *rq)
     scalar(&t, "workmanager_events_overflowed_total", "counter",
            "Events refused by a full subscription queue.", bs.overflowed);
     scalar(&t, "workmanager_events_dropped_total", "counter",
-           "Pending events dropped with their deleted subscriber.",
-           bs.dropped);
+           "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",
            "Deliveries not settled yet.", bs.pending);
     scalar(&t, "workmanager_journal_bytes", "gauge",
@@ -229,8 +227,7 @@ api_metrics_route(struct api_req *rq)
          "Time from asking for a group lock to the answer.");
     add(&t, "workmanager_grouplock_wait_seconds_sum %.3f\n",
         (double)gs.wait_ms_total / 1000.0);
-    add(&t, "workmanager_grouplock_wait_seconds_count %" PRIu64 "\n",
-        gs.waits);
+    add(&t, "workmanager_grouplock_wait_seconds_count %" PRIu64 "\n", gs.waits);
 
     scalar(&t, "workmanager_event_streams", "gauge",
            "Open Server-Sent Events streams.", api_topics_streams());
@@ -241,7 +238,7 @@ api_metrics_route(struct api_req *rq)
     if (t.oom)
         api_error(rq, 500, "internal", "out of memory");
     else
-        api_reply_text(rq, 200, "text/plain; version=0.0.4; charset=utf-8",
-                       t.p, t.len);
+        api_reply_text(rq, 200, "text/plain; version=0.0.4; charset=utf-8", t.p,
+                       t.len);
     free(t.p);
 }

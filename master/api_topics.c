@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 #include <event2/event.h>
 #include <event2/http.h>
@@ -118,7 +118,7 @@ binary_event(struct api_req *rq, struct events_batch *batch, char *err,
     const unsigned char *body = api_body_raw(rq, &len);
     int rc = -1;
 
-    TAILQ_FOREACH(kv, h, next) {
+    TAILQ_FOREACH (kv, h, next) {
         bool ce = strncasecmp(kv->key, "ce-", 3) == 0;
         if (!ce && strcasecmp(kv->key, "Content-Type") != 0)
             continue;
@@ -238,8 +238,7 @@ publish(struct api_req *rq, const char *topic)
         json_error_t je;
         body = json_loadb((const char *)raw, len, 0, &je);
         if (body == NULL) {
-            api_error(rq, 400, "invalid_json", "line %d: %s", je.line,
-                      je.text);
+            api_error(rq, 400, "invalid_json", "line %d: %s", je.line, je.text);
             return;
         }
         if (!json_is_array(body)) {
@@ -322,8 +321,8 @@ on_stream_event(struct broker_delivery *d, void *arg)
         int n = snprintf(msg, cap, "id: %.*s\nevent: %.*s\ndata: %s\n\n",
                          (int)ce.id.len, ce.id.ptr, (int)ce.type.len,
                          ce.type.ptr, text);
-        if (n > 0 && api_stream_write(s->rq, msg, (size_t)n,
-                                      STREAM_MAX_PENDING) != 0) {
+        if (n > 0 &&
+            api_stream_write(s->rq, msg, (size_t)n, STREAM_MAX_PENDING) != 0) {
             s->dropped++;
             streams_dropped++;
         }
@@ -366,8 +365,7 @@ follow(struct api_req *rq, const char *topic)
     if (s->sub == NULL || s->keepalive == NULL) {
         streams_open++;
         stream_free(s);
-        api_error(rq, 500, "internal", "cannot subscribe: %s",
-                  strerror(errno));
+        api_error(rq, 500, "internal", "cannot subscribe: %s", strerror(errno));
         return;
     }
     streams_open++;
@@ -382,8 +380,7 @@ api_topics_route(struct api_req *rq)
 {
     /* /v1/topics/{topic}/events */
     if (rq->nseg != 4 || strcmp(rq->seg[3], "events") != 0) {
-        api_error(rq, 404, "not_found", "no route %s %s", rq->method,
-                  rq->path);
+        api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
         return;
     }
     const char *topic = rq->seg[2];

@@ -49,9 +49,10 @@ struct broker;
 struct broker_sub;
 
 struct broker_config {
-    const char *backend;   /* "embedded" */
-    const char *state_dir; /* embedded: the journal lives in <state_dir>/journal */
-    int fsync;             /* enum journal_fsync (always, batch, off) */
+    const char *backend; /* "embedded" */
+    const char
+        *state_dir; /* embedded: the journal lives in <state_dir>/journal */
+    int fsync;      /* enum journal_fsync (always, batch, off) */
     uint64_t journal_max_bytes;
     uint64_t journal_segment_bytes;
     uint32_t queue_max; /* per subscription */
@@ -79,10 +80,10 @@ typedef void (*broker_overflow_cb)(struct broker_sub *sub, const uint8_t *event,
 typedef void (*broker_publish_cb)(int error, void *arg);
 
 struct broker_sub_spec {
-    const char *tenant;
-    const char *topic;   /* "*" for every topic (live subscriptions only) */
-    const char *name;    /* durable: unique within (tenant, topic) */
-    bool live;           /* an SSE client: nothing journaled */
+    const char *tenant;    /* "*" for every tenant (live subscriptions only) */
+    const char *topic;     /* "*" for every topic (live subscriptions only) */
+    const char *name;      /* durable: unique within (tenant, topic) */
+    bool live;             /* an SSE client: nothing journaled */
     unsigned max_inflight; /* durable: deliveries out at once (>= 1) */
     broker_deliver_cb deliver;
     broker_overflow_cb overflow; /* may be NULL: overflowing events drop */
@@ -139,13 +140,13 @@ void broker_nack(struct broker_delivery *d, uint32_t delay_ms);
 void broker_recovered(struct broker *b);
 
 struct broker_stats {
-    uint64_t published;   /* accepted events */
-    uint64_t delivered;   /* deliveries started, redeliveries included */
+    uint64_t published; /* accepted events */
+    uint64_t delivered; /* deliveries started, redeliveries included */
     uint64_t acked;
     uint64_t nacked;
-    uint64_t overflowed;  /* events refused by a full queue */
-    uint64_t dropped;     /* backlog dropped (deleted subscriptions) */
-    uint64_t pending;     /* events not yet settled, all subscriptions */
+    uint64_t overflowed; /* events refused by a full queue */
+    uint64_t dropped;    /* backlog dropped (deleted subscriptions) */
+    uint64_t pending;    /* events not yet settled, all subscriptions */
     uint64_t journal_bytes;
     uint64_t journal_segments;
     uint64_t journal_live;

@@ -419,8 +419,8 @@ journal_dl(struct broker *b, const struct dl *d, bool settle)
         journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
                        NULL, NULL) == 0)
         log_err("broker: cannot journal the %s of an event of %s/%s: %s",
-                  settle ? "settlement" : "delivery count", d->m->t->tenant,
-                  d->m->t->topic, strerror(errno));
+                settle ? "settlement" : "delivery count", d->m->t->tenant,
+                d->m->t->topic, strerror(errno));
     if (w.p != buf)
         free(w.p);
 }
@@ -678,7 +678,7 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
     /* Durable subscriptions first: the journal decides whether the event
      * is accepted at all. */
     if (t) {
-        LIST_FOREACH(s, &t->subs, link) {
+        LIST_FOREACH (s, &t->subs, link) {
             if (s->spec.live || s->mode == BROKER_SUB_CLOSED ||
                 dsub_backlog(s->ds) >= b->queue_max)
                 continue;
@@ -722,7 +722,8 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
     }
     for (s = LIST_FIRST(&b->wild); s; s = next) {
         next = LIST_NEXT(s, link);
-        if (strcmp(s->tenant, "*") == 0 || strcmp(s->tenant, tenant) == 0) {
+        if ((strcmp(s->tenant, "*") == 0 || strcmp(s->tenant, tenant) == 0) &&
+            (strcmp(s->topic, "*") == 0 || strcmp(s->topic, topic) == 0)) {
             struct topic tt = { .tenant = (char *)(uintptr_t)tenant,
                                 .topic = (char *)(uintptr_t)topic };
             deliver_live(s, &tt, event, len);
@@ -754,7 +755,7 @@ struct broker_sub *
 broker_subscribe(struct broker *b, const struct broker_sub_spec *spec)
 {
     struct broker_sub *s = calloc(1, sizeof *s);
-    bool wild = strcmp(spec->topic, "*") == 0;
+    bool wild = strcmp(spec->topic, "*") == 0 || strcmp(spec->tenant, "*") == 0;
 
     if (s == NULL)
         return NULL;
@@ -987,8 +988,8 @@ on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
     if (type == REC_MSG) {
         if (replay_msg(b, lsn, &r) < 0) {
             log_err("broker: journal record %" PRIu64 " is unreadable; "
-                      "skipped",
-                      lsn);
+                    "skipped",
+                    lsn);
             journal_release(b->j, lsn);
         }
         return 0;
@@ -1022,7 +1023,7 @@ on_compact(uint64_t below, void *arg)
 
     /* Worth it only when the old segments are mostly settled: moving
      * events that fill them would only make new segments to move again. */
-    TAILQ_FOREACH(m, &b->msgs, link) {
+    TAILQ_FOREACH (m, &b->msgs, link) {
         if (m->lsn == 0 || m->lsn >= below)
             break;
         live += m->len + 64;
@@ -1034,8 +1035,7 @@ on_compact(uint64_t below, void *arg)
     while ((m = TAILQ_FIRST(&b->msgs)) != NULL && m->lsn && m->lsn < below) {
         uint64_t old = m->lsn;
         if (journal_msg(b, m, m->origin, NULL, NULL) < 0) {
-            log_err("broker: journal compaction stopped: %s",
-                      strerror(errno));
+            log_err("broker: journal compaction stopped: %s", strerror(errno));
             break;
         }
         journal_release(b->j, old);
@@ -1074,8 +1074,8 @@ broker_recovered(struct broker *b)
 /* ---- open, close, stats ---------------------------------------------- */
 
 struct broker *
-broker_open(const struct broker_config *cfg, struct event_base *base,
-            char *err, size_t errlen)
+broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
+            size_t errlen)
 {
     char dir[4096];
     struct broker *b;

@@ -125,7 +125,7 @@ struct conf {
     int journal_fsync; /* enum conf_fsync */
     uint64_t journal_max_bytes;
     uint64_t journal_segment_bytes;
-    int store_fsync;   /* enum conf_fsync */
+    int store_fsync; /* enum conf_fsync */
 
     /* Recovery. */
     bool recovery_on_start;

@@ -76,7 +76,7 @@ struct out {
 struct job {
     LIST_ENTRY(job) link; /* in its binding's jobs */
     struct dispatch *dp;
-    struct binding *bd;   /* NULL once its worker is gone */
+    struct binding *bd;        /* NULL once its worker is gone */
     struct broker_delivery *d; /* NULL for an invoke */
     struct ipc_fb_builder ev;  /* the stamped event */
     uint32_t hops;
@@ -206,19 +206,17 @@ dead_letter(struct dispatch *dp, const char *tenant, const char *topic,
     set[1].name = ipc_str_c("deliverycount");
     set[1].value = ipc_str_c(countbuf);
     ipc_fb_builder_init(&fb);
-    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err) !=
-        0)
+    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err) != 0)
         log_err("dispatch: cannot dead-letter event %.*s of %s/%s: %s",
-                  (int)ce.id.len, ce.id.ptr, tenant, topic, err);
+                (int)ce.id.len, ce.id.ptr, tenant, topic, err);
     else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
                             NULL) < 0)
         log_err("dispatch: cannot dead-letter event %.*s to %s/%s: %s",
-                  (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
+                (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
     else
         log_info("dispatch: event %.*s of %s/%s dead-lettered to %s "
                  "(reason %s, deliveries %" PRIu32 ")",
-                 (int)ce.id.len, ce.id.ptr, tenant, topic, dead, reason,
-                 count);
+                 (int)ce.id.len, ce.id.ptr, tenant, topic, dead, reason, count);
     ipc_fb_builder_free(&fb);
 }
 
@@ -261,13 +259,12 @@ group_update(struct group *g)
 }
 
 static struct group *
-group_get(struct dispatch *dp, const struct worker *w, char *err,
-          size_t errlen)
+group_get(struct dispatch *dp, const struct worker *w, char *err, size_t errlen)
 {
     struct group *g;
     char name[300];
 
-    LIST_FOREACH(g, &dp->groups, link)
+    LIST_FOREACH (g, &dp->groups, link)
         if (strcmp(g->tenant, w->tenant) == 0 &&
             strcmp(g->topic, w->topic) == 0 && strcmp(g->name, w->group) == 0)
             return g;
@@ -335,8 +332,7 @@ group_remove(struct group *g, struct binding *bd)
 }
 
 int
-dispatch_attach(struct dispatch *dp, struct worker *w, char *err,
-                size_t errlen)
+dispatch_attach(struct dispatch *dp, struct worker *w, char *err, size_t errlen)
 {
     struct binding *bd = calloc(1, sizeof *bd);
 
@@ -466,8 +462,8 @@ job_finish(struct job *j)
         if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
                            o->fb.len, NULL, NULL) < 0) {
             log_err("dispatch: an output of worker %s to %s/%s is lost: %s",
-                      w ? w->name : "(deleted)", o->tenant, o->topic,
-                      strerror(errno));
+                    w ? w->name : "(deleted)", o->tenant, o->topic,
+                    strerror(errno));
             continue;
         }
         if (w)
@@ -481,8 +477,9 @@ job_finish(struct job *j)
         case OUTCOME_RETRY:
             if (w)
                 w->counters.redelivered++;
-            broker_nack(d, outcome_delay_ms(
-                               dp->d->conf->redelivery_base_delay_ms, d->count));
+            broker_nack(d,
+                        outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
+                                         d->count));
             break;
         case OUTCOME_DEAD:
             if (w)
@@ -565,15 +562,12 @@ prepare_error_reply(struct job *j, const struct ipc_cloudevent *in,
     snprintf(topic, sizeof topic, "%.*s", (int)reply.len, reply.ptr);
     if (reserved_topic(topic))
         return;
-    json_t *data = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s%}", "command",
-                             "error", "success", 0, "message", message,
-                             "error_type", type, "worker_id", w->id,
-                             "exception_type",
-                             e && e->exception_type.ptr ? e->exception_type.ptr
-                                                        : "",
-                             e && e->exception_type.ptr
-                                 ? (size_t)e->exception_type.len
-                                 : (size_t)0);
+    json_t *data = json_pack(
+        "{s:s, s:b, s:s, s:s, s:s, s:s%}", "command", "error", "success", 0,
+        "message", message, "error_type", type, "worker_id", w->id,
+        "exception_type",
+        e && e->exception_type.ptr ? e->exception_type.ptr : "",
+        e && e->exception_type.ptr ? (size_t)e->exception_type.len : (size_t)0);
     if (e == NULL || e->exception_type.ptr == NULL)
         json_object_del(data, "exception_type");
     size_t dlen;
@@ -630,7 +624,8 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
             continue;
         }
         ipc_fb_builder_init(&fb);
-        if (dispatch_prepare_output(in, &o, j->hops + 1, &fb, err, sizeof err) != 0) {
+        if (dispatch_prepare_output(in, &o, j->hops + 1, &fb, err,
+                                    sizeof err) != 0) {
             log_warning("worker %s: an output is refused: %s", w->name, err);
             j->dp->st.refused_outputs++;
         } else {
@@ -682,9 +677,9 @@ on_processed(struct worker *w, const struct ipc_result *r,
         job_finish(j);
         return;
     }
-    j->action = outcome_decide(error_type, j->d->count,
-                               dp->d->conf->max_redeliveries,
-                               dp->d->conf->retry_on_error);
+    j->action =
+        outcome_decide(error_type, j->d->count, dp->d->conf->max_redeliveries,
+                       dp->d->conf->retry_on_error);
     snprintf(j->reason, sizeof j->reason, "%s", error_type ? error_type : "");
     if (error_type == NULL) {
         prepare_outputs(j, &in, r);
@@ -695,9 +690,9 @@ on_processed(struct worker *w, const struct ipc_result *r,
             "event_id", in.id.ptr ? in.id.ptr : "",
             in.id.ptr ? (size_t)in.id.len : (size_t)0);
         if (e && e->exception_type.ptr)
-            json_object_set_new(extra, "exception_type",
-                                json_stringn(e->exception_type.ptr,
-                                             e->exception_type.len));
+            json_object_set_new(
+                extra, "exception_type",
+                json_stringn(e->exception_type.ptr, e->exception_type.len));
         lifecycle_emit_hops(dp->d, w, "error", extra, j->hops + 1);
         if (j->action == OUTCOME_ACK)
             prepare_error_reply(j, &in, error_type,
@@ -720,9 +715,9 @@ job_process(struct job *j)
     if (w)
         j->bd->token = j->token;
     clock_gettime(CLOCK_MONOTONIC, &j->start);
-    if (w == NULL || supervise_process_delivery(j->dp->d->sv, w, j->ev.buf,
-                                                j->ev.len, count, on_processed,
-                                                j) != 0) {
+    if (w == NULL ||
+        supervise_process_delivery(j->dp->d->sv, w, j->ev.buf, j->ev.len, count,
+                                   on_processed, j) != 0) {
         if (j->icb) {
             j->icb(w, NULL, "stopped", "the worker cannot take events now",
                    j->iarg);
@@ -824,13 +819,12 @@ group_pick(struct group *g)
 
 /* A delivery that cannot start: back to the queue, later. */
 static void
-delivery_refuse(struct dispatch *dp, struct broker_delivery *d,
-                const char *why)
+delivery_refuse(struct dispatch *dp, struct broker_delivery *d, const char *why)
 {
     log_warning("dispatch: an event of %s/%s cannot start: %s", d->tenant,
                 d->topic, why);
-    broker_nack(d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
-                                    d->count));
+    broker_nack(
+        d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, d->count));
 }
 
 static void
@@ -843,8 +837,8 @@ deliver_to(struct dispatch *dp, struct binding *bd, struct broker_delivery *d)
         /* Config stamping failed (too many extensions): the event itself
          * cannot be processed by this worker, ever. */
         bd->w->counters.dead_lettered++;
-        dead_letter(dp, d->tenant, d->topic, d->event, d->len,
-                    "worker_error", d->count);
+        dead_letter(dp, d->tenant, d->topic, d->event, d->len, "worker_error",
+                    d->count);
         log_warning("worker %s: an event of %s is dead-lettered: %s",
                     bd->w->name, d->topic, err);
         broker_ack(d);
@@ -923,12 +917,11 @@ dispatch_emit(struct dispatch *dp, const char *tenant, const char *topic,
 
     ipc_fb_builder_init(&fb);
     if (events_from_json(obj, &fb, err, sizeof err) != 0)
-        log_err("dispatch: a daemon event for %s is invalid: %s", topic,
-                  err);
+        log_err("dispatch: a daemon event for %s is invalid: %s", topic, err);
     else if (broker_publish(dp->d->broker, tenant, topic, fb.buf, fb.len, NULL,
                             NULL) < 0)
-        log_err("dispatch: a daemon event for %s/%s is lost: %s", tenant,
-                  topic, strerror(errno));
+        log_err("dispatch: a daemon event for %s/%s is lost: %s", tenant, topic,
+                strerror(errno));
     ipc_fb_builder_free(&fb);
 }
 
@@ -974,8 +967,7 @@ dispatch_note_write(struct dispatch *dp, struct worker *w,
     struct noted *n;
     uint64_t token = dispatch_token(w);
 
-    if (w->group == NULL || token == 0 ||
-        (n = malloc(sizeof *n)) == NULL) {
+    if (w->group == NULL || token == 0 || (n = malloc(sizeof *n)) == NULL) {
         /* Not grouped, or not processing an event under a lock: no fence
          * applies. */
         cb(0, NULL, arg);

@@ -49,9 +49,9 @@ void dispatch_detach(struct dispatch *dp, struct worker *w);
 
 /* Publishes an event from outside (the API, the gateway): see
  * broker_publish(). */
-int dispatch_publish(struct dispatch *dp, const char *tenant,
-                     const char *topic, const uint8_t *event, size_t len,
-                     broker_publish_cb cb, void *arg);
+int dispatch_publish(struct dispatch *dp, const char *tenant, const char *topic,
+                     const uint8_t *event, size_t len, broker_publish_cb cb,
+                     void *arg);
 
 /* Publishes a daemon event (lifecycle, infra) given as a structured
  * CloudEvent; fire and forget, failures logged.  obj is only read. */

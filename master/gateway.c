@@ -132,20 +132,23 @@ on_state_fenced(int rc, const char *message, void *arg)
 }
 
 static void
-state_call(struct daemon *d, struct worker *w, const char *method,
-           json_t *req, struct supervise_call *c)
+state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
+           struct supervise_call *c)
 {
     const char *name = json_string_value(json_object_get(req, "key"));
     char key[STORE_KEY_MAX], err[256];
 
     if (name == NULL) {
-        reply_error(c, 400, "workmanager.state.%s: \"key\" (a string) is "
-                            "required", method);
+        reply_error(c, 400,
+                    "workmanager.state.%s: \"key\" (a string) is "
+                    "required",
+                    method);
         return;
     }
     if (!valid_state_key(name)) {
-        reply_error(c, 400, "workmanager.state: key \"%.*s\" is not "
-                            "[A-Za-z0-9._-]{1,%d}",
+        reply_error(c, 400,
+                    "workmanager.state: key \"%.*s\" is not "
+                    "[A-Za-z0-9._-]{1,%d}",
                     64, name, STATE_KEY_MAX);
         return;
     }
@@ -175,8 +178,10 @@ state_call(struct daemon *d, struct worker *w, const char *method,
     }
     bool del = strcmp(method, "delete") == 0;
     if (!del && strcmp(method, "put") != 0) {
-        reply_error(c, 404, "workmanager.state has no method \"%s\" (get, "
-                            "put, delete)", method);
+        reply_error(c, 404,
+                    "workmanager.state has no method \"%s\" (get, "
+                    "put, delete)",
+                    method);
         return;
     }
     struct gwop *op = calloc(1, sizeof *op);
@@ -193,15 +198,18 @@ state_call(struct daemon *d, struct worker *w, const char *method,
     if (!del) {
         json_t *v = json_object_get(req, "value");
         if (v == NULL) {
-            reply_error(c, 400, "workmanager.state.put: \"value\" is "
-                                "required");
+            reply_error(c, 400,
+                        "workmanager.state.put: \"value\" is "
+                        "required");
             gwop_free(op);
             return;
         }
         op->value = (uint8_t *)events_json_dumps(v, &op->len);
         if (op->value == NULL || op->len > STATE_VALUE_MAX) {
-            reply_error(c, 400, "workmanager.state.put: the value of %s is "
-                                "over %u bytes", name, STATE_VALUE_MAX);
+            reply_error(c, 400,
+                        "workmanager.state.put: the value of %s is "
+                        "over %u bytes",
+                        name, STATE_VALUE_MAX);
             gwop_free(op);
             return;
         }
@@ -267,15 +275,18 @@ publish_call(struct daemon *d, struct worker *w, const char *method,
     char err[256];
 
     if (strcmp(method, "publish") != 0) {
-        reply_error(c, 404, "workmanager.publish has no method \"%s\" "
-                            "(publish)", method);
+        reply_error(c, 404,
+                    "workmanager.publish has no method \"%s\" "
+                    "(publish)",
+                    method);
         return;
     }
     if (topic == NULL || *topic == '\0' || strlen(topic) > 255 ||
         !json_is_object(event)) {
-        reply_error(c, 400, "workmanager.publish: \"topic\" (a string) and "
-                            "\"event\" (a structured CloudEvent) are "
-                            "required");
+        reply_error(c, 400,
+                    "workmanager.publish: \"topic\" (a string) and "
+                    "\"event\" (a structured CloudEvent) are "
+                    "required");
         return;
     }
     if (strncmp(topic, "workmanager.", 12) == 0) {
@@ -318,13 +329,14 @@ gateway_handle(struct daemon *d, struct worker *w,
              call->method.ptr ? call->method.ptr : "");
     bool state = strcmp(service, "workmanager.state") == 0;
     if (!state && strcmp(service, "workmanager.publish") != 0) {
-        reply_error(c, 404, "unknown gateway service \"%s\" (services: "
-                            "workmanager.publish, workmanager.state)",
+        reply_error(c, 404,
+                    "unknown gateway service \"%s\" (services: "
+                    "workmanager.publish, workmanager.state)",
                     service);
         return;
     }
-    req = json_loadb((const char *)call->request.ptr, call->request.len, 0,
-                     &je);
+    req =
+        json_loadb((const char *)call->request.ptr, call->request.len, 0, &je);
     if (!json_is_object(req)) {
         reply_error(c, 400, "%s.%s: the request is not a JSON object%s%s",
                     service, method, req ? "" : ": ", req ? "" : je.text);

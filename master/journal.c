@@ -48,8 +48,10 @@
  * file.  New appends go to the end of the newest segment when it has room
  * (so that restarts do not leave a trail of small segments), else to a
  * fresh one created at open.  next_lsn is one past the last lsn of the
- * newest segment, or its first lsn when it is empty: lsns never repeat,
- * even after every record was released and every older segment deleted.
+ * newest segment, or its first lsn when it is empty, or the first lsn of
+ * a torn newest segment that was removed (a fresh segment then continues
+ * from there): lsns never repeat, even after every record was released
+ * and every older segment deleted.
  * journal_replay() reads the segments again with the same checks (so it
  * sees exactly the records open counted), up to where open left each.
  *
@@ -290,7 +292,7 @@ jn_crc_init(void)
 }
 
 /* CRC-32C of len bytes, continuing crc (0 to start): a byte at a time
- * from a table, ~1 GB/s, far above what a disk takes. */
+ * from a table, several hundred MB/s, above what the disk takes. */
 static uint32_t
 jn_crc32c(uint32_t crc, const uint8_t *p, size_t len)
 {
@@ -656,12 +658,15 @@ jn_write_batch(struct journal *j, const struct jn_work *w)
     return 0;
 }
 
-/* Publishes a batch's outcome (mu held) and wakes the loop. */
+/* Publishes a batch's outcome and wakes the loop. */
 static void
 jn_publish(struct journal *j, uint64_t last_lsn, int err)
 {
     static const uint64_t one = 1;
 
+    if (last_lsn == 0 && err == 0)
+        return; /* deletions only: nothing for the loop */
+    pthread_mutex_lock(&j->mu);
     if (err != 0 && j->werr == 0)
         j->werr = err;
     if (last_lsn != 0) {
@@ -669,11 +674,11 @@ jn_publish(struct journal *j, uint64_t last_lsn, int err)
         if (j->werr == 0)
             j->ok_lsn = last_lsn;
     }
-    if (last_lsn == 0 && err == 0)
-        return; /* deletions only: nothing for the loop */
     pthread_cond_broadcast(&j->dcv);
-    /* EAGAIN means the counter is saturated, so the loop is woken anyway;
-     * an eventfd accepts an 8-byte write in every other case. */
+    pthread_mutex_unlock(&j->mu);
+    /* Outside the mutex, which the loop's appends take.  EAGAIN means the
+     * counter is saturated, so the loop is woken anyway; an eventfd
+     * accepts an 8-byte write in every other case. */
     while (write(j->efd, &one, sizeof one) < 0 && errno == EINTR)
         continue;
 }
@@ -690,6 +695,7 @@ jn_writer(void *arg)
 {
     struct journal *j = arg;
     struct timespec now;
+    uint64_t last;
     int err;
 
     pthread_mutex_lock(&j->mu);
@@ -702,9 +708,10 @@ jn_writer(void *arg)
             j->work = t;
             pthread_mutex_unlock(&j->mu);
             err = jn_write_batch(j, &j->work);
-            pthread_mutex_lock(&j->mu);
-            jn_publish(j, j->work.last_lsn, err);
+            last = j->work.last_lsn;
             jn_work_reset(&j->work);
+            jn_publish(j, last, err);
+            pthread_mutex_lock(&j->mu);
             continue;
         }
         if (j->stop)
@@ -718,9 +725,8 @@ jn_writer(void *arg)
             }
             pthread_mutex_unlock(&j->mu);
             err = jn_sync(j) != 0 ? (errno != 0 ? errno : EIO) : 0;
+            jn_publish(j, 0, err);
             pthread_mutex_lock(&j->mu);
-            if (err != 0)
-                jn_publish(j, 0, err);
             continue;
         }
         pthread_cond_wait(&j->wcv, &j->mu);

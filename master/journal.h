@@ -86,8 +86,7 @@ typedef void (*journal_done_cb)(int error, void *arg);
 
 /* One record during replay.  Return non-zero to stop the replay. */
 typedef int (*journal_replay_cb)(uint64_t lsn, uint8_t type, unsigned flags,
-                                 const uint8_t *payload, size_t len,
-                                 void *arg);
+                                 const uint8_t *payload, size_t len, void *arg);
 
 /* Asks the owner to re-append the live records whose lsn is below `below`
  * (and release the old ones), so that the oldest segments can go.  Runs on
@@ -97,10 +96,10 @@ typedef void (*journal_compact_cb)(uint64_t below, void *arg);
 
 /* Opens the journal in cfg->dir: scans every segment (repairing a torn
  * tail) and starts the writer thread.  Returns NULL with a message in err
- * naming the cause (the directory, a segment that cannot be read). */
+ * naming the cause (the directory, a segment that cannot be read).  The
+ * directory is locked (flock) until journal_close: one journal each. */
 struct journal *journal_open(const struct journal_config *cfg,
-                             struct event_base *base, char *err,
-                             size_t errlen);
+                             struct event_base *base, char *err, size_t errlen);
 
 /* Calls cb for every record, oldest first, each LIVE record counted live
  * until the owner releases it (the owner releases, during or after the
@@ -114,8 +113,10 @@ int journal_replay(struct journal *j, journal_replay_cb cb, void *arg,
  * errno: ENOSPC when flags has JOURNAL_LIVE and the journal's bytes reached
  * max_bytes (AUX records are always accepted, so that the journal can
  * drain), EMSGSIZE for a payload over JOURNAL_MAX_PAYLOAD, EIO once the
- * journal has failed (a write error: every later append fails).  cb may be
- * NULL; it is never called from inside journal_append. */
+ * journal has failed (a write error: every later append fails), EINVAL
+ * for flags above 0xff (a record keeps one byte of them) or a NULL payload
+ * with len > 0, ENOMEM.  cb may be NULL; it is never called from inside
+ * journal_append. */
 uint64_t journal_append(struct journal *j, uint8_t type, unsigned flags,
                         const void *payload, size_t len, journal_done_cb cb,
                         void *arg);

@@ -26,7 +26,8 @@ outcome_decide(const char *error_type, uint32_t count,
 {
     if (error_type == NULL)
         return OUTCOME_ACK;
-    if (strcmp(error_type, "stopped") == 0 || strcmp(error_type, "deleted") == 0)
+    if (strcmp(error_type, "stopped") == 0 ||
+        strcmp(error_type, "deleted") == 0)
         return OUTCOME_REQUEUE;
     if (outcome_is_worker_error(error_type) && !retry_on_error)
         return OUTCOME_ACK;

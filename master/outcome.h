@@ -17,11 +17,11 @@
 #define OUTCOME_MAX_DELAY_MS 10000u
 
 enum outcome_action {
-    OUTCOME_ACK = 0,  /* done: success, or a worker error acknowledged */
-    OUTCOME_RETRY,    /* nack: deliver again after outcome_delay_ms() */
-    OUTCOME_DEAD,     /* dead-letter to <topic>-dead, then ack */
-    OUTCOME_REQUEUE,  /* not the event's fault (its worker stopped): back to
-                         the queue without counting a delivery */
+    OUTCOME_ACK = 0, /* done: success, or a worker error acknowledged */
+    OUTCOME_RETRY,   /* nack: deliver again after outcome_delay_ms() */
+    OUTCOME_DEAD,    /* dead-letter to <topic>-dead, then ack */
+    OUTCOME_REQUEUE, /* not the event's fault (its worker stopped): back to
+                        the queue without counting a delivery */
 };
 
 /* Whether error_type (DESIGN §6's vocabulary) is the worker's own error

@@ -33,8 +33,8 @@ enum stamp_mode {
  * names ce has, replaced or kept per mode; a pair whose value ptr is NULL
  * removes that extension.  Returns 0, or -1 with a message (the result
  * would break the CloudEvent rules, memory). */
-int stamp_extensions(const struct ipc_cloudevent *ce, const struct ipc_pair *set,
-                     size_t n, enum stamp_mode mode, struct ipc_fb_builder *out,
-                     char *err, size_t errlen);
+int stamp_extensions(const struct ipc_cloudevent *ce,
+                     const struct ipc_pair *set, size_t n, enum stamp_mode mode,
+                     struct ipc_fb_builder *out, char *err, size_t errlen);
 
 #endif /* WM_MASTER_STAMP_H */

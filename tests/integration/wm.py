@@ -279,8 +279,8 @@ class Stream:
                 elif line == "" and data:
                     self.events_q.put(json.loads("\n".join(data)))
                     data = []
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError, AttributeError):
+            pass  # closed under the reader (close())
 
     def events(self):
         while not self.events_q.empty():

@@ -84,8 +84,8 @@ static size_t garbage_len;
 static bool shutting_down;
 static bool ignore_shutdown;
 static bool no_heartbeat;
-static bool log_events; /* a Log frame "event <id> delivery <n>" per event */
-static int exit_code = -1;  /* >= 0: exit with it once the queue drains */
+static bool log_events;    /* a Log frame "event <id> delivery <n>" per event */
+static int exit_code = -1; /* >= 0: exit with it once the queue drains */
 static unsigned answerable; /* events in flight that will be answered */
 
 static void arm_poll(void);
@@ -448,6 +448,8 @@ on_process(const struct ipc_frame *f)
         /* Past any sanitizer's handler: the default action, a real
          * SIGSEGV death (signal 11 in the wait status). */
         struct sigaction sa;
+        /* What was logged (log_events) reaches the master first. */
+        (void)ipc_channel_flush(ch, 1000);
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;
         if (sigaction(SIGSEGV, &sa, NULL) < 0)

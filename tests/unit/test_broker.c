@@ -250,7 +250,7 @@ test_restart(void)
     pub(b, "q", "e3");
     spin(20);
     REQUIRE(a.n == 3);
-    broker_ack(a.d[0]);   /* e1 done */
+    broker_ack(a.d[0]);     /* e1 done */
     broker_nack(a.d[1], 0); /* e2 counted twice */
     spin(20);
     REQUIRE(a.n == 4);

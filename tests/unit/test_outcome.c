@@ -21,9 +21,10 @@ test_decide(void)
     CHECK_EQ(outcome_decide("exception", 4, 3, true), OUTCOME_DEAD);
     /* Transient failures retry max_redeliveries times: 4 deliveries in
      * all, the 4th failure dead-letters. */
-    static const char *const transient[] = { "crash", "timeout", "oom",
-                                             "seccomp", "protocol",
-                                             "lock_contention", "load_error" };
+    static const char *const transient[] = { "crash",     "timeout",
+                                             "oom",       "seccomp",
+                                             "protocol",  "lock_contention",
+                                             "load_error" };
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++) {
         for (uint32_t n = 1; n <= 3; n++)
             CHECK_EQ(outcome_decide(transient[i], n, 3, false), OUTCOME_RETRY);

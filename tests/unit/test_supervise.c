@@ -471,7 +471,7 @@ test_echo(void)
     CHECK_EQ(e[1].nout, 5);
     CHECK_EQ(e[2].nout, 1);
     CHECK(strstr(e[2].out_data, "501") != NULL);
-    CHECK(strstr(e[2].out_data, "no gateway services yet") != NULL);
+    CHECK(strstr(e[2].out_data, "no gateway services in this daemon") != NULL);
     CHECK_EQ(e[3].nout, 1);
     CHECK_EQ(e[3].type[0], '\0');
     CHECK_EQ(t->w.restarts, 0);
