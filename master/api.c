@@ -229,8 +229,11 @@ on_client_gone(struct evhttp_connection *c, void *arg)
     struct api_req *rq = arg;
     rq->gone = true;
     if (rq->stream_gone) {
-        /* A stream: the request dies with its connection. */
+        /* A stream: libevent detached the request in the middle of its
+         * answer and leaves it to us. */
         rq->stream_gone(rq->stream_arg);
+        if (evhttp_request_get_connection(rq->req) == NULL)
+            evhttp_request_free(rq->req);
         req_free(rq);
     }
 }
@@ -657,6 +660,8 @@ api_new(struct daemon *d, char *err, size_t errlen)
 void
 api_stop_listening(struct api *api)
 {
+    /* Followers of topics get the end of their stream. */
+    api_topics_close_streams();
     if (api->unix_sock) {
         evhttp_del_accept_socket(api->http, api->unix_sock);
         api->unix_sock = NULL;

@@ -102,6 +102,8 @@ void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
 /* Open event streams, and events they dropped (api_topics.c). */
 uint64_t api_topics_streams(void);
+/* Ends every stream (shutdown). */
+void api_topics_close_streams(void);
 uint64_t api_topics_dropped(void);
 void api_metrics_route(struct api_req *rq);
 

@@ -45,6 +45,7 @@
 
 static uint64_t streams_dropped;
 static uint64_t streams_open;
+static LIST_HEAD(, stream) streams = LIST_HEAD_INITIALIZER(streams);
 
 uint64_t
 api_topics_dropped(void)
@@ -277,6 +278,7 @@ publish(struct api_req *rq, const char *topic)
 /* ---- follow (SSE) ---------------------------------------------------- */
 
 struct stream {
+    LIST_ENTRY(stream) link;
     struct api_req *rq;
     struct broker_sub *sub;
     struct event *keepalive;
@@ -286,6 +288,7 @@ struct stream {
 static void
 stream_free(struct stream *s)
 {
+    LIST_REMOVE(s, link);
     if (s->sub)
         broker_unsubscribe(s->sub, false);
     if (s->keepalive)
@@ -352,6 +355,7 @@ follow(struct api_req *rq, const char *topic)
         return;
     }
     s->rq = rq;
+    LIST_INSERT_HEAD(&streams, s, link);
     struct broker_sub_spec spec = {
         .tenant = tenant,
         .topic = topic,
@@ -373,6 +377,18 @@ follow(struct api_req *rq, const char *topic)
     api_stream_start(rq, "text/event-stream", on_stream_gone, s);
     /* A first comment: the client knows the stream is live. */
     api_stream_write(rq, ": subscribed\n\n", 14, STREAM_MAX_PENDING);
+}
+
+void
+api_topics_close_streams(void)
+{
+    struct stream *s;
+
+    while ((s = LIST_FIRST(&streams)) != NULL) {
+        struct api_req *rq = s->rq;
+        stream_free(s);
+        api_stream_end(rq);
+    }
 }
 
 void

@@ -47,6 +47,7 @@ struct job;
 struct group;
 
 struct binding {
+    LIST_ENTRY(binding) link; /* in dp->bindings */
     struct dispatch *dp;
     struct worker *w;
     struct broker_sub *sub; /* its own; NULL when grouped */
@@ -97,6 +98,7 @@ struct job {
 struct dispatch {
     struct daemon *d;
     LIST_HEAD(, group) groups;
+    LIST_HEAD(, binding) bindings;
     struct dispatch_stats st;
 };
 
@@ -362,6 +364,7 @@ dispatch_attach(struct dispatch *dp, struct worker *w, char *err, size_t errlen)
         g->members[g->n++] = bd;
         bd->g = g;
         w->binding = bd;
+        LIST_INSERT_HEAD(&dp->bindings, bd, link);
         group_update(g);
         return 0;
     }
@@ -382,6 +385,7 @@ dispatch_attach(struct dispatch *dp, struct worker *w, char *err, size_t errlen)
     }
     broker_sub_set_mode(bd->sub, mode_of(w));
     w->binding = bd;
+    LIST_INSERT_HEAD(&dp->bindings, bd, link);
     return 0;
 fail:
     free(bd);
@@ -421,6 +425,7 @@ dispatch_detach(struct dispatch *dp, struct worker *w)
     else
         broker_unsubscribe(bd->sub, false);
     w->binding = NULL;
+    LIST_REMOVE(bd, link);
     free(bd);
 }
 
@@ -990,12 +995,38 @@ dispatch_new(struct daemon *d)
         return NULL;
     dp->d = d;
     LIST_INIT(&dp->groups);
+    LIST_INIT(&dp->bindings);
     return dp;
 }
 
 void
 dispatch_free(struct dispatch *dp)
 {
+    struct binding *bd;
+    struct group *g;
+
+    if (dp == NULL)
+        return;
+    /* Shutdown: the broker, closed next, frees the subscriptions; their
+     * backlogs stay journaled for the next start. */
+    while ((bd = LIST_FIRST(&dp->bindings)) != NULL) {
+        struct job *j;
+        while ((j = LIST_FIRST(&bd->jobs)) != NULL) {
+            LIST_REMOVE(j, link);
+            j->bd = NULL;
+        }
+        LIST_REMOVE(bd, link);
+        bd->w->binding = NULL;
+        free(bd);
+    }
+    while ((g = LIST_FIRST(&dp->groups)) != NULL) {
+        LIST_REMOVE(g, link);
+        free(g->members);
+        free(g->tenant);
+        free(g->topic);
+        free(g->name);
+        free(g);
+    }
     free(dp);
 }
 
