@@ -8,10 +8,13 @@ measures:
   1. publish -> processed -> acked throughput: P client processes publish
      batches of B events (one pre-encoded body, reused) over the control
      socket, each request a keep-alive POST /v1/topics/{topic}/events;
-     the clock stops when /metrics counts every event acked.  Once per
+     the clock stops when /metrics counts every event acked.  The worker
+     is the test host announcing max_inflight 64 (its inflight64 mode), so
+     that the pipeline to the host is as deep as the worker's concurrency.  Once per
      journal_fsync mode (batch, always) and with single-event requests.
   2. invoke round trip: sequential POST /v1/workers/{id}/invoke on one
-     keep-alive connection; p50 and p99 of the client-side time.
+     keep-alive connection from a C client (bench/http_rtt); p50, p99 and
+     p99.9, beside GET /health/live as the floor of HTTP on the socket.
 
 Usage: bench/messages.py BUILDDIR [EVENTS [CLIENTS]]   (defaults 200000, 2)
 
@@ -22,7 +25,7 @@ and no worker errors.
 
 import json
 import multiprocessing
-import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,14 +50,29 @@ def client(sock, topic, body, ctype, requests, out):
     out.put(bad)
 
 
+INFLIGHT = 64
+
+
+def fast_engine(builddir, tmp):
+    """The test host announcing max_inflight INFLIGHT (its inflight<N>
+    mode), as engine application/x-wm-test-fast."""
+    link = Path(tmp) / f"wm-host-test.inflight{INFLIGHT}"
+    link.symlink_to(Path(builddir) / "tests" / "testhost" / "wm-host-test")
+    return {"fast.engine": "name = fast\nmime_type = application/x-wm-test-"
+                           "fast\nlanguage = test\nhost = " + str(link)
+                           + "\nspawn = exec\nprotocol = 1\n"}
+
+
 def throughput(builddir, tmp, fsync, events, clients, batch):
     d = Daemon(builddir, tmp, options={"log_level": "warning",
                                        "journal_fsync": fsync,
                                        "queue_max_events": 10000000,
-                                       "idle_timeout_s": 0})
+                                       "idle_timeout_s": 0},
+               engines=fast_engine(builddir, tmp))
     d.start()
     try:
-        w = d.create(topic="bench", limits={"concurrency": 64})
+        w = d.create(topic="bench", mime_type="application/x-wm-test-fast",
+                     limits={"concurrency": INFLIGHT})
         ev = {"specversion": "1.0", "id": "x", "source": "bench",
               "type": "echo", "data": {"n": 1}}
         if batch > 1:
@@ -92,30 +110,33 @@ def throughput(builddir, tmp, fsync, events, clients, batch):
         d.stop()
 
 
-def invoke_latency(builddir, tmp, n=5000):
+def invoke_latency(builddir, tmp, n=10000):
+    """Client-side round trips measured by bench/http_rtt (C): the invoke
+    route with the echo test host, and GET /health/live as the floor of
+    HTTP over the control socket."""
     d = Daemon(builddir, tmp, options={"log_level": "warning",
                                        "idle_timeout_s": 0})
     d.start()
     try:
         w = d.create(topic="inv")
-        conn = UnixHTTPConnection(str(d.socket), timeout=30)
-        body = json.dumps({"specversion": "1.0", "id": "i", "source": "b",
-                           "type": "echo", "data": {"n": 1}}).encode()
-        times = []
-        for i in range(n + 200):
-            t0 = time.perf_counter()
-            conn.request("POST", f"/v1/workers/{w['id']}/invoke", body=body,
-                         headers={"Content-Type": "application/json"})
-            r = conn.getresponse()
-            r.read()
-            dt = time.perf_counter() - t0
-            assert r.status == 200, r.status
-            if i >= 200:  # warm-up
-                times.append(dt)
-        conn.close()
-        times.sort()
-        return (statistics.median(times) * 1e6,
-                times[int(len(times) * 0.99)] * 1e6)
+        body = Path(tmp) / "event.json"
+        body.write_text(json.dumps({"specversion": "1.0", "id": "i",
+                                    "source": "b", "type": "echo",
+                                    "data": {"n": 1}}))
+        rtt = str(Path(builddir) / "bench" / "http_rtt")
+        out = {}
+        for what, args in (("invoke", ["POST",
+                                       f"/v1/workers/{w['id']}/invoke",
+                                       str(body)]),
+                           ("health", ["GET", "/health/live", "-"])):
+            r = subprocess.run([rtt, str(d.socket)] + args + [str(n)],
+                               capture_output=True, text=True, check=True)
+            p50, p99, p999, status = r.stdout.split()
+            assert status == "200", r.stdout
+            out[what] = (float(p50), float(p99), float(p999))
+        assert metric(d, "workmanager_worker_events_processed_total",
+                      worker=w["id"]) == n + 500  # and the warm-up
+        return out
     finally:
         d.stop()
 
@@ -136,9 +157,10 @@ def main():
               f"{elapsed:.2f} s = {total / elapsed:,.0f} events/s "
               f"(publishing took {t_pub:.2f} s)")
     with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
-        p50, p99 = invoke_latency(builddir, tmp)
-    print(f"invoke round trip (client side, unix socket): p50 {p50:.1f} us, "
-          f"p99 {p99:.1f} us")
+        rtt = invoke_latency(builddir, tmp)
+    for what, (p50, p99, p999) in rtt.items():
+        print(f"{what:6} round trip (C client, control socket): p50 "
+              f"{p50:.1f} us, p99 {p99:.1f} us, p99.9 {p999:.1f} us")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,8 @@ struct journal {
     uint32_t sync_ms;
     int efd;
     struct event *ev_done, *ev_compact;
+    /* Wakes the writer once per loop turn (appends of a turn share it). */
+    struct event *ev_wake;
 
     /* loop thread only */
     struct jn_seg *segs; /* by first lsn; the last one is active */
@@ -769,6 +771,18 @@ jn_drain(struct journal *j)
         j->wq_len--;
         w.cb(w.lsn <= ok ? 0 : (werr != 0 ? werr : EIO), w.arg);
     }
+}
+
+static void
+jn_on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct journal *j = arg;
+
+    (void)fd;
+    (void)what;
+    pthread_mutex_lock(&j->mu);
+    pthread_cond_signal(&j->wcv);
+    pthread_mutex_unlock(&j->mu);
 }
 
 static void
@@ -1457,6 +1471,8 @@ jn_free(struct journal *j)
         event_free(j->ev_done);
     if (j->ev_compact != NULL)
         event_free(j->ev_compact);
+    if (j->ev_wake)
+        event_free(j->ev_wake);
     if (j->efd >= 0)
         (void)close(j->efd); /* an eventfd: nothing to lose */
     if (j->wfd >= 0)
@@ -1555,7 +1571,8 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
     }
     j->ev_done = event_new(base, j->efd, EV_READ | EV_PERSIST, jn_on_done, j);
     j->ev_compact = event_new(base, -1, 0, jn_on_compact, j);
-    if (j->ev_done == NULL || j->ev_compact == NULL ||
+    j->ev_wake = event_new(base, -1, 0, jn_on_wake, j);
+    if (j->ev_done == NULL || j->ev_compact == NULL || j->ev_wake == NULL ||
         event_add(j->ev_done, NULL) != 0) {
         errbuf_set(err, errlen, "journal: cannot register its events");
         goto fail;
@@ -1699,16 +1716,18 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     jn_put_le32(hdr + JN_FRAME_CRC, crc);
 
     pthread_mutex_lock(&j->mu);
-    /* The writer waits only when nothing is pending: the first record
-     * wakes it, the others find it busy. */
+    /* The writer waits only when nothing is pending: the first record of
+     * a loop turn schedules its wake-up at the end of the turn, so that
+     * the records appended meanwhile go in the same write (and, for
+     * `always`, the same fdatasync). */
     wake = jn_work_empty(&j->pending);
     if (j->werr != 0)
         rc = EIO;
     else if (jn_work_add(&j->pending, hdr, payload, len, lsn, rotate) != 0)
         rc = ENOMEM;
-    else if (wake)
-        pthread_cond_signal(&j->wcv);
     pthread_mutex_unlock(&j->mu);
+    if (rc == 0 && wake)
+        event_active(j->ev_wake, EV_TIMEOUT, 1);
     if (rc != 0) {
         j->failed = rc == EIO;
         free(fresh.bits);

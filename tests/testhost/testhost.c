@@ -752,6 +752,9 @@ main(int argc, char **argv)
     };
     struct sigaction sa;
 
+    /* inflight<N>: a deeper pipeline (benchmarks). */
+    if (strncmp(mode, "inflight", 8) == 0 && atoi(mode + 8) > 0)
+        cfg.max_inflight = (uint32_t)atoi(mode + 8);
     if (fcntl(HOST_FD, F_GETFD) < 0)
         die("no channel on fd 3");
     check_inherited_fds();
