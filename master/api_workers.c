@@ -794,6 +794,16 @@ create(struct api_req *rq)
                  &w->idle_timeout_s) ||
         take_code(rq, body, &code, &len))
         goto out;
+    /* A group member's event must end (its deadline) before its lock may
+     * be stolen as stale (DESIGN §6). */
+    if (group && w->limits.timeout_ms >= rq->d->conf->lock_max_age_ms) {
+        api_error(rq, 400, "invalid_argument",
+                  "limits.timeout_ms %u must be below lock_max_age_ms "
+                  "(%llu) for a worker in a group",
+                  (unsigned)w->limits.timeout_ms,
+                  (unsigned long long)rq->d->conf->lock_max_age_ms);
+        goto out;
+    }
 
     ids_uuid_new(w->id);
     w->name = strdup(name ? name : w->id);

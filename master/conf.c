@@ -211,13 +211,16 @@ bad:
                       v);
 }
 
-/* instance: what follows urn:workmanager: in event sources. */
+/* instance: what follows urn:workmanager: in event sources, and the first
+ * part of this daemon's name in group lock records ("<instance>/<boot>",
+ * which must fit GROUPLOCK_HOLDER_MAX: hence at most 100). */
+#define INSTANCE_MAX 100
 static int
 check_instance(const char *v, char *why, size_t whylen)
 {
     size_t n = strlen(v);
 
-    if (n > 253)
+    if (n > INSTANCE_MAX)
         goto bad;
     for (size_t i = 0; i < n; i++)
         if (!isalnum((unsigned char)v[i]) && v[i] != '_' && v[i] != '.' &&
@@ -227,8 +230,8 @@ check_instance(const char *v, char *why, size_t whylen)
 bad:
     return errbuf_set(why, whylen,
                       "'%s' is not an instance name (letters, digits, '_', "
-                      "'.', '-'; at most 253)",
-                      v);
+                      "'.', '-'; at most %d)",
+                      v, INSTANCE_MAX);
 }
 
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */

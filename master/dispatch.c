@@ -657,6 +657,9 @@ on_processed(struct worker *w, const struct ipc_result *r,
     observe(dp, elapsed_s(&j->start));
     if (j->bd == NULL) {
         /* Deleted meanwhile. */
+        if (j->icb)
+            j->icb(NULL, NULL, "deleted", "the worker was deleted", j->iarg);
+        j->icb = NULL;
         j->action = OUTCOME_REQUEUE;
         job_finish(j);
         return;

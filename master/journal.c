@@ -1599,6 +1599,8 @@ journal_close(struct journal *j)
         if (j->seen_lsn + 1 >= j->next_lsn)
             break;
         pthread_mutex_lock(&j->mu);
+        /* Its wake-up (ev_wake) may still wait for the loop: wake it. */
+        pthread_cond_signal(&j->wcv);
         while (j->done_lsn == j->seen_lsn)
             pthread_cond_wait(&j->dcv, &j->mu);
         pthread_mutex_unlock(&j->mu);

@@ -175,6 +175,14 @@ def test_group_members_never_overlap(wmd):
     out.close()
 
 
+def test_group_timeout_below_lock_age(wmd):
+    r = wmd.post("/v1/workers", {
+        "mime_type": "application/x-wm-test", "topic": "g", "group": "x",
+        "code": {"content": b64("echo")}, "limits": {"timeout_ms": 30000}})
+    assert r.status == 400 and r.code == "invalid_argument", r
+    assert "lock_max_age_ms" in r.json["error"]["message"]
+
+
 def test_grouplock_infra_events(wmd):
     wmd.create(topic="g", group="infra")
     infra = Stream(wmd, "workmanager.infra.worker")

@@ -337,6 +337,9 @@ test_bad_values(void)
     bad_o("control_socket_group=a b", "control_socket_group",
           "not a group name");
     bad_o("instance=a/b", "instance", "not an instance name");
+    bad_o("instance=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+          "instance", "at most 100");
     bad_o("nats_url=http://x", "nats_url", "not a NATS URL");
     bad_o("min_confinement=Full!", "min_confinement", "not a level name");
     bad_o("instance=a\tb", "instance", "control character");
