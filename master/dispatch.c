@@ -524,7 +524,8 @@ on_write_noted(enum grouplock_status st, uint64_t token, const char *message,
             if (j->d && j->d->count > j->dp->d->conf->max_redeliveries)
                 j->action = OUTCOME_DEAD;
         }
-        j->locked = false; /* not ours to release */
+        /* job_finish() still releases: the record is left alone (not
+         * ours), the next local waiter is served. */
     }
     job_finish(j);
 }

@@ -436,6 +436,81 @@ def test_stale_lock_with_write_is_not_stolen(wm_builddir, tmp_path):
         assert d.stop() == 0
 
 
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _lock_fields(value):
+    """The fields of a GroupLock record (records.proto) by number."""
+    fields, i = {}, 0
+    while i < len(value):
+        key, i = value[i], i + 1
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            n = shift = 0
+            while True:
+                b, i = value[i], i + 1
+                n |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            fields[num] = n
+        else:  # 2: length-delimited
+            ln, i = value[i], i + 1
+            fields[num] = value[i:i + ln].decode()
+            i += ln
+    return fields
+
+
+def test_output_under_stale_token_refused(wm_builddir, tmp_path):
+    """Another master (here: the test, writing the shared store's record as
+    it would) steals the group lock while an event runs: the outputs made
+    under the old token are refused and the event is not acknowledged."""
+    import hashlib
+    import struct
+    d = Daemon(wm_builddir, tmp_path, options=dict(
+        FAST, group_lock_max_retries=1, max_redeliveries=1,
+        group_lock_retry_base_delay_ms=100)).start()
+    try:
+        d.create(topic="st", group="fenced", code="echo\nlog_events")
+        out = Stream(d, "span.out")
+        dead = Stream(d, "st-dead")
+        publish(d, "st", event("span", id_="late", do="span:1500"))
+        d.wait_for(lambda: "event late delivery 1" in d.log(),
+                   what="event late started")
+        rec = d.state / "records" / "workmanager%groups%default%fenced%lock"
+        raw = rec.read_bytes()
+        assert raw[:4] == b"WMR1"
+        revision, length = struct.unpack("<QQ", raw[4:20])
+        held = _lock_fields(raw[52:52 + length])
+        assert held[2].startswith("vm/") or "/" in held[2], held
+        holder = b"intruder/0001"
+        value = (b"\x08\x01" + b"\x12" + bytes([len(holder)]) + holder
+                 + b"\x18" + _varint(held[3] + 1)
+                 + b"\x20" + _varint(int(time.time() * 1000)))
+        tmp = rec.with_suffix(".new")
+        tmp.write_bytes(b"WMR1" + struct.pack("<QQ", revision + 1, len(value))
+                        + hashlib.sha256(value).digest() + value)
+        os.rename(tmp, rec)
+        got = dead.wait(1, timeout=30)[0]
+        assert got["id"] == "late"
+        assert got["deadletterreason"] == "lock_contention"
+        assert out.events() == [], "an output under a stale token went out"
+        assert metric(d, "workmanager_outputs_refused_total") == 1
+        assert metric(d, "workmanager_grouplock_stale_writes_total") == 1
+        assert "outputs of an event of default/st refused" in d.log()
+        out.close()
+        dead.close()
+    finally:
+        assert d.stop() == 0
+
+
 # ---- Worker Lifecycle Events on workmanager.lifecycle ------------------
 
 
