@@ -428,9 +428,10 @@ out:
         supervise_free(d.sv);
     if (d.locks)
         grouplocks_free(d.locks);
-    if (d.dispatch)
-        dispatch_free(d.dispatch);
+    dispatch_free(d.dispatch);
+    d.dispatch = NULL; /* no daemon event after this */
     broker_close(d.broker);
+    d.broker = NULL;
     if (d.store)
         store_close(d.store);
     audit_close();
