@@ -1,0 +1,479 @@
+/*
+ * cmd_events.c — wmctl's event commands: invoke (one CloudEvent to one
+ * worker), publish (to a topic) and subscribe (a topic's Server-Sent
+ * Events stream, DESIGN §8).
+ *
+ * invoke and publish build a structured CloudEvent from their options:
+ * specversion 1.0, a random UUID as id (publish --id replaces it), source
+ * "wmctl", the type wmctl.invoke or wmctl.publish unless --type is given,
+ * --ext pairs as string extensions and --data as JSON data.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "cli/wmctl.h"
+
+enum {
+    OPT_TYPE = 0x200,
+    OPT_ID,
+    OPT_DATA,
+    OPT_DATA_FILE,
+    OPT_EXT,
+    OPT_TENANT,
+    OPT_FILE,
+    OPT_COUNT,
+};
+
+/* The options of invoke, publish and subscribe, as given. */
+struct event_opts {
+    const char *type;
+    const char *id;
+    const char *data;
+    const char *data_file;
+    const char *tenant;
+    const char *file;
+    const char *count;
+    json_t *ext;           /* the --ext pairs */
+    bool any_event_option; /* one of --type --id --data* --ext */
+    bool help;             /* --help: the synopsis is printed */
+};
+
+/* Parses a command's options into *eo; leaves optind at the first
+ * argument.  Returns 0, or an exit code (reported). */
+static int
+event_opts_parse(struct wmctl *ctl, int argc, char **argv,
+                 const struct option *opts, struct event_opts *eo)
+{
+    int c;
+
+    memset(eo, 0, sizeof *eo);
+    eo->ext = json_object();
+    while ((c = wmctl_getopt(ctl, argc, argv, opts)) != -1) {
+        switch (c) {
+        case OPT_TYPE:
+            eo->type = optarg;
+            break;
+        case OPT_ID:
+            eo->id = optarg;
+            break;
+        case OPT_DATA:
+            eo->data = optarg;
+            break;
+        case OPT_DATA_FILE:
+            eo->data_file = optarg;
+            break;
+        case OPT_EXT:
+            if (wmctl_pair_set(eo->ext, optarg) != 0)
+                return wmctl_usage_error(ctl, "--ext %s: expected k=v", optarg);
+            break;
+        case OPT_TENANT:
+            eo->tenant = optarg;
+            break;
+        case OPT_FILE:
+            eo->file = optarg;
+            break;
+        case OPT_COUNT:
+            eo->count = optarg;
+            break;
+        case WMCTL_OPT_HELP:
+            eo->help = true;
+            return wmctl_usage_command(ctl);
+        default:
+            return wmctl_usage_error(ctl, "bad option");
+        }
+        if (c == OPT_TYPE || c == OPT_ID || c == OPT_DATA ||
+            c == OPT_DATA_FILE || c == OPT_EXT)
+            eo->any_event_option = true;
+    }
+    return 0;
+}
+
+/* The data of --data or --data-file, parsed as JSON (NULL: none). */
+static int
+event_data(struct wmctl *ctl, const struct event_opts *eo, json_t **data)
+{
+    char *buf;
+    size_t len;
+    int rc;
+
+    *data = NULL;
+    if (eo->data && eo->data_file)
+        return wmctl_usage_error(ctl,
+                                 "--data and --data-file exclude each other");
+    if (eo->data)
+        return wmctl_json_parse(ctl, "--data", eo->data, data)
+                   ? WMCTL_EXIT_USAGE
+                   : 0;
+    if (eo->data_file == NULL)
+        return 0;
+    if (wmctl_file_read(eo->data_file, &buf, &len) != 0)
+        return wmctl_usage_error(ctl, "--data-file %s: %s", eo->data_file,
+                                 strerror(errno));
+    rc = wmctl_json_parse(ctl, eo->data_file, buf, data) ? WMCTL_EXIT_USAGE : 0;
+    free(buf);
+    return rc;
+}
+
+/* The structured CloudEvent of the options (see the file comment). */
+static int
+event_build(struct wmctl *ctl, const struct event_opts *eo,
+            const char *default_type, json_t **event)
+{
+    char uuid[37];
+    json_t *data;
+    int rc = event_data(ctl, eo, &data);
+
+    *event = NULL;
+    if (rc != 0)
+        return rc;
+    wmctl_uuid_new(uuid);
+    *event = json_pack("{s:s, s:s, s:s, s:s}", "specversion", "1.0", "id",
+                       eo->id ? eo->id : uuid, "source", "wmctl", "type",
+                       eo->type ? eo->type : default_type);
+    if (*event == NULL) {
+        json_decref(data);
+        fprintf(stderr, "wmctl: out of memory\n");
+        return WMCTL_EXIT_FAILED;
+    }
+    /* Extensions first: they may not replace the attributes above. */
+    json_object_update_missing(*event, eo->ext);
+    if (data) {
+        json_object_set_new(*event, "datacontenttype",
+                            json_string("application/json"));
+        json_object_set_new(*event, "data", data);
+    }
+    return 0;
+}
+
+/* ---- invoke ------------------------------------------------------------ */
+
+int
+cmd_invoke(struct wmctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "type", required_argument, NULL, OPT_TYPE },
+        { "data", required_argument, NULL, OPT_DATA },
+        { "data-file", required_argument, NULL, OPT_DATA_FILE },
+        { "ext", required_argument, NULL, OPT_EXT },
+        { "json", no_argument, NULL, WMCTL_OPT_JSON },
+        { "help", no_argument, NULL, WMCTL_OPT_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    struct event_opts eo;
+    json_t *event = NULL, *answer = NULL;
+    char *path = NULL;
+    int rc = event_opts_parse(ctl, argc, argv, opts, &eo);
+
+    if (rc != 0 || eo.help)
+        goto out;
+    if (argc - optind != 1) {
+        rc = wmctl_usage_error(ctl, "expected one WORKER");
+        goto out;
+    }
+    if ((rc = event_build(ctl, &eo, "wmctl.invoke", &event)) != 0)
+        goto out;
+    path = wmctl_path("/v1/workers/", argv[optind], "/invoke");
+    if (path == NULL) {
+        rc = WMCTL_EXIT_FAILED;
+        goto out;
+    }
+    rc = wmctl_call(ctl, "POST", path, "application/cloudevents+json", event,
+                    &answer);
+    /* The output events are JSON whatever --json says; 204 has none. */
+    if (rc == WMCTL_EXIT_OK && answer)
+        wmctl_json_print(answer);
+out:
+    free(path);
+    json_decref(answer);
+    json_decref(event);
+    json_decref(eo.ext);
+    return rc;
+}
+
+/* ---- publish ----------------------------------------------------------- */
+
+/* /v1/topics/{topic}/events[?tenant=T] (free() it). */
+static char *
+topic_path(const char *topic, const char *tenant)
+{
+    char *base = wmctl_path("/v1/topics/", topic, "/events");
+    if (base == NULL || tenant == NULL)
+        return base;
+    char *t = http_escape(tenant);
+    size_t cap = strlen(base) + (t ? strlen(t) : 0) + 16;
+    char *path = t ? malloc(cap) : NULL;
+    if (path)
+        snprintf(path, cap, "%s?tenant=%s", base, t);
+    free(t);
+    free(base);
+    return path;
+}
+
+int
+cmd_publish(struct wmctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "tenant", required_argument, NULL, OPT_TENANT },
+        { "type", required_argument, NULL, OPT_TYPE },
+        { "id", required_argument, NULL, OPT_ID },
+        { "data", required_argument, NULL, OPT_DATA },
+        { "data-file", required_argument, NULL, OPT_DATA_FILE },
+        { "ext", required_argument, NULL, OPT_EXT },
+        { "file", required_argument, NULL, OPT_FILE },
+        { "json", no_argument, NULL, WMCTL_OPT_JSON },
+        { "help", no_argument, NULL, WMCTL_OPT_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    struct event_opts eo;
+    json_t *event = NULL, *answer = NULL, *id;
+    char *path = NULL, *text = NULL;
+    const char *content_type = "application/cloudevents+json";
+    size_t len = 0, i;
+    int rc = event_opts_parse(ctl, argc, argv, opts, &eo);
+
+    if (rc != 0 || eo.help)
+        goto out;
+    if (argc - optind != 1) {
+        rc = wmctl_usage_error(ctl, "expected one TOPIC");
+        goto out;
+    }
+    if (eo.file && eo.any_event_option) {
+        rc = wmctl_usage_error(ctl, "--file takes the events whole: no "
+                                    "--type, --id, --data or --ext");
+        goto out;
+    }
+    if (eo.file) {
+        /* Sent as written; parsed only to choose the mode. */
+        if (wmctl_file_read(eo.file, &text, &len) != 0) {
+            rc = wmctl_usage_error(ctl, "--file %s: %s", eo.file,
+                                   strerror(errno));
+            goto out;
+        }
+        if ((rc = wmctl_json_parse(ctl, eo.file, text, &event)) != 0) {
+            rc = WMCTL_EXIT_USAGE;
+            goto out;
+        }
+        if (json_is_array(event)) {
+            content_type = "application/cloudevents-batch+json";
+        } else if (!json_is_object(event)) {
+            rc = wmctl_usage_error(ctl,
+                                   "--file %s: expected a JSON object "
+                                   "or array",
+                                   eo.file);
+            goto out;
+        }
+    } else {
+        if ((rc = event_build(ctl, &eo, "wmctl.publish", &event)) != 0)
+            goto out;
+        text = json_dumps(event, JSON_COMPACT);
+        len = text ? strlen(text) : 0;
+    }
+    path = topic_path(argv[optind], eo.tenant);
+    if (path == NULL || text == NULL) {
+        fprintf(stderr, "wmctl: out of memory\n");
+        rc = WMCTL_EXIT_FAILED;
+        goto out;
+    }
+    rc = wmctl_call_raw(ctl, "POST", path, content_type, text, len, NULL,
+                        &answer);
+    if (rc == WMCTL_EXIT_OK && ctl->json) {
+        wmctl_json_print(answer);
+    } else if (rc == WMCTL_EXIT_OK) {
+        json_array_foreach(json_object_get(answer, "ids"), i, id)
+            printf("%s\n", json_string_value(id));
+    }
+out:
+    free(text);
+    free(path);
+    json_decref(answer);
+    json_decref(event);
+    json_decref(eo.ext);
+    return rc;
+}
+
+/* ---- subscribe --------------------------------------------------------- */
+
+/* Set by SIGINT and SIGTERM: the stream ends and wmctl exits 0. */
+static volatile sig_atomic_t stopping;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+/* A Server-Sent Events parser: lines are gathered across chunks; `data:`
+ * lines make the event, a blank line ends it, comments (":") and the
+ * other fields are skipped. */
+struct sse {
+    char *line;
+    size_t len, cap;
+    char *data;
+    size_t dlen, dcap;
+    unsigned long seen, max; /* events printed; 0: no limit */
+    int failed;
+};
+
+static int
+grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need)
+        n *= 2;
+    char *p = realloc(*buf, n);
+    if (p == NULL)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* Prints one event's data as one JSON line. */
+static void
+sse_emit(struct sse *s)
+{
+    json_t *j = json_loadb(s->data, s->dlen, JSON_DECODE_ANY, NULL);
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+
+    if (text)
+        printf("%s\n", text);
+    else
+        printf("%.*s\n", (int)s->dlen, s->data);
+    fflush(stdout);
+    free(text);
+    json_decref(j);
+    s->dlen = 0;
+    s->seen++;
+}
+
+/* One complete line (without its newline).  Returns -1 once enough events
+ * are printed. */
+static int
+sse_line(struct sse *s, char *line, size_t len)
+{
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    if (len == 0) {
+        if (s->dlen == 0)
+            return 0;
+        sse_emit(s);
+        return s->max && s->seen >= s->max ? -1 : 0;
+    }
+    if (len < 5 || strncmp(line, "data:", 5) != 0)
+        return 0;
+    line += 5;
+    len -= 5;
+    if (len > 0 && *line == ' ') {
+        line++;
+        len--;
+    }
+    /* Several data lines join with a newline. */
+    if (grow(&s->data, &s->dcap, s->dlen + len + 2) != 0) {
+        s->failed = 1;
+        return -1;
+    }
+    if (s->dlen)
+        s->data[s->dlen++] = '\n';
+    memcpy(s->data + s->dlen, line, len);
+    s->dlen += len;
+    return 0;
+}
+
+static int
+on_chunk(const char *data, size_t len, void *arg)
+{
+    struct sse *s = arg;
+
+    for (size_t i = 0; i < len; i++) {
+        if (data[i] != '\n') {
+            if (grow(&s->line, &s->cap, s->len + 1) != 0) {
+                s->failed = 1;
+                return -1;
+            }
+            s->line[s->len++] = data[i];
+            continue;
+        }
+        size_t n = s->len;
+        s->len = 0;
+        if (sse_line(s, s->line, n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "tenant", required_argument, NULL, OPT_TENANT },
+        { "count", required_argument, NULL, OPT_COUNT },
+        { "json", no_argument, NULL, WMCTL_OPT_JSON },
+        { "help", no_argument, NULL, WMCTL_OPT_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    struct sigaction sa = { .sa_handler = on_signal };
+    struct event_opts eo;
+    struct sse s = { 0 };
+    struct http_reply r;
+    char err[CURL_ERROR_SIZE + 64];
+    char *path = NULL;
+    int rc = event_opts_parse(ctl, argc, argv, opts, &eo);
+
+    if (rc != 0 || eo.help)
+        goto out;
+    if (argc - optind != 1) {
+        rc = wmctl_usage_error(ctl, "expected one TOPIC");
+        goto out;
+    }
+    if (eo.count) {
+        char *end;
+        errno = 0;
+        s.max = strtoul(eo.count, &end, 10);
+        if (errno || end == eo.count || *end || s.max == 0 ||
+            *eo.count == '-') {
+            rc = wmctl_usage_error(ctl,
+                                   "--count %s: expected a positive "
+                                   "integer",
+                                   eo.count);
+            goto out;
+        }
+    }
+    if ((path = topic_path(argv[optind], eo.tenant)) == NULL) {
+        rc = WMCTL_EXIT_FAILED;
+        goto out;
+    }
+    /* No SA_RESTART: a signal wakes curl's wait, which then sees
+     * `stopping` in its progress callback. */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (http_client_stream(ctl->http, path, on_chunk, &s, &stopping, &r, err,
+                           sizeof err) != 0) {
+        rc = wmctl_unreachable(ctl, err);
+        goto out;
+    }
+    if (r.status != 200) {
+        wmctl_error_print(r.status, r.body);
+        rc = WMCTL_EXIT_FAILED;
+    } else if (s.failed) {
+        fprintf(stderr, "wmctl: out of memory\n");
+        rc = WMCTL_EXIT_FAILED;
+    }
+    http_reply_free(&r);
+out:
+    free(path);
+    free(s.line);
+    free(s.data);
+    json_decref(eo.ext);
+    return rc;
+}

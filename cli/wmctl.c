@@ -1,0 +1,710 @@
+/*
+ * wmctl.c — the command-line client of workmanagerd: global options, the
+ * command table, the calls to the daemon and the readable output shared by
+ * the commands (cmd_workers.c, cmd_topics.c), and the small commands
+ * (engines, health, recover).
+ *
+ * wmctl speaks only the public admin API (DESIGN §8) over the control
+ * socket or TCP, through http.c.  Its exit codes are fixed (wmctl.h):
+ * scripts tell "the daemon said no" (1) from "wrong use" (2) and "no
+ * daemon" (3).
+ */
+#include "config.h"
+
+#include "cli/wmctl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <curl/curl.h>
+
+#include "cli/table.h"
+
+#define DEFAULT_SOCKET "/run/workmanager/control.sock"
+/* The daemon reads at most this much of its token file (api.c). */
+#define TOKEN_MAX 512
+
+static int cmd_engines(struct wmctl *ctl, int argc, char **argv);
+static int cmd_health(struct wmctl *ctl, int argc, char **argv);
+static int cmd_recover(struct wmctl *ctl, int argc, char **argv);
+static int cmd_help(struct wmctl *ctl, int argc, char **argv);
+
+static const struct wmctl_command commands[] = {
+    {
+        .name = "create",
+        .synopsis = "(FILE | --url URL --sha256 HEX) --topic T [--mime-type T] "
+                    "[--name N] [--group G] [--tenant T] [--config k=v]... "
+                    "[--tag k=v]... [--timeout-ms N] [--memory-mb N] "
+                    "[--concurrency N] [--isolation process|in-process] "
+                    "[--idle-timeout-s N] [--no-start]",
+        .run = cmd_create,
+    },
+    { .name = "list", .synopsis = "", .run = cmd_list },
+    { .name = "show", .synopsis = "WORKER", .run = cmd_show },
+    { .name = "start", .synopsis = "WORKER", .run = cmd_status },
+    { .name = "stop", .synopsis = "WORKER", .run = cmd_status },
+    { .name = "suspend", .synopsis = "WORKER", .run = cmd_status },
+    { .name = "resume", .synopsis = "WORKER", .run = cmd_status },
+    { .name = "delete", .synopsis = "WORKER", .run = cmd_delete },
+    {
+        .name = "reload",
+        .synopsis = "WORKER FILE | WORKER --url URL --sha256 HEX",
+        .run = cmd_reload,
+    },
+    { .name = "history", .synopsis = "WORKER", .run = cmd_history },
+    { .name = "rollback", .synopsis = "WORKER VERSION", .run = cmd_rollback },
+    { .name = "tags", .synopsis = "WORKER [k=v ...]", .run = cmd_tags },
+    {
+        .name = "invoke",
+        .synopsis = "WORKER [--type T] [--data JSON | --data-file F] "
+                    "[--ext k=v]...",
+        .run = cmd_invoke,
+    },
+    {
+        .name = "publish",
+        .synopsis = "TOPIC [--tenant T] [--type T] [--id ID] [--data JSON | "
+                    "--data-file F] [--ext k=v]... | TOPIC [--tenant T] "
+                    "--file EVENTS.json",
+        .run = cmd_publish,
+    },
+    {
+        .name = "subscribe",
+        .synopsis = "TOPIC [--tenant T] [--count N]",
+        .run = cmd_subscribe,
+    },
+    { .name = "engines", .synopsis = "", .run = cmd_engines },
+    { .name = "health", .synopsis = "", .run = cmd_health },
+    { .name = "recover", .synopsis = "", .run = cmd_recover },
+    { .name = "help", .synopsis = "", .run = cmd_help },
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wmctl [--socket PATH | --url URL [--token-file FILE]] "
+            "[--json] COMMAND [ARGS]\n"
+            "\n"
+            "Options:\n"
+            "  --socket PATH      the control socket (default: $WM_SOCKET, "
+            "else " DEFAULT_SOCKET ")\n"
+            "  --url URL          the daemon over TCP, as http://host:port\n"
+            "  --token-file FILE  the bearer token for --url (default: "
+            "$WM_TOKEN_FILE)\n"
+            "  --json             print the daemon's JSON answers as they "
+            "are\n"
+            "  --help, --version\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %s%s%s\n", commands[i].name,
+                *commands[i].synopsis ? " " : "", commands[i].synopsis);
+    fprintf(out, "\n"
+                 "WORKER is a worker's name or id.  create takes the MIME type "
+                 "from FILE's\n"
+                 "extension unless --mime-type is given: .py "
+                 "text/x-python,\n"
+                 ".cs text/x-csharp, .nupkg and .dll application/x-dotnet-dll, "
+                 ".zip\n"
+                 "application/x-native-dll.  invoke and publish send a "
+                 "CloudEvent with\n"
+                 "source \"wmctl\", a random id and the type wmctl.invoke or "
+                 "wmctl.publish\n"
+                 "unless --type is given.\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 the daemon answered an error, 2 usage "
+                 "error,\n"
+                 "3 the daemon cannot be reached.\n");
+}
+
+static const struct wmctl_command *
+command_find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* ---- shared by the commands ------------------------------------------ */
+
+int
+wmctl_usage_command(struct wmctl *ctl)
+{
+    const struct wmctl_command *c = command_find(ctl->command);
+    printf("usage: wmctl %s%s%s\n", ctl->command, *c->synopsis ? " " : "",
+           c->synopsis);
+    return WMCTL_EXIT_OK;
+}
+
+int
+wmctl_usage_error(struct wmctl *ctl, const char *fmt, ...)
+{
+    const struct wmctl_command *c =
+        ctl->command ? command_find(ctl->command) : NULL;
+    va_list ap;
+
+    fputs("wmctl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (c)
+        fprintf(stderr, "usage: wmctl %s%s%s\n", c->name,
+                *c->synopsis ? " " : "", c->synopsis);
+    else
+        fputs("Try 'wmctl --help'.\n", stderr);
+    return WMCTL_EXIT_USAGE;
+}
+
+int
+wmctl_getopt(struct wmctl *ctl, int argc, char **argv,
+             const struct option *opts)
+{
+    char *name = argv[0];
+    int c;
+
+    /* getopt's own messages name argv[0]: say "wmctl". */
+    argv[0] = (char *)(uintptr_t) "wmctl";
+    for (;;) {
+        c = getopt_long(argc, argv, "h", opts, NULL);
+        if (c != WMCTL_OPT_JSON)
+            break;
+        ctl->json = true;
+    }
+    argv[0] = name;
+    return c;
+}
+
+void
+wmctl_error_print(long status, const char *body)
+{
+    json_t *j = body ? json_loads(body, 0, NULL) : NULL;
+    json_t *e = json_object_get(j, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *message = json_string_value(json_object_get(e, "message"));
+
+    if (code)
+        fprintf(stderr, "wmctl: %s: %s\n", code, message ? message : "");
+    else
+        fprintf(stderr, "wmctl: http_%ld: %.*s\n", status,
+                body ? (int)strcspn(body, "\r\n") : 0, body ? body : "");
+    json_decref(j);
+}
+
+int
+wmctl_unreachable(struct wmctl *ctl, const char *reason)
+{
+    fprintf(stderr, "wmctl: cannot reach %s: %s\n",
+            http_client_target(ctl->http), reason);
+    return WMCTL_EXIT_UNREACHABLE;
+}
+
+int
+wmctl_call_raw(struct wmctl *ctl, const char *method, const char *path,
+               const char *content_type, const char *body, size_t len,
+               long *status, json_t **answer)
+{
+    struct http_reply r;
+    char err[CURL_ERROR_SIZE + 64];
+    int rc = WMCTL_EXIT_OK;
+
+    if (answer)
+        *answer = NULL;
+    if (http_client_request(ctl->http, method, path, body ? content_type : NULL,
+                            body, len, &r, err, sizeof err) != 0)
+        return wmctl_unreachable(ctl, err);
+    if (status)
+        *status = r.status;
+    if (r.status < 200 || r.status > 299) {
+        wmctl_error_print(r.status, r.body);
+        rc = WMCTL_EXIT_FAILED;
+    } else if (answer && r.len > 0) {
+        json_error_t je;
+        *answer = json_loadb(r.body, r.len, 0, &je);
+        if (*answer == NULL) {
+            fprintf(stderr, "wmctl: the daemon's answer is not JSON: %s\n",
+                    je.text);
+            rc = WMCTL_EXIT_FAILED;
+        }
+    }
+    http_reply_free(&r);
+    return rc;
+}
+
+int
+wmctl_call(struct wmctl *ctl, const char *method, const char *path,
+           const char *content_type, json_t *body, json_t **answer)
+{
+    char *text = NULL;
+    int rc;
+
+    if (body) {
+        text = json_dumps(body, JSON_COMPACT);
+        if (text == NULL) {
+            fprintf(stderr, "wmctl: out of memory\n");
+            return WMCTL_EXIT_FAILED;
+        }
+    }
+    rc = wmctl_call_raw(ctl, method, path,
+                        content_type ? content_type : "application/json", text,
+                        text ? strlen(text) : 0, NULL, answer);
+    free(text);
+    return rc;
+}
+
+char *
+wmctl_path(const char *prefix, const char *seg, const char *suffix)
+{
+    char *e = http_escape(seg);
+    size_t cap;
+    char *out;
+
+    if (e == NULL)
+        return NULL;
+    cap = strlen(prefix) + strlen(e) + strlen(suffix) + 1;
+    out = malloc(cap);
+    if (out)
+        snprintf(out, cap, "%s%s%s", prefix, e, suffix);
+    free(e);
+    return out;
+}
+
+void
+wmctl_json_print(const json_t *j)
+{
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+}
+
+/* Nested objects and arrays are bracketed in a readable value. */
+static const char *
+open_of(const json_t *v)
+{
+    return json_is_object(v) ? "{" : json_is_array(v) ? "[" : "";
+}
+
+static const char *
+close_of(const json_t *v)
+{
+    return json_is_object(v) ? "}" : json_is_array(v) ? "]" : "";
+}
+
+char *
+wmctl_value_text(const json_t *v)
+{
+    const char *key;
+    json_t *m;
+    size_t i;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return strdup(json_string_value(v));
+    case JSON_NULL:
+        return strdup("-");
+    case JSON_OBJECT:
+    case JSON_ARRAY:
+        f = open_memstream(&out, &len);
+        if (f == NULL)
+            return NULL;
+        if (json_is_object(v)) {
+            bool first = true;
+            json_object_foreach((json_t *)(uintptr_t)v, key, m)
+            {
+                char *t = wmctl_value_text(m);
+                fprintf(f, "%s%s=%s%s%s", first ? "" : ", ", key, open_of(m),
+                        t ? t : "?", close_of(m));
+                first = false;
+                free(t);
+            }
+        } else {
+            json_array_foreach(v, i, m)
+            {
+                char *t = wmctl_value_text(m);
+                fprintf(f, "%s%s%s%s", i ? ", " : "", open_of(m), t ? t : "?",
+                        close_of(m));
+                free(t);
+            }
+        }
+        fclose(f);
+        return out;
+    default:
+        return json_dumps(v, JSON_ENCODE_ANY);
+    }
+}
+
+void
+wmctl_object_print(const json_t *obj, const char *const *keys)
+{
+    const char *key;
+    json_t *v;
+
+    if (keys) {
+        for (; *keys; keys++) {
+            v = json_object_get(obj, *keys);
+            if (v == NULL)
+                continue;
+            char *t = wmctl_value_text(v);
+            printf("%s: %s\n", *keys, t ? t : "?");
+            free(t);
+        }
+        return;
+    }
+    json_object_foreach((json_t *)(uintptr_t)obj, key, v)
+    {
+        char *t = wmctl_value_text(v);
+        printf("%s: %s\n", key, t ? t : "?");
+        free(t);
+    }
+}
+
+int
+wmctl_pair_set(json_t *obj, const char *text)
+{
+    const char *eq = strchr(text, '=');
+    if (eq == NULL || eq == text)
+        return -1;
+    char *key = strndup(text, (size_t)(eq - text));
+    int rc = key ? json_object_set_new(obj, key, json_string(eq + 1)) : -1;
+    free(key);
+    return rc;
+}
+
+int
+wmctl_file_read(const char *path, char **data, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rbe");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int saved;
+
+    if (f == NULL)
+        return -1;
+    for (;;) {
+        if (cap - n < 4096) {
+            cap = cap ? cap * 2 : 65536;
+            char *p = realloc(buf, cap + 1);
+            if (p == NULL) {
+                saved = ENOMEM;
+                goto fail;
+            }
+            buf = p;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        saved = EIO;
+        goto fail;
+    }
+    if (f != stdin)
+        fclose(f);
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+fail:
+    if (f != stdin)
+        fclose(f);
+    free(buf);
+    errno = saved;
+    return -1;
+}
+
+void
+wmctl_uuid_new(char out[37])
+{
+    unsigned char b[16];
+    size_t got = 0;
+
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (errno != EINTR)
+            break;
+    }
+    /* Should getrandom fail, a less random id is still a valid one. */
+    for (size_t i = got; i < sizeof b; i++)
+        b[i] = (unsigned char)(rand() & 0xff);
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+int
+wmctl_json_parse(struct wmctl *ctl, const char *opt, const char *text,
+                 json_t **out)
+{
+    json_error_t je;
+    *out = json_loads(text, JSON_DECODE_ANY, &je);
+    if (*out == NULL) {
+        wmctl_usage_error(ctl, "%s: not JSON: %s", opt, je.text);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the small commands ---------------------------------------------- */
+
+static const struct option no_options[] = {
+    { "json", no_argument, NULL, WMCTL_OPT_JSON },
+    { "help", no_argument, NULL, WMCTL_OPT_HELP },
+    { NULL, 0, NULL, 0 },
+};
+
+/* For commands without options or arguments: 0 to go on, else the exit
+ * code. */
+static int
+no_arguments(struct wmctl *ctl, int argc, char **argv, bool *done)
+{
+    int c;
+    *done = true;
+    while ((c = wmctl_getopt(ctl, argc, argv, no_options)) != -1) {
+        if (c == WMCTL_OPT_HELP)
+            return wmctl_usage_command(ctl);
+        return wmctl_usage_error(ctl, "bad option");
+    }
+    if (optind != argc)
+        return wmctl_usage_error(ctl, "unexpected argument %s", argv[optind]);
+    *done = false;
+    return 0;
+}
+
+static int
+cmd_engines(struct wmctl *ctl, int argc, char **argv)
+{
+    static const char *const header[] = { "NAME", "MIME_TYPES", "AVAILABLE",
+                                          "REASON" };
+    json_t *answer, *e;
+    bool done;
+    size_t i;
+    int rc = no_arguments(ctl, argc, argv, &done);
+
+    if (done)
+        return rc;
+    rc = wmctl_call(ctl, "GET", "/v1/engines", NULL, NULL, &answer);
+    if (rc != WMCTL_EXIT_OK)
+        return rc;
+    if (ctl->json) {
+        wmctl_json_print(answer);
+    } else {
+        struct table *t = table_new(4, header);
+        json_array_foreach(json_object_get(answer, "engines"), i, e)
+        {
+            char *mimes = wmctl_value_text(json_object_get(e, "mime_types"));
+            const char *cells[] = {
+                json_string_value(json_object_get(e, "name")),
+                mimes,
+                json_is_true(json_object_get(e, "available")) ? "yes" : "no",
+                json_string_value(json_object_get(e, "reason")),
+            };
+            if (t)
+                table_row_add(t, cells);
+            free(mimes);
+        }
+        if (t)
+            table_print(t, stdout);
+        table_free(t);
+    }
+    json_decref(answer);
+    return rc;
+}
+
+/* /health answers 503 with its usual body while not healthy: that body is
+ * printed as well, and the exit code says which. */
+static int
+cmd_health(struct wmctl *ctl, int argc, char **argv)
+{
+    struct http_reply r;
+    char err[CURL_ERROR_SIZE + 64];
+    bool done;
+    int rc = no_arguments(ctl, argc, argv, &done);
+
+    if (done)
+        return rc;
+    if (http_client_request(ctl->http, "GET", "/health", NULL, NULL, 0, &r, err,
+                            sizeof err) != 0)
+        return wmctl_unreachable(ctl, err);
+    json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    if (json_object_get(j, "error") || !json_is_object(j)) {
+        wmctl_error_print(r.status, r.body);
+    } else if (ctl->json) {
+        wmctl_json_print(j);
+    } else {
+        wmctl_object_print(j, NULL);
+    }
+    rc = r.status == 200 ? WMCTL_EXIT_OK : WMCTL_EXIT_FAILED;
+    json_decref(j);
+    http_reply_free(&r);
+    return rc;
+}
+
+static int
+cmd_recover(struct wmctl *ctl, int argc, char **argv)
+{
+    json_t *answer;
+    bool done;
+    int rc = no_arguments(ctl, argc, argv, &done);
+
+    if (done)
+        return rc;
+    rc = wmctl_call(ctl, "POST", "/v1/recover", NULL, NULL, &answer);
+    if (rc == WMCTL_EXIT_OK) {
+        if (ctl->json)
+            wmctl_json_print(answer);
+        else
+            wmctl_object_print(answer, NULL);
+    }
+    json_decref(answer);
+    return rc;
+}
+
+static int
+cmd_help(struct wmctl *ctl, int argc, char **argv)
+{
+    (void)ctl;
+    (void)argc;
+    (void)argv;
+    usage(stdout);
+    return WMCTL_EXIT_OK;
+}
+
+/* ---- main ------------------------------------------------------------ */
+
+/* Reads the bearer token: the file's text without its trailing newline,
+ * as the daemon reads its own copy. */
+static int
+token_read(const char *file, char *token, size_t len)
+{
+    FILE *f = fopen(file, "re");
+    if (f == NULL) {
+        fprintf(stderr, "wmctl: token file %s: %s\n", file, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(token, 1, len - 1, f);
+    fclose(f);
+    while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' ||
+                 token[n - 1] == ' '))
+        n--;
+    token[n] = '\0';
+    return 0;
+}
+
+enum {
+    OPT_SOCKET = 0x200,
+    OPT_URL,
+    OPT_TOKEN_FILE,
+    OPT_VERSION,
+};
+
+int
+main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        { "socket", required_argument, NULL, OPT_SOCKET },
+        { "url", required_argument, NULL, OPT_URL },
+        { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+        { "json", no_argument, NULL, WMCTL_OPT_JSON },
+        { "help", no_argument, NULL, WMCTL_OPT_HELP },
+        { "version", no_argument, NULL, OPT_VERSION },
+        { NULL, 0, NULL, 0 },
+    };
+    struct wmctl ctl = { 0 };
+    const char *socket_path = NULL, *url = NULL, *token_file = NULL;
+    char token[TOKEN_MAX];
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_SOCKET:
+            socket_path = optarg;
+            break;
+        case OPT_URL:
+            url = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            token_file = optarg;
+            break;
+        case WMCTL_OPT_JSON:
+            ctl.json = true;
+            break;
+        case WMCTL_OPT_HELP:
+            usage(stdout);
+            return WMCTL_EXIT_OK;
+        case OPT_VERSION:
+            printf("wmctl %s\n", PACKAGE_VERSION);
+            return WMCTL_EXIT_OK;
+        default:
+            usage(stderr);
+            return WMCTL_EXIT_USAGE;
+        }
+    }
+    if (optind == argc) {
+        usage(stderr);
+        return WMCTL_EXIT_USAGE;
+    }
+    const struct wmctl_command *cmd = command_find(argv[optind]);
+    if (cmd == NULL)
+        return wmctl_usage_error(&ctl, "unknown command %s", argv[optind]);
+    if (socket_path && url)
+        return wmctl_usage_error(&ctl, "--socket and --url exclude each "
+                                       "other");
+    if (token_file && !url)
+        return wmctl_usage_error(&ctl, "--token-file goes with --url");
+    if (url && strncmp(url, "http://", 7) != 0)
+        return wmctl_usage_error(&ctl, "--url %s: expected http://host:port",
+                                 url);
+    if (socket_path == NULL && url == NULL)
+        socket_path = getenv("WM_SOCKET");
+    if (socket_path == NULL || *socket_path == '\0')
+        socket_path = DEFAULT_SOCKET;
+    if (url && token_file == NULL)
+        token_file = getenv("WM_TOKEN_FILE");
+    if (url && token_file && *token_file &&
+        token_read(token_file, token, sizeof token) != 0)
+        return WMCTL_EXIT_USAGE;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "wmctl: cannot initialise libcurl\n");
+        return WMCTL_EXIT_FAILED;
+    }
+    ctl.http = http_client_new(socket_path, url,
+                               url && token_file && *token_file ? token : NULL);
+    if (ctl.http == NULL) {
+        fprintf(stderr, "wmctl: out of memory\n");
+        curl_global_cleanup();
+        return WMCTL_EXIT_FAILED;
+    }
+    ctl.command = cmd->name;
+    /* The command parses its own argv, argv[0] being its name. */
+    argc -= optind;
+    argv += optind;
+    optind = 0;
+    rc = cmd->run(&ctl, argc, argv);
+    http_client_free(ctl.http);
+    curl_global_cleanup();
+    if (fflush(stdout) != 0 && rc == WMCTL_EXIT_OK) {
+        fprintf(stderr, "wmctl: writing the output: %s\n", strerror(errno));
+        rc = WMCTL_EXIT_FAILED;
+    }
+    return rc;
+}
