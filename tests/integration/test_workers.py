@@ -433,3 +433,22 @@ def test_one_change_at_a_time(wmd):
     assert wmd.put(f"/v1/workers/{wid}/tags",
                    {"tags": {"a": "b"}}).status == 200
     assert wmd.invoke(wid).status == 200
+
+
+def test_reload_serves_later_events_with_the_new_code(wmd):
+    """Hot reload: events after the reload run the new version's code in
+    the same host (the test host's log_events directive makes the new code
+    observable)."""
+    w = wmd.create(code="echo")
+    assert wmd.invoke(w["id"], "echo", id="before").status == 200
+    pid = wmd.get(f"/v1/workers/{w['id']}").json["pid"]
+    r = wmd.put(f"/v1/workers/{w['id']}/code",
+                {"code": {"content": b64("echo\nlog_events")}})
+    assert r.status == 200 and r.json["version"] == 2, r
+    ev = {"specversion": "1.0", "id": "after", "source": "test",
+          "type": "echo"}
+    assert wmd.post(f"/v1/workers/{w['id']}/invoke", ev).status == 200
+    log = wmd.log()
+    assert "event after delivery 1" in log
+    assert "event before delivery" not in log
+    assert wmd.get(f"/v1/workers/{w['id']}").json["pid"] == pid
