@@ -541,11 +541,15 @@ bind_unix(struct api *api, char *err, size_t errlen)
         return -1;
     }
     if (c->control_socket_group && *c->control_socket_group) {
-        struct group *g = getgrnam(c->control_socket_group);
-        if (g == NULL || chown(path, (uid_t)-1, g->gr_gid) != 0) {
-            snprintf(err, errlen, "control_socket_group %s: %s",
-                     c->control_socket_group,
-                     g ? strerror(errno) : "no such group");
+        /* A name, else a numeric gid. */
+        const char *name = c->control_socket_group;
+        struct group *g = getgrnam(name);
+        char *end;
+        unsigned long gid = g ? g->gr_gid : strtoul(name, &end, 10);
+        bool known = g || (*end == '\0' && gid < (unsigned long)(gid_t)-1);
+        if (!known || chown(path, (uid_t)-1, (gid_t)gid) != 0) {
+            snprintf(err, errlen, "control_socket_group %s: %s", name,
+                     known ? strerror(errno) : "no such group");
             close(fd);
             return -1;
         }

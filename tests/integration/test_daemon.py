@@ -144,3 +144,29 @@ def test_second_daemon_on_the_same_socket_refuses(wm_builddir, tmp_path):
         assert d.get("/health").status == 200
     finally:
         assert d.stop() == 0
+
+
+def test_control_socket_mode_and_group(wm_builddir, tmp_path):
+    """The control socket's permissions and group come from the
+    configuration; the group by name or by numeric gid; an unknown group
+    stops start-up naming it."""
+    import grp
+    gid = os.getgid() if os.getgid() != 0 else 0
+    name = grp.getgrgid(gid).gr_name
+    for group, want in ((name, gid), ("12345", 12345)):
+        d = Daemon(wm_builddir, tmp_path / f"g{want}", options={
+            "control_socket_mode": "0600", "control_socket_group": group})
+        d.start()
+        try:
+            st = os.stat(d.socket)
+            assert st.st_mode & 0o777 == 0o600
+            assert st.st_gid == want
+        finally:
+            assert d.stop() == 0
+    d = Daemon(wm_builddir, tmp_path / "bad", options={
+        "control_socket_group": "nosuchgroup-wm"})
+    try:
+        d.start()
+        raise AssertionError("started with an unknown group")
+    except AssertionError as e:
+        assert "control_socket_group nosuchgroup-wm: no such group" in str(e)
