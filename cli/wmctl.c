@@ -1,7 +1,7 @@
 /*
  * wmctl.c — the command-line client of workmanagerd: global options, the
  * command table, the calls to the daemon and the readable output shared by
- * the commands (cmd_workers.c, cmd_topics.c), and the small commands
+ * the commands (cmd_workers.c, cmd_events.c), and the small commands
  * (engines, health, recover).
  *
  * wmctl speaks only the public admin API (DESIGN §8) over the control
