@@ -176,3 +176,45 @@ def test_concurrency_threads(wmd, lib):
         t.join()
     assert results == [200] * 4
     assert time.monotonic() - t0 < 1.5, "the four calls did not overlap"
+
+
+def test_reload_cycles_leave_the_host_bounded(wmd, lib):
+    """200 reloads: the old library is closed each time — the host's
+    descriptors, mappings and threads do not grow."""
+    import os
+    w = create(wmd, make_package(lib), limits={"concurrency": 2})
+
+    def footprint(pid):
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        maps = sum(1 for _ in open(f"/proc/{pid}/maps"))
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        return fds, maps, threads
+
+    pkgs = [make_package(lib, library=f"echo{i}") for i in range(2)]
+    assert wmd.invoke(w["id"], "echo").status == 200
+    pid = wmd.get(f"/v1/workers/{w['id']}").json["pid"]
+    before = footprint(pid)
+    for i in range(200):
+        r = wmd.put(f"/v1/workers/{w['id']}/code",
+                    {"code": {"content": b64(pkgs[i % 2])}})
+        assert r.status == 200, r
+    assert wmd.invoke(w["id"], "echo").status == 200
+    assert wmd.get(f"/v1/workers/{w['id']}").json["pid"] == pid
+    after = footprint(pid)
+    assert after[0] <= before[0] + 1, (before, after)
+    assert after[1] <= before[1] + 8, (before, after)
+    assert after[2] == before[2], (before, after)
+
+
+def test_crash_on_a_published_event_is_dead_lettered(wmd, lib):
+    """A native crash on a published event: redelivered, then
+    dead-lettered with reason crash after 4 deliveries."""
+    from wm import Stream, event, publish
+    create(wmd, make_package(lib), topic="nt")
+    dead = Stream(wmd, "nt-dead")
+    assert publish(wmd, "nt", event("crash", id_="boom")).status == 202
+    got = dead.wait(1, timeout=30)[0]
+    assert got["id"] == "boom"
+    assert got["deadletterreason"] == "crash"
+    assert got["deliverycount"] == "4"
+    dead.close()
