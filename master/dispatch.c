@@ -239,10 +239,18 @@ mode_of(const struct worker *w)
                                            : BROKER_SUB_CLOSED;
 }
 
+/* Deliveries out at once for a worker: more than its concurrency, so that
+ * the next events already wait in its host's queue (or the supervisor's)
+ * when one completes, rather than one broker round trip later. */
+#define PIPELINE_FACTOR 16u
+#define PIPELINE_MAX 1024u
+
 static unsigned
 inflight_of(const struct worker *w)
 {
-    return w->limits.concurrency ? w->limits.concurrency : 1;
+    unsigned c = w->limits.concurrency ? w->limits.concurrency : 1;
+    return c >= PIPELINE_MAX / PIPELINE_FACTOR ? PIPELINE_MAX
+                                               : c * PIPELINE_FACTOR;
 }
 
 static void

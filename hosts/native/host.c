@@ -93,6 +93,7 @@ static struct call *calls;                    /* for the loop, LIFO */
 static pthread_t threads[MAX_THREADS];
 static unsigned nthreads;
 static unsigned inflight; /* jobs handed to the pool, not answered */
+static unsigned idle;     /* pool threads waiting for work (under mu) */
 static bool shutting_down;
 
 /* The library in use. */
@@ -232,8 +233,10 @@ worker_main(void *arg)
     (void)arg;
     for (;;) {
         pthread_mutex_lock(&mu);
+        idle++;
         while (todo == NULL)
             pthread_cond_wait(&work_cv, &mu);
+        idle--;
         struct job *j = todo;
         todo = j->next;
         if (todo == NULL)
@@ -247,10 +250,13 @@ worker_main(void *arg)
         j->rc = p(&host_api, j->in, j->in_len, &j->out, &j->out_len);
 
         pthread_mutex_lock(&mu);
+        /* One wake-up per batch: the loop takes every result at once. */
+        bool first = done_jobs == NULL;
         j->next = done_jobs;
         done_jobs = j;
         pthread_mutex_unlock(&mu);
-        wake_loop();
+        if (first)
+            wake_loop();
     }
     return NULL;
 }
@@ -602,7 +608,8 @@ on_process(const struct ipc_frame *f)
     pthread_mutex_lock(&mu);
     *todo_tail = j;
     todo_tail = &j->next;
-    pthread_cond_signal(&work_cv);
+    if (idle > 0) /* a busy pool takes the job when it looks again */
+        pthread_cond_signal(&work_cv);
     pthread_mutex_unlock(&mu);
 }
 
