@@ -16,11 +16,14 @@
 #ifndef WM_TESTS_CHECK_H
 #define WM_TESTS_CHECK_H
 
+#include <dirent.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static unsigned check_failures;
 static unsigned check_count;
@@ -154,6 +157,41 @@ check_srcdir(void)
 #else
     return getenv("srcdir");
 #endif
+}
+
+/* The descriptors this process has open (the leak checks of tests that
+ * open and close files, sockets and processes), or -1. */
+static inline int
+check_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+static inline int
+check_rm_entry(const char *path, const struct stat *sb, int flag,
+               struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes the tree at path (a test's temporary directory). */
+static inline void
+check_rmtree(const char *path)
+{
+    (void)nftw(path, check_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 #endif /* WM_TESTS_CHECK_H */

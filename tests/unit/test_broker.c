@@ -397,15 +397,6 @@ test_wildcard_live(void)
     broker_close(b);
 }
 
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int
 main(void)
 {
@@ -429,7 +420,7 @@ main(void)
     event_base_free(base);
     rc = check_result();
     if (rc == 0)
-        (void)nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        check_rmtree(root);
     else
         fprintf(stderr, "kept %s for inspection\n", root);
     return rc;

@@ -1047,29 +1047,6 @@ test_free_then_close(void)
     store_close(&fs->st);
 }
 
-static int
-count_fds(void)
-{
-    char path[64];
-    int n = 0;
-
-    for (int fd = 0; fd < 1024; fd++) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        if (access(path, F_OK) == 0)
-            n++;
-    }
-    return n;
-}
-
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int
 main(void)
 {
@@ -1085,7 +1062,7 @@ main(void)
         fprintf(stderr, "event_base_new failed\n");
         return 99;
     }
-    fds = count_fds();
+    fds = check_count_fds();
     RUN(test_decide);
     RUN(test_record);
     RUN(test_tokens_grow);
@@ -1099,11 +1076,11 @@ main(void)
     RUN(test_free_pending);
     RUN(test_free_then_close);
     check_test = "main";
-    CHECK_EQ(count_fds(), fds); /* every store closed its files */
+    CHECK_EQ(check_count_fds(), fds); /* every store closed its files */
     event_base_free(base);
     rc = check_result();
     if (rc == 0)
-        (void)nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        check_rmtree(root);
     else
         fprintf(stderr, "kept %s for inspection\n", root);
     return rc;

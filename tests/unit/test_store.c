@@ -1149,29 +1149,6 @@ test_names(void)
 
 /* ---- main ------------------------------------------------------------ */
 
-static int
-count_fds(void)
-{
-    char path[64];
-    int n = 0;
-
-    for (int fd = 0; fd < 1024; fd++) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        if (access(path, F_OK) == 0)
-            n++;
-    }
-    return n;
-}
-
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int
 main(void)
 {
@@ -1189,7 +1166,7 @@ main(void)
         fprintf(stderr, "event_base_new failed\n");
         return 99;
     }
-    fds = count_fds();
+    fds = check_count_fds();
     RUN(test_names);
     for (m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         fsync_mode = modes[m];
@@ -1212,11 +1189,11 @@ main(void)
         RUN(test_open_errors);
     }
     check_test = "main";
-    CHECK_EQ(count_fds(), fds); /* every store closed its files */
+    CHECK_EQ(check_count_fds(), fds); /* every store closed its files */
     event_base_free(base);
     rc = check_result();
     if (rc == 0)
-        (void)nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        check_rmtree(root);
     else
         fprintf(stderr, "kept %s for inspection\n", root);
     return rc;

@@ -282,22 +282,6 @@ finish(struct tw *t)
     CHECK_EQ(supervise_hosts(sv), 0);
 }
 
-static unsigned
-count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *de;
-    unsigned n = 0;
-
-    if (d == NULL)
-        return 0;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
 /* Processes (live or zombie) whose parent is this one. */
 static unsigned
 count_children(void)
@@ -966,7 +950,7 @@ main(int argc, char **argv)
     log_init(LOG_INFO, "test_supervise");
     if (setup(argc, argv) < 0)
         return 1;
-    unsigned fds_before = count_fds();
+    int fds_before = check_count_fds();
     base = event_base_new();
     tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
     if (base == NULL || tick == NULL || event_add(tick, &tv) < 0)
@@ -1004,7 +988,7 @@ main(int argc, char **argv)
     event_base_free(base);
     check_test = "main";
     CHECK_EQ(count_children(), 0);
-    CHECK_EQ(count_fds(), fds_before);
+    CHECK_EQ(check_count_fds(), fds_before);
     unlink(nohello_bin);
     unlink(badproto_bin);
     rmdir(tmpdir);
