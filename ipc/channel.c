@@ -1220,6 +1220,25 @@ ipc_channel_free(struct ipc_channel *ch)
 }
 
 int
+ipc_channel_log(struct ipc_channel *ch, enum ipc_log_level level,
+                const char *fmt, ...)
+{
+    char msg[1024];
+    struct ipc_frame f;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_LOG;
+    f.u.log.level = level;
+    f.u.log.message.ptr = msg;
+    f.u.log.message.len = (uint32_t)strlen(msg);
+    return ipc_channel_send(ch, &f, NULL, 0);
+}
+
+int
 ipc_channel_send(struct ipc_channel *ch, const struct ipc_frame *f,
                  const int *fds, unsigned nfds)
 {

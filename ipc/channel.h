@@ -125,6 +125,11 @@ void ipc_channel_free(struct ipc_channel *ch);
 int ipc_channel_send(struct ipc_channel *ch, const struct ipc_frame *f,
                      const int *fds, unsigned nfds);
 
+/* A host's Log frame: the message formatted as printf() would (cut at
+ * 1023 bytes), sent as ipc_channel_send() does, with its return. */
+int ipc_channel_log(struct ipc_channel *ch, enum ipc_log_level level,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* As ipc_channel_send(), and the frame whose reply_to is this frame's seq
  * goes to cb (not on_frame), exactly once: with the reply, or with an error
  * when the channel closes first.  cb is not called when this returns -1. */

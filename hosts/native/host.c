@@ -128,25 +128,12 @@ send_frame(const struct ipc_frame *f)
         die("send");
 }
 
-static void host_log(enum ipc_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-host_log(enum ipc_log_level level, const char *fmt, ...)
-{
-    char msg[1024];
-    struct ipc_frame f;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_LOG;
-    f.u.log.level = level;
-    f.u.log.message = ipc_str_c(msg);
-    send_frame(&f);
-}
+/* A log line of the host itself. */
+#define host_log(level, ...)                                                   \
+    do {                                                                       \
+        if (ipc_channel_log(ch, level, __VA_ARGS__) < 0 && errno != EAGAIN)    \
+            die("send a Log");                                                 \
+    } while (0)
 
 /* ---- the worker's callbacks (any thread) ----------------------------- */
 
