@@ -226,7 +226,7 @@ publish(struct api_req *rq, const char *topic)
     char err[512];
     int rc;
 
-    if (strncmp(topic, "workmanager.", 12) == 0) {
+    if (dispatch_topic_reserved(topic)) {
         api_error(rq, 400, "invalid_argument",
                   "topic %s is reserved for the daemon's own events", topic);
         return;

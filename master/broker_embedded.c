@@ -287,36 +287,21 @@ wb_put(struct wbuf *w, const void *data, size_t n)
     w->len += n;
 }
 
+/* An unsigned integer of `bytes` bytes, little-endian. */
 static void
-wb_u16(struct wbuf *w, uint16_t v)
-{
-    uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-    wb_put(w, b, 2);
-}
-
-static void
-wb_u32(struct wbuf *w, uint32_t v)
-{
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, 4);
-}
-
-static void
-wb_u64(struct wbuf *w, uint64_t v)
+wb_uint(struct wbuf *w, uint64_t v, unsigned bytes)
 {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++)
+    for (unsigned i = 0; i < bytes; i++)
         b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, 8);
+    wb_put(w, b, bytes);
 }
 
 static void
 wb_str(struct wbuf *w, const char *s)
 {
     size_t n = strlen(s);
-    wb_u16(w, (uint16_t)n);
+    wb_uint(w, n, 2);
     wb_put(w, s, n);
 }
 
@@ -374,15 +359,15 @@ journal_msg(struct broker *b, struct msg *m, uint64_t origin,
 
     for (struct dl *d = m->dls; d; d = d->next_in_msg)
         n++;
-    wb_u64(&w, origin);
+    wb_uint(&w, origin, 8);
     wb_str(&w, m->t->tenant);
     wb_str(&w, m->t->topic);
-    wb_u16(&w, n);
+    wb_uint(&w, n, 2);
     for (struct dl *d = m->dls; d; d = d->next_in_msg) {
         wb_str(&w, d->ds->name);
-        wb_u32(&w, d->pub.count);
+        wb_uint(&w, d->pub.count, 4);
     }
-    wb_u32(&w, (uint32_t)m->len);
+    wb_uint(&w, (uint32_t)m->len, 4);
     wb_put(&w, m->ev, m->len);
     if (w.oom) {
         free(w.p);
@@ -411,10 +396,10 @@ journal_dl(struct broker *b, const struct dl *d, bool settle)
         return;
     w.p = buf;
     w.cap = sizeof buf;
-    wb_u64(&w, d->m->origin);
+    wb_uint(&w, d->m->origin, 8);
     wb_str(&w, d->ds->name);
     if (!settle)
-        wb_u32(&w, d->pub.count);
+        wb_uint(&w, d->pub.count, 4);
     if (w.p == buf && !w.oom &&
         journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
                        NULL, NULL) == 0)

@@ -123,8 +123,8 @@ observe(struct dispatch *dp, double s)
     dp->st.sum += s;
 }
 
-static bool
-reserved_topic(const char *topic)
+bool
+dispatch_topic_reserved(const char *topic)
 {
     return strncmp(topic, "workmanager.", 12) == 0;
 }
@@ -574,7 +574,7 @@ prepare_error_reply(struct job *j, const struct ipc_cloudevent *in,
     if (reply.ptr == NULL || reply.len >= sizeof topic)
         return;
     snprintf(topic, sizeof topic, "%.*s", (int)reply.len, reply.ptr);
-    if (reserved_topic(topic))
+    if (dispatch_topic_reserved(topic))
         return;
     json_t *data = json_pack(
         "{s:s, s:b, s:s, s:s, s:s, s:s%}", "command", "error", "success", 0,
@@ -630,7 +630,7 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
             continue;
         }
         snprintf(topic, sizeof topic, "%.*s", (int)t.len, t.ptr);
-        if (reserved_topic(topic)) {
+        if (dispatch_topic_reserved(topic)) {
             log_warning("worker %s: an output to the reserved topic %s is "
                         "refused",
                         w->name, topic);

@@ -21,6 +21,7 @@
 #ifndef WM_MASTER_DISPATCH_H
 #define WM_MASTER_DISPATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ void dispatch_status(struct dispatch *dp, struct worker *w);
 /* w is being deleted: its backlog is dropped (a group's stays while the
  * group has members), its events in flight end. */
 void dispatch_detach(struct dispatch *dp, struct worker *w);
+
+/* Whether topic is one of the daemon's own (workmanager.*): only the
+ * daemon publishes there, never a worker's output, the publish route or
+ * the gateway. */
+bool dispatch_topic_reserved(const char *topic);
 
 /* Publishes an event from outside (the API, the gateway): see
  * broker_publish(). */

@@ -76,6 +76,23 @@ gwop_free(struct gwop *op)
     free(op);
 }
 
+/* A pending call's record; replies 500 itself and returns NULL when out
+ * of memory. */
+static struct gwop *
+gwop_new(struct daemon *d, struct supervise_call *c)
+{
+    struct gwop *op = calloc(1, sizeof *op);
+
+    if (op == NULL) {
+        reply_error(c, 500, "out of memory");
+        return NULL;
+    }
+    ipc_fb_builder_init(&op->event);
+    op->d = d;
+    op->c = c;
+    return op;
+}
+
 static bool
 valid_state_key(const char *k)
 {
@@ -184,14 +201,9 @@ state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
                     method);
         return;
     }
-    struct gwop *op = calloc(1, sizeof *op);
-    if (op == NULL) {
-        reply_error(c, 500, "out of memory");
+    struct gwop *op = gwop_new(d, c);
+    if (op == NULL)
         return;
-    }
-    ipc_fb_builder_init(&op->event);
-    op->d = d;
-    op->c = c;
     op->is_delete = del;
     snprintf(op->key, sizeof op->key, "%s", key);
     snprintf(op->name, sizeof op->name, "%s", name);
@@ -289,18 +301,13 @@ publish_call(struct daemon *d, struct worker *w, const char *method,
                     "required");
         return;
     }
-    if (strncmp(topic, "workmanager.", 12) == 0) {
+    if (dispatch_topic_reserved(topic)) {
         reply_error(c, 403, "topic %s is reserved for the daemon", topic);
         return;
     }
-    struct gwop *op = calloc(1, sizeof *op);
-    if (op == NULL) {
-        reply_error(c, 500, "out of memory");
+    struct gwop *op = gwop_new(d, c);
+    if (op == NULL)
         return;
-    }
-    ipc_fb_builder_init(&op->event);
-    op->d = d;
-    op->c = c;
     snprintf(op->worker, sizeof op->worker, "%s", w->id);
     snprintf(op->topic, sizeof op->topic, "%s", topic);
     if (events_from_json(event, &op->event, err, sizeof err) != 0) {
