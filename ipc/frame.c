@@ -35,6 +35,7 @@ enum {
     LOAD_IDENTITY,
     LOAD_CONFIG,
     LOAD_LIMITS,
+    LOAD_IN_PROCESS,
     LOAD_NFIELDS
 };
 enum {
@@ -44,7 +45,15 @@ enum {
     ERROR_TRACEBACK,
     ERROR_NFIELDS
 };
-enum { LOADED_OK = 0, LOADED_ERROR };
+enum {
+    LOADED_OK = 0,
+    LOADED_ERROR,
+    LOADED_LIBRARY_FD,
+    LOADED_LIBRARY,
+    LOADED_ENTRY_POINT,
+    LOADED_FREE_RESULT,
+    LOADED_NFIELDS
+};
 enum { PROCESS_EVENT = 0, PROCESS_DEADLINE_MS, PROCESS_DELIVERY };
 enum { RESULT_OUTPUTS = 0, RESULT_ERROR };
 enum { GWCALL_SERVICE = 0, GWCALL_METHOD, GWCALL_REQUEST };
@@ -110,6 +119,7 @@ static const struct ipc_fb_field load_fields[] = {
     TABLE("identity", identity_schema),
     { .name = "config", .type = IPC_FB_TABLES, .table = &config_entry_schema },
     TABLE("limits", limits_schema),
+    U8("in_process"),
 };
 SCHEMA(load_schema, "Load", load_fields);
 
@@ -124,6 +134,10 @@ SCHEMA(error_schema, "Error", error_fields);
 static const struct ipc_fb_field loaded_fields[] = {
     U8("ok"),
     TABLE("error", error_schema),
+    U32("library_fd"),
+    STR("library"),
+    STR("entry_point"),
+    STR("free_result"),
 };
 SCHEMA(loaded_schema, "Loaded", loaded_fields);
 
@@ -306,6 +320,18 @@ decode_load(const uint8_t *t, struct ipc_load *l)
     l->config.items = NULL;
     decode_list(ipc_fb_get_ref(t, LOAD_CONFIG), &l->config.n, &l->config.fb);
     decode_limits(ipc_fb_get_ref(t, LOAD_LIMITS), &l->limits);
+    l->in_process = ipc_fb_get_scalar(t, LOAD_IN_PROCESS, 1, 0) != 0;
+}
+
+static void
+decode_loaded(const uint8_t *t, struct ipc_loaded *l)
+{
+    l->ok = ipc_fb_get_scalar(t, LOADED_OK, 1, 0) != 0;
+    decode_error(ipc_fb_get_ref(t, LOADED_ERROR), &l->error);
+    l->library_fd = (int32_t)get_u32(t, LOADED_LIBRARY_FD, (uint32_t)-1);
+    l->library = ipc_fb_get_str(t, LOADED_LIBRARY);
+    l->entry_point = ipc_fb_get_str(t, LOADED_ENTRY_POINT);
+    l->free_result = ipc_fb_get_str(t, LOADED_FREE_RESULT);
 }
 
 /* The protocol's rules above FlatBuffers: events that cross the boundary
@@ -359,8 +385,7 @@ ipc_frame_read(const uint8_t *buf, size_t len, struct ipc_frame *f,
         decode_load(t, &f->u.load);
         break;
     case IPC_BODY_LOADED:
-        f->u.loaded.ok = ipc_fb_get_scalar(t, LOADED_OK, 1, 0) != 0;
-        decode_error(ipc_fb_get_ref(t, LOADED_ERROR), &f->u.loaded.error);
+        decode_loaded(t, &f->u.loaded);
         break;
     case IPC_BODY_PROCESS:
         f->u.process.event = ipc_fb_get_bytes(t, PROCESS_EVENT);
@@ -502,6 +527,8 @@ build_load(struct ipc_fb_builder *b, const struct ipc_load *l)
     ipc_fb_table_scalar(&t, LOAD_VERSION, 4, l->version);
     ipc_fb_table_scalar(&t, LOAD_CODE_FD, 4, (uint32_t)l->code_fd);
     ipc_fb_table_scalar(&t, LOAD_CODE_LEN, 8, l->code_len);
+    if (l->in_process)
+        ipc_fb_table_scalar(&t, LOAD_IN_PROCESS, 1, 1);
     if (l->sha256.ptr)
         ipc_fb_table_ref(&t, LOAD_SHA256);
     if (l->identity.id.ptr)
@@ -532,6 +559,29 @@ build_load(struct ipc_fb_builder *b, const struct ipc_load *l)
                      ipc_pair_list_build(b, &l->config));
     if (l->limits.present)
         ipc_fb_patch(b, t.slot[LOAD_LIMITS], build_limits(b, &l->limits));
+    return pos;
+}
+
+static size_t
+build_loaded(struct ipc_fb_builder *b, const struct ipc_loaded *l)
+{
+    const struct ipc_str s[LOADED_NFIELDS] = {
+        [LOADED_LIBRARY] = l->library,
+        [LOADED_ENTRY_POINT] = l->entry_point,
+        [LOADED_FREE_RESULT] = l->free_result,
+    };
+    struct ipc_fb_table t;
+
+    ipc_fb_table_begin(&t);
+    ipc_fb_table_scalar(&t, LOADED_OK, 1, l->ok);
+    if (l->error.type.ptr)
+        ipc_fb_table_ref(&t, LOADED_ERROR);
+    if (l->library.ptr)
+        ipc_fb_table_scalar(&t, LOADED_LIBRARY_FD, 4, (uint32_t)l->library_fd);
+    ref_strings(&t, s, LOADED_NFIELDS);
+    size_t pos = ipc_fb_table_end(b, &t);
+    patch_error(b, &t, LOADED_ERROR, &l->error);
+    patch_strings(b, &t, s, LOADED_NFIELDS);
     return pos;
 }
 
@@ -617,13 +667,7 @@ build_body(struct ipc_fb_builder *b, const struct ipc_frame *f)
     case IPC_BODY_LOAD:
         return build_load(b, &f->u.load);
     case IPC_BODY_LOADED:
-        ipc_fb_table_begin(&t);
-        ipc_fb_table_scalar(&t, LOADED_OK, 1, f->u.loaded.ok);
-        if (f->u.loaded.error.type.ptr)
-            ipc_fb_table_ref(&t, LOADED_ERROR);
-        pos = ipc_fb_table_end(b, &t);
-        patch_error(b, &t, LOADED_ERROR, &f->u.loaded.error);
-        return pos;
+        return build_loaded(b, &f->u.loaded);
     case IPC_BODY_RESULT:
         return build_result(b, &f->u.result);
     case IPC_BODY_GATEWAY_CALL: {

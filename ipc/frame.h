@@ -86,11 +86,19 @@ struct ipc_load {
     struct ipc_identity identity;
     struct ipc_pair_list config;
     struct ipc_limits limits;
+    bool in_process; /* validate, and answer with the library (§4) */
 };
 
 struct ipc_loaded {
     bool ok;
     struct ipc_error error;
+    /* The answer to an in_process Load: the manifest's names and the
+     * library's sealed memfd (an index into the frame's fds; sent only
+     * with library, -1 when absent). */
+    int32_t library_fd;
+    struct ipc_str library;
+    struct ipc_str entry_point;
+    struct ipc_str free_result;
 };
 
 struct ipc_process {

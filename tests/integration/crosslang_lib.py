@@ -80,12 +80,17 @@ TABLES = {
         ("code_fd", ("int", -1)), ("code_len", ("int", 0)),
         ("sha256", "bytes"), ("identity", ("table", "Identity")),
         ("config", ("tables", "ConfigEntry")), ("limits", ("table", "Limits")),
+        ("in_process", ("bool", False)),
     ],
     "Error": [
         ("type", "str"), ("message", "str"), ("exception_type", "str"),
         ("traceback", "str"),
     ],
-    "Loaded": [("ok", ("bool", False)), ("error", ("table", "Error"))],
+    "Loaded": [
+        ("ok", ("bool", False)), ("error", ("table", "Error")),
+        ("library_fd", ("int", -1)), ("library", "str"),
+        ("entry_point", "str"), ("free_result", "str"),
+    ],
     "Process": [
         ("event", ("nested", "CloudEvent")), ("deadline_ms", ("int", 0)),
         ("delivery", ("int", 0)),
