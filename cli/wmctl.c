@@ -1,11 +1,12 @@
 /*
  * wmctl.c — the command-line client of workmanagerd: global options, the
  * command table, the calls to the daemon and the readable output shared by
- * the commands (cmd_workers.c, cmd_events.c), and the small commands
- * (engines, health, recover).
+ * the commands (cmd_workers.c, cmd_events.c, cmd_pack.c), and the small
+ * commands (engines, health, recover).
  *
  * wmctl speaks only the public admin API (DESIGN §8) over the control
- * socket or TCP, through http.c.  Its exit codes are fixed (wmctl.h):
+ * socket or TCP, through http.c; the one local command, pack, makes a
+ * native package and talks to no daemon.  Its exit codes are fixed (wmctl.h):
  * scripts tell "the daemon said no" (1) from "wrong use" (2) and "no
  * daemon" (3).
  */
@@ -80,6 +81,13 @@ static const struct wmctl_command commands[] = {
     { .name = "engines", .synopsis = "", .run = cmd_engines },
     { .name = "health", .synopsis = "", .run = cmd_health },
     { .name = "recover", .synopsis = "", .run = cmd_recover },
+    {
+        .name = "pack",
+        .synopsis = "[--manifest FILE | --library NAME [--entry-point SYM] "
+                    "[--free-result SYM]] [--rid RID]... -o OUT.zip LIB.so",
+        .run = cmd_pack,
+        .local = true,
+    },
     { .name = "help", .synopsis = "", .run = cmd_help },
 };
 
@@ -119,9 +127,13 @@ usage(FILE *out)
                  "wmctl.publish\n"
                  "unless --type is given.\n"
                  "\n"
-                 "Exit status: 0 ok, 1 the daemon answered an error, 2 usage "
-                 "error,\n"
-                 "3 the daemon cannot be reached.\n");
+                 "pack makes a native worker package (manifest.json and\n"
+                 "runtimes/<rid>/native/lib<library>.so) without a daemon.\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 the daemon answered an error (pack: "
+                 "the package\n"
+                 "was not made), 2 usage error, 3 the daemon cannot be "
+                 "reached.\n");
 }
 
 static const struct wmctl_command *
@@ -168,13 +180,20 @@ int
 wmctl_getopt(struct wmctl *ctl, int argc, char **argv,
              const struct option *opts)
 {
+    return wmctl_getopt_short(ctl, argc, argv, "h", opts);
+}
+
+int
+wmctl_getopt_short(struct wmctl *ctl, int argc, char **argv,
+                   const char *shortopts, const struct option *opts)
+{
     char *name = argv[0];
     int c;
 
     /* getopt's own messages name argv[0]: say "wmctl". */
     argv[0] = (char *)(uintptr_t) "wmctl";
     for (;;) {
-        c = getopt_long(argc, argv, "h", opts, NULL);
+        c = getopt_long(argc, argv, shortopts, opts, NULL);
         if (c != WMCTL_OPT_JSON)
             break;
         ctl->json = true;
@@ -609,6 +628,24 @@ token_read(const char *file, char *token, size_t len)
     return 0;
 }
 
+/* Runs cmd over its own argv (argv[0] being its name) and flushes its
+ * output; returns its exit code. */
+static int
+command_run(struct wmctl *ctl, const struct wmctl_command *cmd, int argc,
+            char **argv)
+{
+    int rc;
+
+    ctl->command = cmd->name;
+    optind = 0;
+    rc = cmd->run(ctl, argc, argv);
+    if (fflush(stdout) != 0 && rc == WMCTL_EXIT_OK) {
+        fprintf(stderr, "wmctl: writing the output: %s\n", strerror(errno));
+        rc = WMCTL_EXIT_FAILED;
+    }
+    return rc;
+}
+
 enum {
     OPT_SOCKET = 0x200,
     OPT_URL,
@@ -665,6 +702,9 @@ main(int argc, char **argv)
     const struct wmctl_command *cmd = command_find(argv[optind]);
     if (cmd == NULL)
         return wmctl_usage_error(&ctl, "unknown command %s", argv[optind]);
+    /* A local command has no daemon: the connection is not set up. */
+    if (cmd->local)
+        return command_run(&ctl, cmd, argc - optind, argv + optind);
     if (socket_path && url)
         return wmctl_usage_error(&ctl, "--socket and --url exclude each "
                                        "other");
@@ -694,17 +734,8 @@ main(int argc, char **argv)
         curl_global_cleanup();
         return WMCTL_EXIT_FAILED;
     }
-    ctl.command = cmd->name;
-    /* The command parses its own argv, argv[0] being its name. */
-    argc -= optind;
-    argv += optind;
-    optind = 0;
-    rc = cmd->run(&ctl, argc, argv);
+    rc = command_run(&ctl, cmd, argc - optind, argv + optind);
     http_client_free(ctl.http);
     curl_global_cleanup();
-    if (fflush(stdout) != 0 && rc == WMCTL_EXIT_OK) {
-        fprintf(stderr, "wmctl: writing the output: %s\n", strerror(errno));
-        rc = WMCTL_EXIT_FAILED;
-    }
     return rc;
 }

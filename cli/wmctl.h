@@ -33,6 +33,7 @@ struct wmctl_command {
     const char *name;
     const char *synopsis;
     int (*run)(struct wmctl *ctl, int argc, char **argv);
+    bool local; /* needs no daemon: run without a connection (pack) */
 };
 
 /* Every command's option table ends with these two and the zero row. */
@@ -44,6 +45,10 @@ struct wmctl_command {
  * --help. */
 int wmctl_getopt(struct wmctl *ctl, int argc, char **argv,
                  const struct option *opts);
+/* As wmctl_getopt, with the short options of shortopts (getopt's form,
+ * "h" among them). */
+int wmctl_getopt_short(struct wmctl *ctl, int argc, char **argv,
+                       const char *shortopts, const struct option *opts);
 
 /* Prints "wmctl: <message>" and the command's synopsis on stderr; returns
  * WMCTL_EXIT_USAGE. */
@@ -103,7 +108,7 @@ void wmctl_uuid_new(char out[37]);
 int wmctl_json_parse(struct wmctl *ctl, const char *opt, const char *text,
                      json_t **out);
 
-/* The commands (cmd_workers.c, cmd_topics.c). */
+/* The commands (cmd_workers.c, cmd_events.c). */
 int cmd_create(struct wmctl *ctl, int argc, char **argv);
 int cmd_list(struct wmctl *ctl, int argc, char **argv);
 int cmd_show(struct wmctl *ctl, int argc, char **argv);
@@ -116,5 +121,7 @@ int cmd_tags(struct wmctl *ctl, int argc, char **argv);
 int cmd_invoke(struct wmctl *ctl, int argc, char **argv);
 int cmd_publish(struct wmctl *ctl, int argc, char **argv);
 int cmd_subscribe(struct wmctl *ctl, int argc, char **argv);
+/* cmd_pack.c: a local command. */
+int cmd_pack(struct wmctl *ctl, int argc, char **argv);
 
 #endif
