@@ -132,12 +132,8 @@ static const struct ipc_fb_field error_fields[] = {
 SCHEMA(error_schema, "Error", error_fields);
 
 static const struct ipc_fb_field loaded_fields[] = {
-    U8("ok"),
-    TABLE("error", error_schema),
-    U32("library_fd"),
-    STR("library"),
-    STR("entry_point"),
-    STR("free_result"),
+    U8("ok"),       TABLE("error", error_schema), U32("library_fd"),
+    STR("library"), STR("entry_point"),           STR("free_result"),
 };
 SCHEMA(loaded_schema, "Loaded", loaded_fields);
 

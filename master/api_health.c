@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "master/api.h"
+#include "master/conf.h"
 #include "master/daemon.h"
 #include "master/engines.h"
 #include "master/recovery.h"
@@ -67,7 +68,7 @@ api_health_route(struct api_req *rq)
 }
 
 static json_t *
-engines_json(const struct engines *list)
+engines_json(const struct engines *list, const struct conf *conf)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < list->n; i++) {
@@ -76,9 +77,10 @@ engines_json(const struct engines *list)
         for (size_t k = 0; k < e->nmime_types; k++)
             json_array_append_new(mimes, json_string(e->mime_types[k]));
         json_t *j = json_pack(
-            "{s:s, s:o, s:s, s:s, s:b}", "name", e->name, "mime_types", mimes,
-            "language", e->language ? e->language : "", "spawn",
-            engines_spawn_name(e->spawn), "available", e->available);
+            "{s:s, s:o, s:s, s:s, s:b, s:b}", "name", e->name, "mime_types",
+            mimes, "language", e->language ? e->language : "", "spawn",
+            engines_spawn_name(e->spawn), "available", e->available,
+            "in_process", e->in_process && conf->allow_in_process_native);
         if (e->host_path)
             json_object_set_new(j, "host", json_string(e->host_path));
         if (e->reason)
@@ -97,7 +99,8 @@ api_engines_route(struct api_req *rq)
         return;
     }
     api_reply(rq, 200,
-              json_pack("{s:o}", "engines", engines_json(rq->d->engines)));
+              json_pack("{s:o}", "engines",
+                        engines_json(rq->d->engines, rq->d->conf)));
 }
 
 /* The POST /v1/recover waiting for the run it started. */

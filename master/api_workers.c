@@ -88,7 +88,9 @@ api_worker_json(const struct worker *w)
         "version", (json_int_t)w->version, "pid",
         w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
         (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
-    json_object_set_new(j, "confinement", json_string("none"));
+    json_object_set_new(
+        j, "confinement",
+        json_string(w->in_process ? "none (in-process)" : "none"));
     json_object_set_new(j, "created_at", time_json(w->created_at_ms));
     json_object_set_new(j, "updated_at", time_json(w->updated_at_ms));
     json_object_set_new(j, "config", pairs_json(w->config, w->nconfig));
@@ -101,6 +103,16 @@ api_worker_json(const struct worker *w)
                                   (json_int_t)w->limits.concurrency));
     json_object_set_new(j, "isolation",
                         json_string(w->in_process ? "in-process" : "process"));
+    if (w->in_process)
+        json_object_set_new(
+            j, "caveats",
+            json_pack("[s, s, s]",
+                      "runs inside the daemon: a crash of the worker ends the "
+                      "daemon and every worker in it",
+                      "a timeout answers worker.error but cannot stop the "
+                      "call: its thread stays busy until Process returns",
+                      "the VIRTUFIN_WORKER_* variables are process-wide: set "
+                      "at load, restored at unload"));
     json_object_set_new(j, "idle_timeout_s", json_integer(w->idle_timeout_s));
     if (w->error)
         json_object_set_new(j, "error", json_string(w->error));
@@ -767,13 +779,22 @@ create(struct api_req *rq)
     }
     if ((e = engine_for(rq, mime)) == NULL)
         goto out;
-    if (isolation && strcmp(isolation, "in-process") == 0 &&
-        e->spawn != ENGINES_SPAWN_INPROCESS) {
-        api_error(rq, 400, "invalid_argument",
-                  "isolation in-process: engine %s runs only in a host "
-                  "process",
-                  e->name);
-        goto out;
+    if (isolation && strcmp(isolation, "in-process") == 0) {
+        if (!e->in_process) {
+            api_error(rq, 400, "invalid_argument",
+                      "isolation in-process: engine %s runs only in a host "
+                      "process (its descriptor has no in_process = yes)",
+                      e->name);
+            goto out;
+        }
+        if (!rq->d->conf->allow_in_process_native) {
+            api_error(rq, 403, "security_rejected",
+                      "isolation in-process is disabled on this daemon: it "
+                      "takes allow_in_process_native = true in "
+                      "workmanager.conf (a crash of such a worker ends the "
+                      "daemon)");
+            goto out;
+        }
     }
 
     w = calloc(1, sizeof *w);

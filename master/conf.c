@@ -84,6 +84,7 @@
  * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
  * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
  * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; an event that finds it full is dead-lettered (backlog_overflow). |
+ * | `allow_in_process_native` | bool | `false` | `WM_ALLOW_IN_PROCESS_NATIVE` | Let native workers created with "isolation": "in-process" run inside the daemon: faster calls, but a crash of such a worker ends the daemon and a timeout cannot stop its call. |
  * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
  * | `max_frame_bytes` | size (bytes), 4096–1073741824 | `16MiB` | `WM_MAX_FRAME_BYTES` | Largest frame between the master and a host, size prefix included. |
@@ -673,6 +674,16 @@ static const struct conf_key keys[] = {
         .offset = AT(queue_max_events, unsigned),
         .min = 1,
         .max = 10000000,
+    },
+    {
+        .name = "allow_in_process_native",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_ALLOW_IN_PROCESS_NATIVE",
+        .doc = "Let native workers created with \"isolation\": \"in-process\" "
+               "run inside the daemon: faster calls, but a crash of such a "
+               "worker ends the daemon and a timeout cannot stop its call.",
+        .offset = AT(allow_in_process_native, bool),
     },
     {
         .name = "retry_on_error",

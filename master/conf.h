@@ -152,6 +152,7 @@ struct conf {
     unsigned max_redeliveries;
     unsigned queue_max_events;
     bool retry_on_error;
+    bool allow_in_process_native;
 
     /* Limits. */
     uint64_t max_body_bytes;

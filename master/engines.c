@@ -112,6 +112,7 @@ enum dkey {
     K_DESCRIPTION,
     K_HOST,
     K_SPAWN,
+    K_IN_PROCESS,
     K_PROTOCOL,
     K_PROBE,
     K_PROBE_WHAT,
@@ -129,6 +130,7 @@ static const struct {
     [K_DESCRIPTION] = { "description", false },
     [K_HOST] = { "host", false },
     [K_SPAWN] = { "spawn", false },
+    [K_IN_PROCESS] = { "in_process", false },
     [K_PROTOCOL] = { "protocol", false },
     [K_PROBE] = { "probe", false },
     [K_PROBE_WHAT] = { "probe_what", false },
@@ -138,7 +140,6 @@ static const struct {
 static const char *const spawn_names[] = {
     [ENGINES_SPAWN_ZYGOTE] = "zygote",
     [ENGINES_SPAWN_EXEC] = "exec",
-    [ENGINES_SPAWN_INPROCESS] = "inprocess",
 };
 
 const char *
@@ -379,9 +380,14 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
                 e->spawn = (enum engines_spawn)i;
                 return 0;
             }
-        return errbuf_set(why, whylen,
-                          "spawn '%s' is not one of: zygote, exec, inprocess",
+        return errbuf_set(why, whylen, "spawn '%s' is not one of: zygote, exec",
                           v);
+    case K_IN_PROCESS:
+        if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
+            e->in_process = v[0] == 'y';
+            return 0;
+        }
+        return errbuf_set(why, whylen, "in_process '%s' is not yes or no", v);
     case K_PROTOCOL: {
         unsigned long n = 0;
 
@@ -433,9 +439,8 @@ check_entry(struct engines_entry *e, const unsigned *seen, unsigned *line,
         *line = seen[K_MIME_TYPE];
         return errbuf_set(why, whylen, "mime_type names no MIME type");
     }
-    if (e->host == NULL && e->spawn != ENGINES_SPAWN_INPROCESS)
-        return errbuf_set(why, whylen, "missing key host (spawn = %s)",
-                          engines_spawn_name(e->spawn));
+    if (e->host == NULL)
+        return errbuf_set(why, whylen, "missing key host");
     if (e->probe == NULL && (seen[K_PROBE_WHAT] || seen[K_PROBE_PATH])) {
         bool what = seen[K_PROBE_WHAT] != 0;
 
@@ -505,7 +510,8 @@ parse_file(const struct engines *list, const char *path,
         if (k == K_COUNT) {
             errbuf_set(err, errlen,
                        "%s:%u: unknown key '%s' (name, mime_type, language, "
-                       "description, host, spawn, protocol, probe, probe_what, "
+                       "description, host, spawn, in_process, protocol, probe, "
+                       "probe_what, "
                        "probe_path)",
                        path, lineno, key);
             goto out;

@@ -12,9 +12,11 @@
  *   language    = C#                  for people (default: name)
  *   description = one line            for people
  *   host        = wm-host-dotnet      a file name, looked up in
- *                 libexec_dir, or an absolute path     (required unless
- *                                                       spawn = inprocess)
- *   spawn       = exec                zygote | exec | inprocess (required)
+ *                 libexec_dir, or an absolute path             (required)
+ *   spawn       = exec                zygote | exec                (required)
+ *   in_process  = no                  yes: the host can validate a package
+ *                 for the master's opt-in in-process path (a worker's
+ *                 "isolation": "in-process"; allow_in_process_native)
  *   protocol    = 1                   the frame protocol it speaks
  *                                                              (required)
  *   probe       = libhostfxr.so       a runtime the engine needs (optional)
@@ -49,9 +51,8 @@
 #include <stddef.h>
 
 enum engines_spawn {
-    ENGINES_SPAWN_ZYGOTE,    /* forked from a zygote exec'd once */
-    ENGINES_SPAWN_EXEC,      /* each host exec'd fresh */
-    ENGINES_SPAWN_INPROCESS, /* no host: run inside the master */
+    ENGINES_SPAWN_ZYGOTE, /* forked from a zygote exec'd once */
+    ENGINES_SPAWN_EXEC,   /* each host exec'd fresh */
 };
 
 /* One engine.  Every string is owned by the list; the optional ones are
@@ -62,9 +63,10 @@ struct engines_entry {
     size_t nmime_types;
     char *language;
     char *description;
-    char *host;      /* as written; NULL only for spawn = inprocess */
+    char *host;      /* as written */
     char *host_path; /* absolute: in libexec_dir unless host was */
     enum engines_spawn spawn;
+    bool in_process; /* workers may run in the master (in_process = yes) */
     unsigned protocol;
     char *probe;
     char *probe_what;
@@ -118,7 +120,7 @@ const struct engines_entry *engines_find_mime(const struct engines *list,
 const struct engines_entry *engines_find_name(const struct engines *list,
                                               const char *name);
 
-/* "zygote", "exec" or "inprocess". */
+/* "zygote" or "exec". */
 const char *engines_spawn_name(enum engines_spawn spawn);
 
 /* Logs one line per engine: info when available, warning with the reason

@@ -66,6 +66,7 @@
 #include "master/supervise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -84,6 +85,7 @@
 #include "master/conf.h"
 #include "master/engines.h"
 #include "master/host.h"
+#include "master/inproc.h"
 #include "master/log.h"
 #include "master/reap.h"
 
@@ -110,6 +112,7 @@ struct sv_event {
     struct event *deadline;
     uint32_t deadline_ms;
     uint32_t delivery;
+    struct native_job *job; /* in process: its call, while in flight */
 };
 
 TAILQ_HEAD(sv_event_list, sv_event);
@@ -125,10 +128,11 @@ struct waiter {
 
 enum proc_stop {
     STOP_NONE = 0,
-    STOP_USER,   /* status stopped: → stopped, or killed after the grace */
-    STOP_IDLE,   /* idle reaping, or a failed reload: → idle */
-    STOP_FAILED, /* the first Load failed: → failed */
-    STOP_DAEMON, /* supervise_shutdown(): → stopped / killed */
+    STOP_USER,      /* status stopped: → stopped, or killed after the grace */
+    STOP_IDLE,      /* idle reaping, or a failed reload: → idle */
+    STOP_FAILED,    /* the first Load failed: → failed */
+    STOP_DAEMON,    /* supervise_shutdown(): → stopped / killed */
+    STOP_VALIDATED, /* an in-process validator whose library is open */
 };
 
 struct proc {
@@ -138,6 +142,7 @@ struct proc {
     pid_t pid;
     char worker_id[sizeof((struct worker *)0)->id];
     struct ipc_channel *ch; /* NULL once closed */
+    bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
     int memfd; /* the code for the first Load, until sent */
     uint64_t code_len;
@@ -162,11 +167,13 @@ struct proc {
     LIST_HEAD(, supervise_call) calls; /* GatewayCalls not answered yet */
 };
 
-/* A GatewayCall waiting for its answer; p NULL once its host is gone. */
+/* A GatewayCall waiting for its answer: of a host process (p, NULL once
+ * it is gone), or of an in-process worker (nc, NULL once its host is). */
 struct supervise_call {
     LIST_ENTRY(supervise_call) link;
     struct proc *p;
     uint64_t seq;
+    struct native_call *nc;
 };
 
 struct host {
@@ -188,6 +195,11 @@ struct host {
     struct event *backoff;
     unsigned busy;
     bool forgotten;
+    /* In process (w->in_process): the library open in the master, the
+     * version it runs, its gateway calls not answered yet. */
+    struct inproc *ip;
+    uint32_t ip_version;
+    LIST_HEAD(, supervise_call) ip_calls;
 };
 
 struct supervisor {
@@ -199,6 +211,7 @@ struct supervisor {
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
+    size_t ninproc; /* open in-process libraries */
     bool shutting_down;
     unsigned shutdown_grace_ms;
     void (*shutdown_done)(void *arg);
@@ -208,6 +221,11 @@ struct supervisor {
 
 static void pump(struct host *h);
 static void proc_finalize(struct proc *p);
+static void ip_close(struct host *h);
+static void ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
+                      unsigned nfds);
+static void pump_inproc(struct host *h);
+static void shutdown_check(struct supervisor *sv);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -324,6 +342,8 @@ kick(struct host *h)
 static void
 event_free_one(struct sv_event *ev)
 {
+    if (ev->job) /* an in-process call still running: its outcome goes */
+        inproc_abandon(ev->job);
     if (ev->deadline)
         event_free(ev->deadline);
     free(ev->buf);
@@ -413,7 +433,7 @@ host_reset(struct host *h)
     h->failed = false;
     h->nrestarts_at = 0;
     evtimer_del(h->backoff);
-    if (h->proc == NULL && h->w->state != WORKER_STATE_IDLE)
+    if (h->proc == NULL && h->ip == NULL && h->w->state != WORKER_STATE_IDLE)
         set_state(h->sv, h->w, WORKER_STATE_IDLE);
 }
 
@@ -495,7 +515,9 @@ proc_shutdown(struct proc *p, enum proc_stop stop, uint64_t grace_ms)
         p->stop = stop;
     if (p->kill_reason)
         return; /* dying already; the exit will mean `stop` */
-    if (h && stop != STOP_FAILED)
+    /* (A validator whose library runs in the master is not the worker's
+     * state.) */
+    if (h && stop != STOP_FAILED && !(p->validator && h->ip))
         set_state(p->sv, h->w, WORKER_STATE_STOPPING);
     if (p->shutdown_sent)
         return;
@@ -632,6 +654,7 @@ proc_send_load(struct proc *p)
     f.u.load.limits.timeout_ms = deadline_ms(p->sv, w);
     f.u.load.limits.memory_mb = w->limits.memory_mb;
     f.u.load.limits.concurrency = w->limits.concurrency;
+    f.u.load.in_process = p->validator;
 
     p->memfd = -1; /* the channel's from here on, also on failure */
     rc = ipc_channel_call(p->ch, &f, &fd, 1, on_loaded, p);
@@ -734,6 +757,10 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
                   ipc_body_name(reply->type));
         goto out;
     }
+    if (reply->u.loaded.ok && p->validator) {
+        ip_loaded(p, &reply->u.loaded, fds, nfds);
+        goto out;
+    }
     if (reply->u.loaded.ok) {
         p->loaded = true;
         p->loaded_version = p->code_version;
@@ -754,7 +781,7 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
 
     const struct ipc_error *e = &reply->u.loaded.error;
     char msg[512];
-    bool was_running = p->loaded;
+    bool was_running = p->loaded || h->ip;
     if (e->message.ptr)
         snprintf(msg, sizeof msg, "%.*s", (int)e->message.len, e->message.ptr);
     else
@@ -767,8 +794,10 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         goto out;
     if (was_running) {
         /* A failed hot reload: what the host runs now is unsure, so it
-         * goes; the next event starts one with the worker's version. */
-        proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
+         * goes; the next event starts one with the worker's version.  (An
+         * in-process library keeps running the version it has.) */
+        proc_shutdown(p, p->validator ? STOP_VALIDATED : STOP_IDLE,
+                      p->sv->conf->shutdown_grace_ms);
     } else {
         host_set_failed(h, "load_error", msg);
         proc_shutdown(p, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
@@ -812,7 +841,14 @@ supervise_call_reply(struct supervise_call *c, int32_t status,
     struct proc *p = c->p;
     struct ipc_frame r;
 
-    if (p) {
+    if (c->nc) { /* an in-process worker's thread waits for this */
+        LIST_REMOVE(c, link);
+        if (status == 200)
+            native_call_reply(c->nc, status, response, len);
+        else
+            native_call_reply(c->nc, status, (const uint8_t *)error,
+                              error ? strlen(error) : 0);
+    } else if (p) {
         LIST_REMOVE(c, link);
         memset(&r, 0, sizeof r);
         r.type = IPC_BODY_GATEWAY_REPLY;
@@ -936,6 +972,19 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     host_hold(h);
     TAILQ_REMOVE(&h->inflight, ev, link);
     h->ninflight--;
+    if (ev->job) {
+        /* In process: nothing can stop the call; its outcome is dropped
+         * when it comes, the other calls go on. */
+        snprintf(msg, sizeof msg,
+                 "no answer within the %" PRIu32 " ms deadline; the "
+                 "in-process call cannot be stopped and goes on in its thread",
+                 ev->deadline_ms);
+        log_warning("worker %s: %s", h->w->id, msg);
+        event_complete(h, ev, NULL, "timeout", msg);
+        kick(h);
+        host_release(h);
+        return;
+    }
     /* The others were not at fault: back to the front of the queue, in
      * their order, for the next host. */
     while ((o = TAILQ_LAST(&h->inflight, sv_event_list)) != NULL) {
@@ -1091,8 +1140,7 @@ host_start(struct host *h)
     struct proc *p;
     pid_t pid;
 
-    if (e == NULL || e->spawn == ENGINES_SPAWN_INPROCESS ||
-        e->host_path == NULL) {
+    if (e == NULL || e->host_path == NULL) {
         snprintf(err, sizeof err, "engine %s has no host binary to spawn",
                  e ? e->name : "(none)");
         host_fail(h, "engine_unavailable", err);
@@ -1109,6 +1157,7 @@ host_start(struct host *h)
         host_fail(h, "crash", "out of memory");
         return;
     }
+    p->validator = w->in_process;
     if (proc_take_code(p, w, err, sizeof err) != 0) {
         proc_free(p);
         host_fail(h, "load_error", err);
@@ -1138,12 +1187,15 @@ host_start(struct host *h)
     LIST_INSERT_HEAD(&sv->procs, p, link);
     sv->nprocs++;
     h->proc = p;
-    w->pid = pid;
     p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
     int saved = errno;
-    log_info("worker %s: host %s started, pid %d", w->id, e->host_path,
+    log_info("worker %s: host %s started%s, pid %d", w->id, e->host_path,
+             p->validator ? " to validate the in-process library" : "",
              (int)pid);
-    set_state(sv, w, WORKER_STATE_STARTING);
+    if (h->ip == NULL) { /* else the library in the master still runs */
+        w->pid = pid;
+        set_state(sv, w, WORKER_STATE_STARTING);
+    }
     if (p->ch == NULL) /* the descriptor is closed: the exit follows */
         proc_kill(p, "crash", "cannot set up its channel: %s", strerror(saved));
 }
@@ -1165,6 +1217,246 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
     host_release(h);
 }
 
+/* ---- the in-process path (DESIGN §4, inproc.h) ------------------------ */
+
+static void
+ip_on_result(void *ctx, const struct ipc_result *r, const char *type,
+             const char *msg, void *arg)
+{
+    struct sv_event *ev = ctx;
+    struct host *h = ev->h;
+
+    (void)arg;
+    host_hold(h);
+    TAILQ_REMOVE(&h->inflight, ev, link);
+    h->ninflight--;
+    evtimer_del(ev->deadline);
+    ev->job = NULL; /* done: the loader frees it after this returns */
+    event_complete(h, ev, r, type, msg);
+    kick(h);
+    host_release(h);
+}
+
+static void
+ip_on_log(int32_t level, const char *msg, void *arg)
+{
+    static const int levels[] = { LOG_DEBUG, LOG_DEBUG, LOG_INFO, LOG_WARNING,
+                                  LOG_ERR };
+    struct host *h = arg;
+
+    log_host(levels[level < 0   ? 0
+                    : level > 4 ? 4
+                                : level],
+             h->w->id, msg, strlen(msg));
+}
+
+static void
+ip_on_call(struct native_call *nc, void *arg)
+{
+    struct host *h = arg;
+    struct supervisor *sv = h->sv;
+    struct supervise_call *c = calloc(1, sizeof *c);
+    struct ipc_gateway_call call = {
+        .service = ipc_str_c(nc->text),
+        .method = ipc_str_c(nc->method),
+        .request = { .ptr = nc->req, .len = (uint32_t)nc->req_len },
+    };
+
+    if (c == NULL) {
+        native_call_reply(nc, 500, (const uint8_t *)"out of memory", 13);
+        return;
+    }
+    c->nc = nc;
+    LIST_INSERT_HEAD(&h->ip_calls, c, link);
+    if (sv->hooks.gateway)
+        sv->hooks.gateway(h->w, &call, c, sv->arg);
+    else
+        supervise_call_reply(c, 501, NULL, 0,
+                             "no gateway services in this daemon");
+}
+
+/* Closes h's library, if open: its unanswered gateway calls get a 503 now
+ * (their later answers are dropped), running calls keep it until they
+ * return (inproc.h). */
+static void
+ip_close(struct host *h)
+{
+    struct supervise_call *c;
+
+    if (h->ip == NULL)
+        return;
+    while ((c = LIST_FIRST(&h->ip_calls)) != NULL) {
+        LIST_REMOVE(c, link);
+        native_call_reply(
+            c->nc, 503, (const uint8_t *)"the worker's library is closing", 31);
+        c->nc = NULL;
+        c->p = NULL; /* its answer, if any, only frees it */
+    }
+    inproc_close(h->ip);
+    h->ip = NULL;
+    h->sv->ninproc--;
+    h->w->pid = 0;
+    log_info("worker %s: in-process library of version %u closed", h->w->id,
+             h->ip_version);
+}
+
+/* A NUL-terminated copy of a name from the validator's Loaded: a C symbol
+ * or library name of at most 128 bytes, else NULL. */
+static const char *
+ip_name(struct ipc_str v, char *buf, size_t len)
+{
+    if (v.ptr == NULL || v.len == 0 || v.len >= len || v.len > 128 ||
+        memchr(v.ptr, '\0', v.len) != NULL)
+        return NULL;
+    memcpy(buf, v.ptr, v.len);
+    buf[v.len] = '\0';
+    return buf;
+}
+
+/* The validator's answer: open the library it handed back in the master,
+ * in place of the one open (a reload: nothing is in flight). */
+static void
+ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds, unsigned nfds)
+{
+    struct host *h = p->h;
+    struct supervisor *sv = p->sv;
+    struct worker *w = h->w;
+    const struct inproc_hooks hooks = {
+        .result = ip_on_result,
+        .log = ip_on_log,
+        .call = ip_on_call,
+    };
+    const struct native_identity id = {
+        .id = w->id,
+        .group = w->group,
+        .topic = w->topic,
+    };
+    const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    char lib[160], entry[160], freer[160], label[200], err[512];
+    int fd, seals;
+    bool reload = h->ip != NULL;
+
+    if (l->library_fd < 0 || (unsigned)l->library_fd >= nfds ||
+        ip_name(l->library, lib, sizeof lib) == NULL ||
+        ip_name(l->entry_point, entry, sizeof entry) == NULL ||
+        ip_name(l->free_result, freer, sizeof freer) == NULL) {
+        proc_kill(p, "protocol",
+                  "answered an in-process Load without a library and its "
+                  "names");
+        return;
+    }
+    fd = fds[l->library_fd];
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & need) != need) {
+        proc_kill(p, "protocol", "handed back a library that is not sealed");
+        return;
+    }
+    fds[l->library_fd] = -1; /* ours from here on */
+    /* Nothing is in flight (pump_inproc starts a validator only then):
+     * the old library goes first, so that its identity variables are
+     * restored before the new ones are set. */
+    ip_close(h);
+    snprintf(label, sizeof label, "lib%s.so", lib);
+    h->ip = inproc_open(sv->base, fd, label, entry, freer, &id,
+                        w->limits.concurrency ? w->limits.concurrency : 1,
+                        &hooks, h, err, sizeof err);
+    if (h->ip == NULL) {
+        log_info("worker %s: version %u failed to load in the daemon: %s",
+                 w->id, p->code_version, err);
+        finish_loads(h, "load_error", err);
+        if (h->forgotten || p->stop != STOP_NONE)
+            return;
+        if (!reload)
+            host_set_failed(h, "load_error", err);
+        proc_shutdown(p, reload ? STOP_IDLE : STOP_FAILED,
+                      sv->conf->shutdown_grace_ms);
+        kick(h);
+        return;
+    }
+    sv->ninproc++;
+    h->ip_version = p->code_version;
+    w->pid = getpid();
+    log_info("worker %s: version %u loaded in the daemon (in-process, %s, "
+             "%u threads)",
+             w->id, h->ip_version, label,
+             w->limits.concurrency ? w->limits.concurrency : 1);
+    set_state(sv, w,
+              w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
+                                            : WORKER_STATE_RUNNING);
+    if (h->ip_version == w->version)
+        finish_loads(h, NULL, NULL);
+    if (!h->forgotten && h->proc == p && p->stop == STOP_NONE)
+        proc_shutdown(p, STOP_VALIDATED, sv->conf->shutdown_grace_ms);
+    kick(h);
+}
+
+/* Hands the first queued event to the library's pool. */
+static void
+ip_dispatch_one(struct host *h)
+{
+    struct sv_event *ev = TAILQ_FIRST(&h->queue);
+
+    TAILQ_REMOVE(&h->queue, ev, link);
+    ev->deadline_ms = deadline_ms(h->sv, h->w);
+    ev->job = inproc_submit(h->ip, ev->buf, ev->len, ev);
+    if (ev->job == NULL) {
+        event_complete(h, ev, NULL, "worker_error", "out of memory");
+        return;
+    }
+    TAILQ_INSERT_TAIL(&h->inflight, ev, link);
+    h->ninflight++;
+    timer_ms(ev->deadline, ev->deadline_ms);
+}
+
+/* pump() for an in-process worker: a validator host checks the code of
+ * each version; the library then runs in the master until the worker is
+ * stopped, deleted or reloaded, or the daemon stops. */
+static void
+pump_inproc(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    bool closing = sv->shutting_down || w->status == WORKER_STOPPED;
+
+    if (!sv->conf->allow_in_process_native) {
+        host_fail(h, "engine_unavailable",
+                  "isolation in-process is disabled on this daemon "
+                  "(allow_in_process_native = false)");
+        return;
+    }
+    if (closing) {
+        const char *why = sv->shutting_down ? "the daemon is shutting down"
+                                            : "the worker was stopped";
+        host_hold(h);
+        finish_loads(h, "stopped", why);
+        if (!h->forgotten)
+            fail_queue(h, "stopped", why);
+        if (!h->forgotten && h->ninflight == 0 && h->ip) {
+            ip_close(h);
+            set_state(sv, w, WORKER_STATE_STOPPED);
+            finish_gones(h);
+        }
+        host_release(h);
+        shutdown_check(sv);
+        return;
+    }
+    if (h->proc || w->state == WORKER_STATE_PENDING)
+        return; /* a validator runs, or the backoff starts one */
+    if (h->ip == NULL || h->ip_version != w->version) {
+        if (h->ninflight == 0 && (h->loads || !TAILQ_EMPTY(&h->queue)))
+            host_start(h);
+        return;
+    }
+    if (h->loads) {
+        finish_loads(h, NULL, NULL);
+        if (h->forgotten)
+            return;
+    }
+    while (!TAILQ_EMPTY(&h->queue) && h->ninflight < MAX_INFLIGHT_CAP &&
+           !h->forgotten && h->ip)
+        ip_dispatch_one(h);
+}
+
 /* ---- the pump: what to do next for a host ----------------------------- */
 
 static void
@@ -1178,6 +1470,10 @@ pump(struct host *h)
         return;
     if (h->failed) {
         fail_queue(h, h->fail_type, h->fail_msg);
+        return;
+    }
+    if (w->in_process) {
+        pump_inproc(h);
         return;
     }
     if (p == NULL) {
@@ -1385,6 +1681,8 @@ classify(const struct proc *p, int *sig, int *code)
         return "idle";
     case STOP_FAILED:
         return "load_error";
+    case STOP_VALIDATED:
+        return "validated";
     default:
         return "stopped";
     }
@@ -1442,7 +1740,8 @@ host_after_crash(struct host *h, const char *reason, const char *how)
 static void
 shutdown_check(struct supervisor *sv)
 {
-    if (sv->shutting_down && sv->nprocs == 0 && sv->shutdown_done)
+    if (sv->shutting_down && sv->nprocs == 0 && sv->ninproc == 0 &&
+        sv->shutdown_done)
         event_active(sv->shutdown_ev, EV_TIMEOUT, 1);
 }
 
@@ -1477,6 +1776,17 @@ proc_finalize(struct proc *p)
 
     struct worker *w = h->w;
     h->proc = NULL;
+    if (h->ip) {
+        /* The validator of a reload: the library in the master still
+         * runs, its worker's state is not the validator's. */
+        host_hold(h);
+        if (stop == STOP_NONE)
+            finish_loads(h, reason, msg);
+        kick(h);
+        host_release(h);
+        shutdown_check(sv);
+        return;
+    }
     w->pid = 0;
     w->last_exit.present = true;
     snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
@@ -1506,6 +1816,7 @@ proc_finalize(struct proc *p)
                           : WORKER_STATE_STOPPED);
         break;
     case STOP_IDLE:
+    case STOP_VALIDATED:
         set_state(sv, w,
                   w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
                                                 : WORKER_STATE_IDLE);
@@ -1556,7 +1867,7 @@ on_shutdown_done(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (done == NULL || sv->nprocs)
+    if (done == NULL || sv->nprocs || sv->ninproc)
         return;
     sv->shutdown_done = NULL;
     done(sv->shutdown_arg);
@@ -1603,6 +1914,7 @@ host_get(struct supervisor *sv, struct worker *w)
     h->w = w;
     TAILQ_INIT(&h->queue);
     TAILQ_INIT(&h->inflight);
+    LIST_INIT(&h->ip_calls);
     h->kick = event_new(sv->base, -1, 0, on_kick, h);
     h->backoff = evtimer_new(sv->base, on_backoff, h);
     if (h->kick == NULL || h->backoff == NULL) {
@@ -1686,7 +1998,8 @@ supervise_apply(struct supervisor *sv, struct worker *w,
     case WORKER_RUNNING:
         if (h) {
             host_reset(h);
-            if (p && p->loaded && p->stop == STOP_NONE && !p->kill_reason)
+            if ((p && p->loaded && p->stop == STOP_NONE && !p->kill_reason) ||
+                (h->ip && p == NULL))
                 set_state(sv, w, WORKER_STATE_RUNNING);
             kick(h);
         } else if (w->state != WORKER_STATE_IDLE) {
@@ -1719,6 +2032,25 @@ supervise_apply(struct supervisor *sv, struct worker *w,
             break;
         }
         p = h->proc;
+        if (w->in_process && h->ip) {
+            /* Closed once its calls are answered (pump_inproc); a
+             * validator still running is just killed. */
+            if (p)
+                proc_kill(p, "stopped", "the worker was stopped");
+            if (done) {
+                wt = calloc(1, sizeof *wt);
+                if (wt) {
+                    wt->gone_cb = done;
+                    wt->arg = arg;
+                    wt->next = h->gones;
+                    h->gones = wt;
+                    done = NULL;
+                }
+            }
+            kick(h);
+            host_release(h);
+            break;
+        }
         if (p && done) {
             wt = calloc(1, sizeof *wt);
             if (wt) {
@@ -1767,6 +2099,7 @@ host_forget(struct host *h, const char *type, const char *msg)
     if (h->proc)
         h->proc->h = NULL; /* reaped and logged later, on its own */
     h->proc = NULL;
+    ip_close(h);
     w->host = NULL;
     w->pid = 0;
     h->forgotten = true;

@@ -209,7 +209,8 @@ reply_loaded(uint64_t seq, const char *error)
     send_frame(&f, NULL, 0);
 }
 
-/* The in-process answer: the validated library, sealed, and its names. */
+/* The in-process answer: the validated library, sealed, and its names
+ * (the channel takes lfd). */
 static void
 reply_library(uint64_t seq, const struct native_package *pkg, int lfd)
 {
@@ -313,12 +314,12 @@ load(uint64_t seq, const struct ipc_load *l, const int *fds, unsigned nfds,
         return err;
     }
     if (l->in_process) {
-        reply_library(seq, &pkg, lfd);
-        host_log(IPC_LOG_INFO, "validated %s (%s, abi %d) for worker %.*s "
+        reply_library(seq, &pkg, lfd); /* the channel takes lfd */
+        host_log(IPC_LOG_INFO,
+                 "validated %s (%s, abi %d) for worker %.*s "
                  "version %u: handed to the master",
                  pkg.entry, pkg.manifest.entry_point, pkg.manifest.abi_version,
                  (int)l->worker_id.len, l->worker_id.ptr, (unsigned)l->version);
-        close(lfd);
         native_package_free(&pkg);
         return NULL;
     }
@@ -333,9 +334,8 @@ load(uint64_t seq, const struct ipc_load *l, const int *fds, unsigned nfds,
         native_package_free(&pkg);
         return err;
     }
-    if (native_loader_threads(loader, l->limits.present
-                                          ? l->limits.concurrency
-                                          : 1) != 0)
+    if (native_loader_threads(loader, l->limits.present ? l->limits.concurrency
+                                                        : 1) != 0)
         die("pthread_create");
     host_log(IPC_LOG_INFO, "loaded %s (%s, abi %d) for worker %.*s version %u",
              pkg.entry, pkg.manifest.entry_point, pkg.manifest.abi_version,

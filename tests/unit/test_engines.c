@@ -190,8 +190,8 @@ test_valid(void)
     CHECK(engines_find_mime(&list, "") == NULL);
     CHECK(engines_find_name(&list, "python") == e);
     CHECK(engines_find_name(&list, "ruby") == NULL);
-    CHECK(strcmp(engines_spawn_name(ENGINES_SPAWN_INPROCESS), "inprocess") ==
-          0);
+    CHECK(strcmp(engines_spawn_name(ENGINES_SPAWN_EXEC), "exec") == 0);
+    CHECK(!e->in_process);
 
     /* a host installed later: engines_probe() sees it */
     write_file(at("valid/libexec/wm-host-python"), 0755, "#!/bin/sh\n");
@@ -243,7 +243,9 @@ test_malformed(void)
     bad("a.engine", "name = a\nmime_type = a/b, a/b\n",
         ":2:", "mime_type a/b given twice");
     bad("a.engine", "name = a\nspawn = fork\n",
-        ":2:", "'fork' is not one of: zygote, exec, inprocess");
+        ":2:", "'fork' is not one of: zygote, exec");
+    bad("a.engine", "name = a\nin_process = maybe\n",
+        ":2:", "in_process 'maybe' is not yes or no");
     bad("a.engine", "name = a\nprotocol = one\n",
         ":2:", "not a version number");
     bad("a.engine", "name = a\nhost = bin/wm-host\n",
@@ -326,10 +328,10 @@ test_unavailable(void)
     write_file(at("unavail/abs.engine"), 0644,
                "name = abs\nmime_type = x/abs\nhost = /nonexistent/wm-host\n"
                "spawn = exec\nprotocol = 1\n");
-    /* in-process: no host needed */
+    /* an engine whose workers may run in the master */
     write_file(at("unavail/inproc.engine"), 0644,
-               "name = inproc\nmime_type = x/inproc\nspawn = inprocess\n"
-               "protocol = 1\n");
+               "name = inproc\nmime_type = x/inproc\nhost = /bin/sh\n"
+               "spawn = exec\nin_process = yes\nprotocol = 1\n");
     if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
         FAIL("load: %s", err);
         return;
@@ -342,7 +344,7 @@ test_unavailable(void)
     CHECK(e != NULL && !e->available && e->reason != NULL &&
           strcmp(e->reason, "host binary /nonexistent/wm-host not found") == 0);
     e = engines_find_name(&list, "inproc");
-    CHECK(e != NULL && e->available && e->host == NULL && e->host_path == NULL);
+    CHECK(e != NULL && e->available && e->in_process);
     engines_log(&list);
     engines_free(&list);
     rm_rf(dir);
