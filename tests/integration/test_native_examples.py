@@ -10,6 +10,7 @@ build's.  Nothing is skipped: a missing make, cc or pkg-config fails the
 build step with its output.
 """
 
+import io
 import shutil
 import subprocess
 import threading
@@ -152,3 +153,32 @@ def test_state_example_keeps_counts_in_the_daemon(wmd, packages):
     r = wmd.invoke(w, "bump", key="no/slash")
     assert r.status == 422 and r.code == "worker_error", r
     assert "[A-Za-z0-9._-]{1,64}" in r.json["error"]["message"]
+
+
+@pytest.mark.parametrize("args,lib,want", [
+    (["--library", "bad/name"], "libecho.so",
+     'library "bad/name" is not a library name'),
+    (["--entry-point", "9lives"], "libecho.so",
+     'entry_point "9lives" is not a C symbol'),
+    (["--manifest", "abi2.json"], "libecho.so",
+     "abi_version 2 is not supported; supported: 1"),
+    (["--rid", "linux-s390x"], "libecho.so",
+     "not a supported RID (linux-x64, linux-arm64)"),
+    ([], "notelf.so", "is not an ELF file"),
+])
+def test_wmctl_pack_refuses_what_the_daemon_would(tmp_path, wm_built,
+                                                  packages, args, lib, want):
+    """wmctl pack checks with the daemon's package reader: each refusal
+    names its cause, and no package is left behind.  (Files are named
+    relative to tmp_path, where wmctl runs.)"""
+    wmctl = wm_built("cli/wmctl")
+    with zipfile.ZipFile(io.BytesIO(packages["echo"])) as z:
+        entry = next(n for n in z.namelist() if n.endswith("/libecho.so"))
+        (tmp_path / "libecho.so").write_bytes(z.read(entry))
+    (tmp_path / "abi2.json").write_text('{"abi_version": 2, "library": "x"}')
+    (tmp_path / "notelf.so").write_text("not a library\n")
+    p = subprocess.run([str(wmctl), "pack", *args, "-o", "out.zip", lib],
+                       cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode in (1, 2), p
+    assert want in p.stderr, p.stderr
+    assert not (tmp_path / "out.zip").exists()
