@@ -5,17 +5,23 @@ original's field list), processing events through the ABI, and refusing
 bad packages with the host's message.
 
 The worker's behaviour comes from the event's type (echo, error, fail,
-garbage, none, crash, log, gateway, sleep, counts): see
-tests/workers/native/echo_worker.cc.
+garbage, none, crash, abort, overflow, loop, log, gateway, sleep, counts):
+see tests/workers/native/echo_worker.cc.
 """
 
+import io
+import json
 import re
+import signal
 import sys
+import threading
+import zipfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from wm import Daemon, b64
+from wm import Daemon, Stream, b64, event, metric, publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workers"
                        / "native"))
@@ -49,6 +55,22 @@ def wmd(wm_builddir, tmp_path):
     d.start()
     yield d
     assert d.stop() == 0, d.log()
+
+
+def tagged_package(lib, version):
+    """make_package(lib) whose manifest names ProcessV<version> as the
+    entry point: the worker's echoes then carry codeversion = version."""
+    src = zipfile.ZipFile(io.BytesIO(make_package(lib)))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "manifest.json":
+                manifest = json.loads(data)
+                manifest["entry_point"] = f"ProcessV{version}"
+                data = json.dumps(manifest)
+            dst.writestr(info, data)
+    return buf.getvalue()
 
 
 def create(d, package, expect=201, **fields):
@@ -218,3 +240,203 @@ def test_crash_on_a_published_event_is_dead_lettered(wmd, lib):
     assert got["deadletterreason"] == "crash"
     assert got["deliverycount"] == "4"
     dead.close()
+
+
+def test_stack_overflow_leaves_the_master_unaffected(wmd, lib):
+    """A stack overflow in Process (unbounded recursion on a pool thread)
+    is a crash like SIGSEGV: the master and its other workers go on, the
+    invoke fails with worker_error naming the signal, the host restarts
+    with backoff, and a published event is redelivered, then dead-lettered
+    with reason crash after 4 deliveries."""
+    other = create(wmd, make_package(lib), topic="other")
+    w = create(wmd, make_package(lib), topic="so", limits={"concurrency": 2})
+    r = wmd.invoke(w["id"], "overflow")
+    assert r.status == 422 and r.code == "worker_error", r
+    assert r.json["error"]["error_type"] == "crash", r
+    assert "SIGSEGV" in r.json["error"]["message"], r
+    wmd.wait_for(lambda: wmd.get(f"/v1/workers/{w['id']}").json[
+        "restarts"] >= 1, what="a restart")
+    last = wmd.get(f"/v1/workers/{w['id']}").json["last_exit"]
+    assert last["reason"] == "crash" and last["signal"] == signal.SIGSEGV
+    err = [e["data"] for e in wmd.lifecycle(w["id"])
+           if e["type"].endswith(".error")]
+    assert err and err[0]["error_type"] == "crash", err
+    assert err[0]["signal"] == signal.SIGSEGV, err
+    # The master is unaffected: healthy, its other worker answers, and
+    # the crashed one serves again after its restart.
+    assert wmd.proc.poll() is None
+    assert wmd.get("/health").status == 200
+    assert wmd.invoke(other["id"], "echo").status == 200
+    assert wmd.invoke(w["id"], "echo").status == 200
+
+    # Published: each delivery kills the host; the restarts' delays double
+    # from restart_base_delay_ms (20) up to restart_max_delay_ms (100).
+    dead = Stream(wmd, "so-dead")
+    assert publish(wmd, "so", event("overflow", id_="deep")).status == 202
+    got = dead.wait(1, timeout=30)[0]
+    assert got["id"] == "deep"
+    assert got["deadletterreason"] == "crash"
+    assert got["deliverycount"] == "4"
+    dead.close()
+    wmd.wait_for(lambda: wmd.get(f"/v1/workers/{w['id']}").json[
+        "restarts"] >= 5, what="the fifth restart")
+    delays = [int(m) for m in re.findall(
+        rf"worker {w['id']}: host restart in (\d+) ms", wmd.log())]
+    assert delays == [20, 40, 80, 100, 100], delays
+    assert metric(wmd, "workmanager_worker_events_dead_lettered_total",
+                  worker=w["id"]) == 1
+    assert wmd.invoke(other["id"], "echo").status == 200
+    assert wmd.invoke(w["id"], "echo").status == 200
+    assert wmd.get("/health").status == 200
+
+
+RELOADS = 5
+
+
+def reload_under_load(wmd, lib, n=2000, reloads=RELOADS, batch=10):
+    """Publishes about n events to a worker of concurrency 4 while its
+    code is reloaded `reloads` times; version v's package runs ProcessV<v>,
+    whose outputs say codeversion v.  Segment s of the events is published
+    while reload s runs (s = 1 .. reloads), segment s + 1 only after reload
+    s answered, so that every reload has events published after its
+    answer.  Returns the worker's id, its host's pid before the reloads,
+    floor (event id -> the last version answered before its publish began)
+    and the outputs (the SSE stream of rl.out, in arrival order) once all
+    are in and acked."""
+    segments = reloads + 2
+    per_segment = n // segments // batch * batch
+    n = per_segment * segments
+    w = create(wmd, tagged_package(lib, 1), topic="rl",
+               limits={"concurrency": 4})
+    wid = w["id"]
+    pid = wmd.get(f"/v1/workers/{wid}").json["pid"]
+    out = Stream(wmd, "rl.out")
+    state = threading.Condition()
+    answered = [1]   # the version of the last answered reload
+    triggered = [0]  # reloads the publisher asked for
+    floor = {}
+    failures = []
+
+    def publisher():
+        try:
+            for s in range(segments):
+                with state:
+                    if 1 <= s <= reloads:
+                        triggered[0] = s
+                        state.notify_all()
+                    while s >= 2 and answered[0] < s and not failures:
+                        state.wait(60)
+                    if s >= 2 and answered[0] < s:
+                        return
+                for b in range(0, per_segment, batch):
+                    ids = [f"rl-{s}-{b + i}" for i in range(batch)]
+                    with state:
+                        v = answered[0]
+                    r = publish(wmd, "rl", [event("rl", id_=i) for i in ids])
+                    if r.status != 202:
+                        failures.append(f"publish: {r}")
+                        return
+                    for i in ids:
+                        floor[i] = v
+        except Exception as e:  # reported by the test's thread
+            failures.append(repr(e))
+        finally:
+            with state:
+                triggered[0] = reloads + 1
+                state.notify_all()
+
+    t = threading.Thread(target=publisher)
+    t.start()
+    try:
+        for k in range(1, reloads + 1):
+            with state:
+                while triggered[0] < k:
+                    state.wait(60)
+            assert not failures, failures
+            r = wmd.put(f"/v1/workers/{wid}/code",
+                        {"code": {"content": b64(tagged_package(lib, k + 1))}})
+            assert r.status == 200 and r.json["version"] == k + 1, r
+            with state:
+                answered[0] = k + 1
+                state.notify_all()
+    except BaseException:
+        with state:
+            failures.append("the reloads failed")
+            state.notify_all()
+        raise
+    finally:
+        t.join(120)
+    assert not t.is_alive() and not failures, failures
+    assert len(floor) == n
+    out.wait(n, timeout=60, what="the outputs")
+    wmd.wait_for(lambda: metric(wmd, "workmanager_events_pending") == 0 and
+                 metric(wmd, "workmanager_worker_events_processed_total",
+                        worker=wid) >= n, timeout=60, what="everything acked")
+    got = list(out.events())
+    out.close()
+    return wid, pid, floor, got
+
+
+def test_reload_under_load_loses_and_duplicates_nothing(wmd, lib):
+    """Hot reload under load (DESIGN §7): every event is processed exactly
+    once; an event published after a reload's answer is processed by that
+    version or a later one; outputs never go back to an older version;
+    /metrics agrees."""
+    wid, pid, floor, got = reload_under_load(wmd, lib)
+    n = len(floor)
+    # Exactly once: no loss, no duplicate.
+    ids = Counter(e["id"] for e in got)
+    assert set(ids) == set(floor), set(floor) ^ set(ids)
+    dups = {i: c for i, c in ids.items() if c != 1}
+    assert not dups, dups
+    assert len(got) == n
+    # Which code processed what.
+    versions = [int(e["codeversion"]) for e in got]
+    assert set(versions) <= set(range(1, RELOADS + 2)), Counter(versions)
+    late = [(e["id"], e["codeversion"], floor[e["id"]]) for e in got
+            if int(e["codeversion"]) < floor[e["id"]]]
+    assert not late, f"processed by an older version than answered: {late}"
+    backwards = [(a, b) for a, b in zip(versions, versions[1:]) if b < a]
+    assert not backwards, f"an output of old code after new code: {backwards}"
+    assert versions[-1] == RELOADS + 1
+    assert all(e["worker"] == wid for e in got)
+    # /metrics agrees: each event succeeded once and its output was
+    # published once; a delivery that failed was redelivered (none should
+    # fail: test_reload_under_load_stays_in_the_host); nothing was
+    # dead-lettered and no stream dropped an output.
+    processed = metric(wmd, "workmanager_worker_events_processed_total",
+                       worker=wid)
+    failed = metric(wmd, "workmanager_worker_events_failed_total", worker=wid)
+    assert processed - failed == n, (processed, failed)
+    assert metric(wmd, "workmanager_worker_events_redelivered_total",
+                  worker=wid) == failed
+    assert metric(wmd, "workmanager_worker_events_published_total",
+                  worker=wid) == n
+    assert metric(wmd, "workmanager_worker_events_dead_lettered_total",
+                  worker=wid) == 0
+    assert metric(wmd, "workmanager_events_acked_total") == n
+    assert metric(wmd, "workmanager_event_streams_dropped_total") == 0
+    assert wmd.get(f"/v1/workers/{wid}").json["version"] == RELOADS + 1
+    assert wmd.lifecycle_names(wid).count("reloaded") == RELOADS
+
+
+# Strict (tests/pytest.ini): the race is hit on 4 or 5 of the 5 reloads.
+# Once the master keeps the new code in w->pending_code until its blob is
+# stored, as a create does, this passes and the mark goes.
+@pytest.mark.xfail(reason="master: PUT /code makes the new version current "
+                          "(history_push) before its blob is stored; a pump "
+                          "of the host meanwhile reloads it from the store, "
+                          "finds no blob, stops the host and fails its "
+                          "queued events with load_error (redelivered)")
+def test_reload_under_load_stays_in_the_host(wmd, lib):
+    """A reload under load swaps the library in the running host, as an
+    idle one does (test_reload_swaps_the_library): one pid throughout, no
+    failed load, no failed delivery."""
+    wid, pid, floor, got = reload_under_load(wmd, lib)
+    assert "reload of version" not in wmd.log()
+    assert {int(e["pid"]) for e in got} == {pid}
+    assert wmd.get(f"/v1/workers/{wid}").json["pid"] == pid
+    assert metric(wmd, "workmanager_worker_events_failed_total",
+                  worker=wid) == 0
+    assert metric(wmd, "workmanager_worker_events_processed_total",
+                  worker=wid) == len(floor)

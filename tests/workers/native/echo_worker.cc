@@ -10,7 +10,8 @@
  *
  *   echo (and any type not below)  result_event = the input, type + ".out",
  *       same id, source, specversion, optional strings, data and
- *       extensions (correlationid first), plus extensions pid (getpid())
+ *       extensions (correlationid first), plus extensions pid (getpid(),
+ *       read once: the library lives in one process)
  *       and worker ($VIRTUFIN_WORKER_ID or "")
  *   error     error_message "asked to fail"
  *   none      returns 0, no reply (*out_buf NULL)
@@ -18,6 +19,9 @@
  *   garbage   returns 0 with 64 malloc'd bytes of 0xAB (not a FlatBuffer):
  *             the engine must report worker_error and still FreeResult it
  *   crash     SIGSEGV (handler reset to SIG_DFL first); abort: abort()
+ *   overflow  overflows its thread's stack: unbounded recursion through
+ *             frames the compiler can neither drop nor turn into a loop
+ *             (SIGSEGV on the guard page; handler reset to SIG_DFL first)
  *   loop      never returns
  *   log       host->log(INFO, "hello from native"), then echoes
  *   gateway   workmanager.state put {"key":"n","value":1}, then get
@@ -26,6 +30,11 @@
  *   counts    echoes with data {"outputs": N, "freed": M}: the non-NULL
  *             outputs returned before this call and the FreeResult calls
  *             so far
+ *
+ * The entry points ProcessV1 ... ProcessV9 are Process whose echoes also
+ * carry the extension codeversion = "1" ... "9": a package whose manifest
+ * names one of them as its entry_point marks every output with it, so that
+ * a test can tell which code processed an event (reload under load).
  *
  * Invariants: every output is one malloc'd copy of a finished builder (no
  * file identifier, no size prefix) and FreeResult is free(); the only
@@ -60,6 +69,17 @@ int32_t Process(const VirtufinHost *host, const uint8_t *in_buf,
 void FreeResult(uint8_t *buf);
 }
 
+/* ProcessV1 ... ProcessV9: Process, its echoes tagged codeversion = N. */
+#define ECHO_TAGGED_ENTRIES(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+#define ECHO_DECLARE_TAGGED(n)                                             \
+    extern "C" int32_t ProcessV##n(const VirtufinHost *host,               \
+                                   const uint8_t *in_buf, int32_t in_len,  \
+                                   uint8_t **out_buf, int32_t *out_len);   \
+    static_assert(std::is_same<decltype(&ProcessV##n),                     \
+                               virtufin_process_fn>::value,                \
+                  "ProcessV" #n " does not match virtufin_process_fn");
+ECHO_TAGGED_ENTRIES(ECHO_DECLARE_TAGGED)
+
 /* Checked at compile time against the ABI's function-pointer types. */
 static_assert(std::is_same<decltype(&Process), virtufin_process_fn>::value,
               "Process does not match virtufin_process_fn");
@@ -77,6 +97,12 @@ static const uint8_t GARBAGE_BYTE = 0xAB;
 /* Longest `sleep` honoured: beyond any test's timeout, short of forever. */
 static const long SLEEP_MAX_MS = 600000;
 static const long SLEEP_DEFAULT_MS = 100;
+/* `overflow`: bytes of each recursive frame; small enough that the frames'
+ * writes cannot step over a guard page (4 KiB) without touching it. */
+static const size_t OVERFLOW_FRAME = 512;
+/* The recursion's way out, never reached: volatile, so that the compiler
+ * can neither prove the recursion endless nor bound it. */
+static volatile unsigned long overflow_depth_max = ~0UL;
 
 /* The copy of an optional string: absent stays absent. */
 static flatbuffers::Offset<flatbuffers::String>
@@ -95,6 +121,16 @@ ext_value(const fb::CloudEvent *ev, const char *name)
             return e->value() != nullptr ? e->value()->str() : std::string();
     }
     return std::string();
+}
+
+/* getpid() as text, computed once (thread-safe: a function-local static):
+ * a system call per echo would be a good part of the echo's cost in the
+ * benchmarks, and the library never changes process. */
+static const std::string &
+pid_text()
+{
+    static const std::string pid = std::to_string(static_cast<long>(getpid()));
+    return pid;
 }
 
 /* Copies the finished builder into a malloc'd buffer for the engine. */
@@ -125,11 +161,11 @@ reply_error(const std::string &msg, uint8_t **out_buf, int32_t *out_len)
 /*
  * Echoes ev with type + ".out"; data replaces the input's data when
  * `data` is non-null (then datacontenttype becomes application/json: the
- * replacements are JSON).
+ * replacements are JSON); a non-null tag adds the extension codeversion.
  */
 static int32_t
 reply_echo(const fb::CloudEvent *ev, const std::string *data,
-           uint8_t **out_buf, int32_t *out_len)
+           const char *tag, uint8_t **out_buf, int32_t *out_len)
 {
     flatbuffers::FlatBufferBuilder b;
     std::vector<std::pair<std::string, std::string>> exts;
@@ -144,14 +180,17 @@ reply_echo(const fb::CloudEvent *ev, const std::string *data,
         }
         for (const fb::Extension *e : *ev->extensions()) {
             std::string name = e->name() ? e->name()->str() : "";
-            if (name == "correlationid" || name == "pid" || name == "worker")
+            if (name == "correlationid" || name == "pid" ||
+                name == "worker" || name == "codeversion")
                 continue;
             exts.emplace_back(name, e->value() ? e->value()->str() : "");
         }
     }
     const char *worker = getenv("VIRTUFIN_WORKER_ID");
-    exts.emplace_back("pid", std::to_string(static_cast<long>(getpid())));
+    exts.emplace_back("pid", pid_text());
     exts.emplace_back("worker", worker != nullptr ? worker : "");
+    if (tag != nullptr)
+        exts.emplace_back("codeversion", tag);
 
     std::vector<flatbuffers::Offset<fb::Extension>> ext_offs;
     for (const auto &kv : exts)
@@ -190,6 +229,23 @@ sleep_ms(long ms)
         ;
 }
 
+/*
+ * Recurses until the stack runs out.  Each frame writes both ends of a
+ * volatile array and adds to the callee's result after it returns: no
+ * tail call, nothing to optimise away.
+ */
+static unsigned long __attribute__((noinline))
+overflow(unsigned long depth)
+{
+    volatile char frame[OVERFLOW_FRAME];
+
+    frame[0] = static_cast<char>(depth);
+    frame[OVERFLOW_FRAME - 1] = static_cast<char>(depth >> 8);
+    if (depth >= overflow_depth_max)
+        return frame[0];
+    return overflow(depth + 1) + frame[0] + frame[OVERFLOW_FRAME - 1];
+}
+
 /* A gateway call whose response (or error text) lands in *resp. */
 static int32_t
 gateway(const VirtufinHost *host, const char *method, const std::string &req,
@@ -216,9 +272,10 @@ gateway(const VirtufinHost *host, const char *method, const std::string &req,
     return rc;
 }
 
-int32_t
-Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
-        uint8_t **out_buf, int32_t *out_len)
+/* Process and ProcessV<n>: tag is NULL for Process, "n" for the others. */
+static int32_t
+process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
+        uint8_t **out_buf, int32_t *out_len, const char *tag)
 {
     *out_buf = nullptr;
     *out_len = 0;
@@ -256,6 +313,10 @@ Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
     }
     if (type == "abort")
         abort();
+    if (type == "overflow") {
+        signal(SIGSEGV, SIG_DFL);
+        return overflow(0) != 0 ? 1 : 2;
+    }
     if (type == "loop") {
         /* volatile: an endless loop without side effects is undefined
          * behaviour in C++ and may be optimised away */
@@ -265,7 +326,7 @@ Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
     }
     if (type == "log") {
         host->log(host->engine_ptr, VIRTUFIN_LOG_INFO, "hello from native");
-        return reply_echo(ev, nullptr, out_buf, out_len);
+        return reply_echo(ev, nullptr, tag, out_buf, out_len);
     }
     if (type == "gateway") {
         std::string put, got;
@@ -275,7 +336,7 @@ Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
         if (gateway(host, "get", "{\"key\":\"n\"}", &got) != 0)
             return reply_error("gateway get failed: " + got, out_buf,
                                out_len);
-        return reply_echo(ev, &got, out_buf, out_len);
+        return reply_echo(ev, &got, tag, out_buf, out_len);
     }
     if (type == "sleep") {
         std::string s = ext_value(ev, "ms");
@@ -288,17 +349,33 @@ Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
                 ms = n < SLEEP_MAX_MS ? n : SLEEP_MAX_MS;
         }
         sleep_ms(ms);
-        return reply_echo(ev, nullptr, out_buf, out_len);
+        return reply_echo(ev, nullptr, tag, out_buf, out_len);
     }
     if (type == "counts") {
         std::string data = "{\"outputs\": " +
                            std::to_string(outputs_returned.load()) +
                            ", \"freed\": " +
                            std::to_string(results_freed.load()) + "}";
-        return reply_echo(ev, &data, out_buf, out_len);
+        return reply_echo(ev, &data, tag, out_buf, out_len);
     }
-    return reply_echo(ev, nullptr, out_buf, out_len);
+    return reply_echo(ev, nullptr, tag, out_buf, out_len);
 }
+
+int32_t
+Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
+        uint8_t **out_buf, int32_t *out_len)
+{
+    return process(host, in_buf, in_len, out_buf, out_len, nullptr);
+}
+
+#define ECHO_DEFINE_TAGGED(n)                                              \
+    int32_t ProcessV##n(const VirtufinHost *host, const uint8_t *in_buf,   \
+                        int32_t in_len, uint8_t **out_buf,                 \
+                        int32_t *out_len)                                  \
+    {                                                                      \
+        return process(host, in_buf, in_len, out_buf, out_len, #n);        \
+    }
+ECHO_TAGGED_ENTRIES(ECHO_DEFINE_TAGGED)
 
 void
 FreeResult(uint8_t *buf)
