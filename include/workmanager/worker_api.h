@@ -20,6 +20,11 @@
  *
  * Before the library is loaded, VIRTUFIN_WORKER_ID, VIRTUFIN_WORKER_GROUP
  * and VIRTUFIN_WORKER_TOPIC are set in the environment.
+ *
+ * After the ABI come the helpers for worker authors (virtufin_event_read,
+ * virtufin_response_event, virtufin_response_error, ...): static inline,
+ * plain C99 and libc, so that a worker in C needs no FlatBuffers library.
+ * They add no symbol to the ABI and change none of its declarations.
  */
 #ifndef WORKMANAGER_WORKER_API_H
 #define WORKMANAGER_WORKER_API_H
