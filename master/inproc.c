@@ -25,6 +25,7 @@ struct inproc {
     struct event *ev;
     struct inproc_hooks hooks;
     void *arg;
+    struct native_job *pending, **pending_tail; /* for inproc_flush */
     bool walking; /* on_pool is handing a batch to the hooks */
     bool closing; /* closed from a hook: on_pool finishes the close */
 };
@@ -32,6 +33,11 @@ struct inproc {
 static void
 destroy(struct inproc *ip)
 {
+    while (ip->pending) {
+        struct native_job *next = ip->pending->next;
+        native_job_free(ip->pending);
+        ip->pending = next;
+    }
     event_free(ip->ev);
     native_loader_close(ip->nl);
     free(ip);
@@ -110,6 +116,7 @@ inproc_open(struct event_base *base, int lib_fd, const char *label,
     }
     ip->hooks = *hooks;
     ip->arg = arg;
+    ip->pending_tail = &ip->pending;
     if (native_loader_open(ip->nl, lib_fd, label, entry, free_result, id, err,
                            errlen) != 0) {
         native_loader_close(ip->nl);
@@ -139,8 +146,17 @@ inproc_submit(struct inproc *ip, const uint8_t *event, size_t len, void *ctx)
     if (j == NULL)
         return NULL;
     j->ctx = ctx;
-    native_loader_submit(ip->nl, j);
+    *ip->pending_tail = j;
+    ip->pending_tail = &j->next;
     return j;
+}
+
+void
+inproc_flush(struct inproc *ip)
+{
+    native_loader_submit(ip->nl, ip->pending);
+    ip->pending = NULL;
+    ip->pending_tail = &ip->pending;
 }
 
 void

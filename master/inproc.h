@@ -49,11 +49,13 @@ struct inproc *inproc_open(struct event_base *base, int lib_fd,
                            const struct inproc_hooks *hooks, void *arg,
                            char *err, size_t errlen);
 
-/* Hands one event (an ABI CloudEvent buffer, copied) to the pool; its
+/* Queues one event (an ABI CloudEvent buffer, copied) for the pool; its
  * outcome comes to hooks->result with ctx.  Returns the job (for
- * inproc_abandon), or NULL with errno. */
+ * inproc_abandon), or NULL with errno.  inproc_flush() hands what is
+ * queued to the pool at once. */
 struct native_job *inproc_submit(struct inproc *ip, const uint8_t *event,
                                  size_t len, void *ctx);
+void inproc_flush(struct inproc *ip);
 
 /* Its outcome is no longer wanted (a deadline passed, the worker went):
  * the call finishes in its thread and its output is freed unseen. */

@@ -1455,6 +1455,8 @@ pump_inproc(struct host *h)
     while (!TAILQ_EMPTY(&h->queue) && h->ninflight < MAX_INFLIGHT_CAP &&
            !h->forgotten && h->ip)
         ip_dispatch_one(h);
+    if (!h->forgotten && h->ip)
+        inproc_flush(h->ip);
 }
 
 /* ---- the pump: what to do next for a host ----------------------------- */

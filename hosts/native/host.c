@@ -51,6 +51,10 @@ static struct event_base *base;
 static struct ipc_channel *ch;
 static struct native_loader *loader;
 static unsigned inflight; /* jobs handed to the pool, not answered */
+/* Jobs of the frames read in this loop turn, handed to the pool at once
+ * by on_flush (one lock and wake-up per batch). */
+static struct native_job *pending, **pending_tail = &pending;
+static struct event *ev_flush;
 static bool shutting_down;
 
 static void die(const char *what) __attribute__((noreturn));
@@ -360,7 +364,21 @@ on_process(const struct ipc_frame *f)
         answer(j);
         return;
     }
-    native_loader_submit(loader, j);
+    if (pending == NULL)
+        event_active(ev_flush, EV_TIMEOUT, 1);
+    *pending_tail = j;
+    pending_tail = &j->next;
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    native_loader_submit(loader, pending);
+    pending = NULL;
+    pending_tail = &pending;
 }
 
 static void
@@ -436,7 +454,8 @@ main(void)
         die("start");
     ev = event_new(base, native_loader_fd(loader), EV_READ | EV_PERSIST,
                    on_pool, NULL);
-    if (ev == NULL || event_add(ev, NULL) < 0)
+    ev_flush = event_new(base, -1, 0, on_flush, NULL);
+    if (ev == NULL || ev_flush == NULL || event_add(ev, NULL) < 0)
         die("event_new");
     ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
     if (ch == NULL)

@@ -41,9 +41,10 @@ struct native_loader {
     struct native_call *calls;            /* for the owner, LIFO */
     pthread_t threads[NATIVE_LOADER_MAX_THREADS];
     unsigned nthreads;
-    unsigned alive; /* threads not ended (detached mode) */
-    unsigned idle;  /* threads waiting for work */
-    unsigned busy;  /* jobs submitted, not taken back */
+    unsigned alive;  /* threads not ended (detached mode) */
+    unsigned idle;   /* threads waiting for work */
+    unsigned busy;   /* jobs submitted, not taken back */
+    unsigned queued; /* jobs in todo */
     bool stopping;
     bool detached; /* closed with calls running: the last thread frees */
     int efd;
@@ -199,6 +200,11 @@ native_call_reply(struct native_call *c, int32_t status, const uint8_t *resp,
 
 static void loader_destroy(struct native_loader *nl);
 
+/* A thread takes its share of what is queued at once (up to CHUNK_MAX
+ * jobs), so that a busy pool locks, and wakes its owner, once per chunk
+ * rather than once per call, and the other threads still get theirs. */
+#define CHUNK_MAX 32
+
 static void *
 pool_main(void *arg)
 {
@@ -210,35 +216,54 @@ pool_main(void *arg)
         while (nl->todo == NULL && !nl->stopping)
             pthread_cond_wait(&nl->work_cv, &nl->mu);
         nl->idle--;
-        struct native_job *j = nl->todo;
-        if (j == NULL) { /* stopping */
-            bool last = --nl->alive == 0 && nl->detached;
+        struct native_job *chunk = nl->todo, *last = chunk;
+        if (chunk == NULL) { /* stopping */
+            bool end = --nl->alive == 0 && nl->detached;
             pthread_mutex_unlock(&nl->mu);
-            if (last)
+            if (end)
                 loader_destroy(nl);
             return NULL;
         }
-        nl->todo = j->next;
+        unsigned n = nl->queued / nl->nthreads;
+        n = n < 1 ? 1 : n > CHUNK_MAX ? CHUNK_MAX : n;
+        for (unsigned i = 1; i < n && last->next; i++)
+            last = last->next;
+        nl->todo = last->next;
+        last->next = NULL;
         if (nl->todo == NULL)
             nl->todo_tail = &nl->todo;
+        for (struct native_job *j = chunk; j; j = j->next) {
+            nl->queued--;
+            j->free_result = nl->free_result;
+        }
         virtufin_process_fn p = nl->process;
-        j->free_result = nl->free_result;
         pthread_mutex_unlock(&nl->mu);
 
-        j->out = NULL;
-        j->out_len = 0;
-        j->rc = p(&nl->api, j->in, j->in_len, &j->out, &j->out_len);
+        for (struct native_job *j = chunk; j; j = j->next) {
+            j->out = NULL;
+            j->out_len = 0;
+            j->rc = p(&nl->api, j->in, j->in_len, &j->out, &j->out_len);
+        }
 
         pthread_mutex_lock(&nl->mu);
-        if (nl->detached) { /* nobody takes it: the output goes now */
+        if (nl->detached) { /* nobody takes them: the outputs go now */
             pthread_mutex_unlock(&nl->mu);
-            native_job_free(j);
+            while (chunk) {
+                struct native_job *next = chunk->next;
+                native_job_free(chunk);
+                chunk = next;
+            }
             continue;
         }
-        /* One wake-up per batch: the owner takes every result at once. */
+        /* One wake-up per batch: the owner takes every result at once
+         * (done is newest first). */
         bool first = nl->done == NULL && nl->calls == NULL;
-        j->next = nl->done;
-        nl->done = j;
+        while (chunk) {
+            struct native_job *next = chunk->next;
+            chunk->next = nl->done;
+            nl->done = chunk;
+            chunk = next;
+        }
         pthread_mutex_unlock(&nl->mu);
         if (first)
             wake(nl);
@@ -430,15 +455,14 @@ native_job_new(const uint8_t *in, size_t len)
         errno = EMSGSIZE;
         return NULL;
     }
-    j = calloc(1, sizeof *j);
+    /* One allocation; the input right after the job, 16-aligned as
+     * malloc's own (a FlatBuffer needs 8). */
+    size_t head = (sizeof *j + 15) & ~(size_t)15;
+    j = malloc(head + (len ? len : 1));
     if (j == NULL)
         return NULL;
-    /* malloc's alignment keeps the FlatBuffer 8-aligned. */
-    j->in = malloc(len ? len : 1);
-    if (j->in == NULL) {
-        free(j);
-        return NULL;
-    }
+    memset(j, 0, sizeof *j);
+    j->in = (uint8_t *)j + head;
     if (len)
         memcpy(j->in, in, len);
     j->in_len = (int32_t)len;
@@ -453,19 +477,30 @@ native_job_free(struct native_job *j)
     /* Exactly once per non-NULL output, after its outcome was used. */
     if (j->out != NULL && j->free_result != NULL)
         j->free_result(j->out);
-    free(j->in);
     free(j);
 }
 
 void
-native_loader_submit(struct native_loader *nl, struct native_job *j)
+native_loader_submit(struct native_loader *nl, struct native_job *jobs)
 {
-    j->next = NULL;
+    struct native_job *last = jobs;
+    unsigned n = 1;
+
+    if (jobs == NULL)
+        return;
+    while (last->next) {
+        last = last->next;
+        n++;
+    }
     pthread_mutex_lock(&nl->mu);
-    nl->busy++;
-    *nl->todo_tail = j;
-    nl->todo_tail = &j->next;
-    if (nl->idle > 0) /* a busy pool takes the job when it looks again */
+    nl->busy += n;
+    nl->queued += n;
+    *nl->todo_tail = jobs;
+    nl->todo_tail = &last->next;
+    /* A busy pool takes the jobs when it looks again. */
+    if (nl->idle > 1 && n > 1)
+        pthread_cond_broadcast(&nl->work_cv);
+    else if (nl->idle > 0)
         pthread_cond_signal(&nl->work_cv);
     pthread_mutex_unlock(&nl->mu);
 }
@@ -582,6 +617,7 @@ native_loader_close(struct native_loader *nl)
         native_job_free(j);
     }
     nl->todo_tail = &nl->todo;
+    nl->queued = 0;
     nl->stopping = true;
     bool running = nl->nthreads - nl->idle > 0;
     if (running)

@@ -32,7 +32,7 @@
 
 struct native_loader;
 
-/* One call of Process: the input (malloc'd, 8-aligned by malloc) and, once
+/* One call of Process: the input (held with the job, 8-aligned) and, once
  * the pool is done with it, the worker's answer. */
 struct native_job {
     struct native_job *next;
@@ -107,8 +107,9 @@ bool native_loader_ready(const struct native_loader *nl);
 /* A job for in[0..len), copied.  NULL with errno. */
 struct native_job *native_job_new(const uint8_t *in, size_t len);
 
-/* Hands j to the pool (the loader must be ready). */
-void native_loader_submit(struct native_loader *nl, struct native_job *j);
+/* Hands jobs (one, or a list linked by next, oldest first) to the pool at
+ * once (the loader must be ready). */
+void native_loader_submit(struct native_loader *nl, struct native_job *jobs);
 
 /* Takes the finished jobs and the worker calls, each list oldest first,
  * and clears the wake-up.  Either pointer may be NULL to leave that list. */

@@ -93,10 +93,13 @@ def tagged_package(lib, version):
 
 
 def footprint(pid):
+    """Descriptors, worker libraries mapped (distinct memfd inodes) and
+    threads of pid."""
     fds = len(os.listdir(f"/proc/{pid}/fd"))
-    maps = sum(1 for _ in open(f"/proc/{pid}/maps"))
+    libs = {line.split()[4] for line in open(f"/proc/{pid}/maps")
+            if "/memfd:lib" in line}
     threads = len(os.listdir(f"/proc/{pid}/task"))
-    return fds, maps, threads
+    return fds, len(libs), threads
 
 
 def native_hosts(d):
@@ -324,8 +327,9 @@ def test_stop_and_delete_close_the_library(wmd, silent_lib):
 
 
 def test_reload_cycles_leave_the_daemon_bounded(wmd, lib):
-    """200 reloads in process: the daemon's descriptors, mappings and
-    threads do not grow (each old library and its threads go)."""
+    """200 reloads in process: the daemon's descriptors, libraries and
+    threads do not grow: each old library and its threads go (but the
+    first copy of this C++ worker, which its GNU unique symbols pin)."""
     w = create(wmd, make_package(lib), limits={"concurrency": 2})
     pkgs = [make_package(lib, library=f"echo{i}") for i in range(2)]
     assert wmd.invoke(w["id"], "echo").status == 200
@@ -338,7 +342,7 @@ def test_reload_cycles_leave_the_daemon_bounded(wmd, lib):
     wmd.wait_for(lambda: native_hosts(wmd) == [], what="validators gone")
     after = footprint(wmd.proc.pid)
     assert after[0] <= before[0] + 2, (before, after)
-    assert after[1] <= before[1] + 16, (before, after)
+    assert before[1] == 1 and after[1] <= 2, (before, after)
     assert after[2] <= before[2], (before, after)
 
 
