@@ -372,6 +372,7 @@ op_undo(struct op *op)
         break;
     case OP_RELOAD:
     case OP_ROLLBACK:
+        w->pending_code = NULL;
         w->version = op->old_version;
         history_pop(w, op->old_nhistory);
         break;
@@ -507,6 +508,7 @@ on_blob_written(enum store_status st, uint64_t revision, const char *message,
 {
     struct op *op = arg;
     (void)revision;
+    op->w->pending_code = NULL; /* in the store now, or never */
     if (st != STORE_OK) {
         op_undo(op);
         api_error(op->rq, 500, "internal", "storing the code failed: %s",
@@ -594,6 +596,11 @@ op_store_code(struct op *op, const char *source)
         op_free(op);
         return;
     }
+    /* The new version is current from here on: a host reloading it before
+     * the blob is written (a busy one draining, as the Load waits for that)
+     * takes the bytes from memory, as a create's does. */
+    op->w->pending_code = op->code;
+    op->w->pending_len = op->len;
     if (store_blob_put(op->d->store, op->code, op->len, sha, on_blob_written,
                        op) != 0) {
         op_undo(op);

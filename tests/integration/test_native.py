@@ -420,14 +420,6 @@ def test_reload_under_load_loses_and_duplicates_nothing(wmd, lib):
     assert wmd.lifecycle_names(wid).count("reloaded") == RELOADS
 
 
-# Strict (tests/pytest.ini): the race is hit on 4 or 5 of the 5 reloads.
-# Once the master keeps the new code in w->pending_code until its blob is
-# stored, as a create does, this passes and the mark goes.
-@pytest.mark.xfail(reason="master: PUT /code makes the new version current "
-                          "(history_push) before its blob is stored; a pump "
-                          "of the host meanwhile reloads it from the store, "
-                          "finds no blob, stops the host and fails its "
-                          "queued events with load_error (redelivered)")
 def test_reload_under_load_stays_in_the_host(wmd, lib):
     """A reload under load swaps the library in the running host, as an
     idle one does (test_reload_swaps_the_library): one pid throughout, no
