@@ -310,7 +310,8 @@ def test_usage_errors(wmctl_bin):
     named = [l.split()[0] for l in commands.splitlines()]
     for c in ("create", "list", "show", "start", "stop", "suspend", "resume",
               "delete", "reload", "history", "rollback", "tags", "invoke",
-              "publish", "subscribe", "engines", "health", "recover"):
+              "publish", "subscribe", "engines", "health", "recover",
+              "pack"):
         assert c in named, c
     assert w("help").stdout == p.stdout
     assert w("--version").stdout.startswith("wmctl ")

@@ -13,7 +13,7 @@ man="$srcdir/man"
 daemon=./master/workmanagerd
 pages="workmanagerd.8 wmctl.1 workmanager.conf.5 wm-host.8 workmanager-workers.7"
 commands="create list show start stop suspend resume delete reload history
-rollback tags invoke publish subscribe engines health recover"
+rollback tags invoke publish subscribe engines health recover pack"
 failed=0
 
 fail() {
