@@ -84,6 +84,18 @@ on_state(struct worker *w, enum worker_state old, void *arg)
     }
 }
 
+/* An in-process call past its deadline: the worker.error a host's death
+ * would have brought. */
+static void
+on_stuck(struct worker *w, const char *message, void *arg)
+{
+    struct daemon *d = arg;
+    if (registered(d, w))
+        lifecycle_emit(d, w, "error",
+                       json_pack("{s:s, s:s}", "error_type", "timeout",
+                                 "error_message", message));
+}
+
 static int
 code_of(struct worker *w, uint8_t **data, size_t *len, char *err, size_t errlen,
         void *arg)
@@ -134,6 +146,7 @@ static const struct supervise_hooks hooks = {
     .code = code_of,
     .gateway = on_gateway,
     .heartbeat = on_heartbeat,
+    .stuck = on_stuck,
 };
 
 /* Group lock changes become infra events. */

@@ -980,6 +980,8 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
                  "in-process call cannot be stopped and goes on in its thread",
                  ev->deadline_ms);
         log_warning("worker %s: %s", h->w->id, msg);
+        if (h->sv->hooks.stuck)
+            h->sv->hooks.stuck(h->w, msg, h->sv->arg);
         event_complete(h, ev, NULL, "timeout", msg);
         kick(h);
         host_release(h);

@@ -44,6 +44,9 @@ struct supervise_hooks {
                     struct supervise_call *c, void *arg);
     /* w's idle host echoed a heartbeat (may be NULL). */
     void (*heartbeat)(struct worker *w, void *arg);
+    /* An in-process call of w overran its deadline and goes on, as
+     * nothing can stop it: no host exit will report it (may be NULL). */
+    void (*stuck)(struct worker *w, const char *message, void *arg);
 };
 
 /* Answers a GatewayCall (see supervise_hooks.gateway) and frees c; a host

@@ -228,6 +228,9 @@ def test_timeout_reports_and_the_call_goes_on(wmd, lib):
     assert r.status == 422 and r.json["error"]["error_type"] == "timeout", r
     assert "cannot be stopped" in r.json["error"]["message"]
     assert time.monotonic() - t0 < 1.4
+    err = [e["data"] for e in wmd.lifecycle(w["id"])
+           if e["type"].endswith(".error")]
+    assert err and err[0]["error_type"] == "timeout", err
     # The other thread answers meanwhile.
     assert wmd.invoke(w["id"], "echo").status == 200
     time.sleep(1.5)  # the stuck call returns; its output is freed unseen
@@ -367,3 +370,16 @@ def test_recovery_and_the_operator_switch(wm_builddir, tmp_path, lib):
         assert view["state"] == "failed", view
     finally:
         assert d.stop() == 0
+
+
+def test_a_crash_ends_the_daemon(wm_builddir, tmp_path, lib):
+    """The documented caveat, as it is: a worker that faults in process
+    takes the daemon with it (the reason it is opt-in)."""
+    d = daemon(wm_builddir, tmp_path).start()
+    w = create(d, make_package(lib))
+    try:
+        d.invoke(w["id"], "crash")
+    except OSError:
+        pass  # the connection died with the daemon
+    assert d.proc.wait(timeout=20) != 0
+    assert d.get  # the daemon is gone: nothing more to stop

@@ -44,6 +44,7 @@
  */
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -272,6 +273,25 @@ gateway(const VirtufinHost *host, const char *method, const std::string &req,
     return rc;
 }
 
+/* The ABI's VirtufinHost, as the original laid it out (DESIGN §4): the
+ * engine pointer, abi_version, then log, gateway_call and free_response —
+ * checked here against the header at compile time, and what the engine
+ * passes at run time on every call (a wrong one is answered as an error). */
+static_assert(sizeof(VirtufinHost) == 40, "VirtufinHost is 40 bytes");
+static_assert(offsetof(VirtufinHost, engine_ptr) == 0, "engine_ptr first");
+static_assert(offsetof(VirtufinHost, abi_version) == 8, "abi_version second");
+static_assert(offsetof(VirtufinHost, log) == 16, "log third");
+static_assert(offsetof(VirtufinHost, gateway_call) == 24, "gateway_call");
+static_assert(offsetof(VirtufinHost, free_response) == 32, "free_response");
+
+static bool
+host_valid(const VirtufinHost *host)
+{
+    return host != nullptr && host->engine_ptr != nullptr &&
+           host->abi_version == 1 && host->log != nullptr &&
+           host->gateway_call != nullptr && host->free_response != nullptr;
+}
+
 /* Process and ProcessV<n>: tag is NULL for Process, "n" for the others. */
 static int32_t
 process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
@@ -280,6 +300,9 @@ process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
     *out_buf = nullptr;
     *out_len = 0;
 
+    if (!host_valid(host))
+        return reply_error("the VirtufinHost passed is not ABI 1's", out_buf,
+                           out_len);
     if (in_buf == nullptr || in_len <= 0)
         return reply_error("empty input", out_buf, out_len);
     flatbuffers::Verifier v(in_buf, static_cast<size_t>(in_len));
