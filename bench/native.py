@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""bench/native.py — the native engine's figures out of process (issue 6).
+
+Runs a real workmanagerd from a build tree (plain ./configure, -O2) in a
+temp dir with wm-host-native as the engine of application/x-native-dll
+and one echo worker: the test worker libecho.so (tests/workers/native,
+built by `make check`) in a package made by mkpackage.py.  Measures:
+
+  1. invoke round trip at concurrency 1: sequential POST
+     /v1/workers/{id}/invoke on one keep-alive connection to the control
+     socket from the C client bench/http_rtt (10,000 after 500 of
+     warm-up); p50, p99 and p99.9, beside GET /health/live, the floor of
+     one HTTP exchange on the socket.
+  2. publish -> processed -> acked: CLIENTS processes POST batches of 100
+     events (one pre-encoded body, reused) on keep-alive connections; the
+     clock stops when /metrics counts every event acked.  Once per worker
+     concurrency (its host's pool threads; dispatch keeps 16 events per
+     unit of concurrency out to the host).
+
+Usage: bench/native.py BUILDDIR [EVENTS [CLIENTS [CONCURRENCY,...]]]
+       (defaults 200000, 2, 1,2)
+
+Figures only: nothing asserts a time.  Counts are cross-checked from
+/metrics: every publish answered 202, events acked == events published ==
+events processed by the worker, none failed, and as many outputs
+published by the worker.  Each throughput line also says the CPU time per
+event of the daemon, of the worker's host (all threads; /proc/PID/stat)
+and of the publishing clients, to show where the time goes.
+"""
+
+import json
+import multiprocessing
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP / "tests" / "integration"))
+sys.path.insert(0, str(TOP / "tests" / "workers" / "native"))
+from messages import client  # noqa: E402
+from mkpackage import make_package  # noqa: E402
+from wm import Daemon, b64, metric  # noqa: E402
+
+MIME = "application/x-native-dll"
+BATCH = 100
+INVOKES = 10000
+
+
+def cpu_s(pid):
+    """CPU seconds (user + system, every thread) of process pid so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    # After the command: state is field 3, utime 14 and stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def native_daemon(builddir, tmp, **options):
+    host = Path(builddir) / "hosts" / "native" / "wm-host-native"
+    opts = {"log_level": "warning", "idle_timeout_s": 0}
+    opts.update(options)
+    d = Daemon(builddir, tmp, options=opts, engines={
+        "native.engine": f"name = native\nmime_type = {MIME}\nlanguage = C\n"
+                         f"host = {host}\nspawn = exec\nprotocol = 1\n"})
+    d.start()
+    return d
+
+
+def create_echo(d, builddir, topic, concurrency):
+    lib = Path(builddir) / "tests" / "workers" / "native" / "libecho.so"
+    r = d.post("/v1/workers", {"mime_type": MIME, "topic": topic,
+                               "limits": {"concurrency": concurrency},
+                               "code": {"content": b64(make_package(lib))}})
+    assert r.status == 201, r
+    return r.json["id"]
+
+
+def invoke_latency(builddir, tmp):
+    """bench/http_rtt's client-side round trips: the invoke route, then
+    GET /health/live."""
+    d = native_daemon(builddir, tmp)
+    try:
+        wid = create_echo(d, builddir, "inv", 1)
+        body = Path(tmp) / "event.json"
+        body.write_text(json.dumps({"specversion": "1.0", "id": "i",
+                                    "source": "b", "type": "echo",
+                                    "data": {"n": 1}}))
+        rtt = str(Path(builddir) / "bench" / "http_rtt")
+        out = {}
+        for what, args in (("invoke", ["POST", f"/v1/workers/{wid}/invoke",
+                                        str(body)]),
+                           ("health", ["GET", "/health/live", "-"])):
+            r = subprocess.run([rtt, str(d.socket)] + args + [str(INVOKES)],
+                               capture_output=True, text=True, check=True)
+            p50, p99, p999, status = r.stdout.split()
+            assert status == "200", r.stdout
+            out[what] = (float(p50), float(p99), float(p999))
+        processed = metric(d, "workmanager_worker_events_processed_total",
+                           worker=wid)
+        assert processed == INVOKES + 500, processed  # and the warm-up
+        return out
+    finally:
+        d.stop()
+
+
+def throughput(builddir, tmp, events, clients, concurrency):
+    """Batched publishes to one native echo worker; (events, seconds to
+    publish, seconds until all were acked, {process: CPU us per event})."""
+    d = native_daemon(builddir, tmp, journal_fsync="batch",
+                      queue_max_events=10000000)
+    try:
+        wid = create_echo(d, builddir, "bench", concurrency)
+        ev = {"specversion": "1.0", "id": "x", "source": "bench",
+              "type": "echo", "data": {"n": 1}}
+        body = json.dumps([ev] * BATCH).encode()
+        requests = events // BATCH // clients
+        total = requests * BATCH * clients
+        q = multiprocessing.Queue()
+        procs = [multiprocessing.Process(
+            target=client, args=(str(d.socket), "bench", body,
+                                 "application/cloudevents-batch+json",
+                                 requests, q)) for _ in range(clients)]
+        host = d.get(f"/v1/workers/{wid}").json["pid"]
+        cpu0 = (cpu_s(d.proc.pid), cpu_s(host), children_cpu_s())
+        t0 = time.monotonic()
+        for p in procs:
+            p.start()
+        refused = sum(q.get() for _ in procs)
+        for p in procs:
+            p.join()
+        t_pub = time.monotonic() - t0
+        while metric(d, "workmanager_events_acked_total") < total:
+            if time.monotonic() - t0 > 600:
+                raise RuntimeError("events were not all acked")
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        cpu1 = (cpu_s(d.proc.pid), cpu_s(host), children_cpu_s())
+        cpu = {k: (b - a) * 1e6 / total for k, a, b in
+               zip(("daemon", "host", "clients"), cpu0, cpu1)}
+        counts = {k: metric(d, f"workmanager_worker_events_{k}_total",
+                            worker=wid)
+                  for k in ("processed", "failed", "published")}
+        assert refused == 0, f"{refused} publishes refused"
+        assert counts == {"processed": total, "failed": 0,
+                          "published": total}, counts
+        assert metric(d, "workmanager_events_acked_total") == total
+        return total, t_pub, elapsed, cpu
+    finally:
+        d.stop()
+
+
+def main():
+    builddir = Path(sys.argv[1]).resolve()
+    events = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+    clients = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    levels = [int(c) for c in (sys.argv[4] if len(sys.argv) > 4
+                               else "1,2").split(",")]
+    with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+        rtt = invoke_latency(builddir, tmp)
+    for what, (p50, p99, p999) in rtt.items():
+        print(f"{what:6} round trip (C client, control socket, native echo): "
+              f"p50 {p50:.1f} us, p99 {p99:.1f} us, p99.9 {p999:.1f} us")
+    print(f"# publish -> processed -> acked, native echo, {clients} client "
+          f"processes, batches of {BATCH}, journal_fsync=batch")
+    for concurrency in levels:
+        with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+            total, t_pub, elapsed, cpu = throughput(builddir, tmp, events,
+                                                    clients, concurrency)
+        print(f"concurrency {concurrency}: {total} events in {elapsed:.2f} s "
+              f"= {total / elapsed:,.0f} events/s (publishing took "
+              f"{t_pub:.2f} s)")
+        print("    CPU per event: " + ", ".join(
+            f"{k} {v:.1f} us" for k, v in cpu.items()))
+
+
+if __name__ == "__main__":
+    main()
