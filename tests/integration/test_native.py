@@ -228,18 +228,26 @@ def test_reload_cycles_leave_the_host_bounded(wmd, lib):
     assert after[2] == before[2], (before, after)
 
 
+def dead_lettered_after_crashes(wmd, topic, type_, id_):
+    """Publishes one event of type_ (which kills the host) to topic and
+    checks that it reaches <topic>-dead with reason crash after 4
+    deliveries."""
+    dead = Stream(wmd, f"{topic}-dead")
+    try:
+        assert publish(wmd, topic, event(type_, id_=id_)).status == 202
+        got = dead.wait(1, timeout=30)[0]
+    finally:
+        dead.close()
+    assert got["id"] == id_
+    assert got["deadletterreason"] == "crash"
+    assert got["deliverycount"] == "4"
+
+
 def test_crash_on_a_published_event_is_dead_lettered(wmd, lib):
     """A native crash on a published event: redelivered, then
     dead-lettered with reason crash after 4 deliveries."""
-    from wm import Stream, event, publish
     create(wmd, make_package(lib), topic="nt")
-    dead = Stream(wmd, "nt-dead")
-    assert publish(wmd, "nt", event("crash", id_="boom")).status == 202
-    got = dead.wait(1, timeout=30)[0]
-    assert got["id"] == "boom"
-    assert got["deadletterreason"] == "crash"
-    assert got["deliverycount"] == "4"
-    dead.close()
+    dead_lettered_after_crashes(wmd, "nt", "crash", "boom")
 
 
 def test_stack_overflow_leaves_the_master_unaffected(wmd, lib):
@@ -271,13 +279,7 @@ def test_stack_overflow_leaves_the_master_unaffected(wmd, lib):
 
     # Published: each delivery kills the host; the restarts' delays double
     # from restart_base_delay_ms (20) up to restart_max_delay_ms (100).
-    dead = Stream(wmd, "so-dead")
-    assert publish(wmd, "so", event("overflow", id_="deep")).status == 202
-    got = dead.wait(1, timeout=30)[0]
-    assert got["id"] == "deep"
-    assert got["deadletterreason"] == "crash"
-    assert got["deliverycount"] == "4"
-    dead.close()
+    dead_lettered_after_crashes(wmd, "so", "overflow", "deep")
     wmd.wait_for(lambda: wmd.get(f"/v1/workers/{w['id']}").json[
         "restarts"] >= 5, what="the fifth restart")
     delays = [int(m) for m in re.findall(
