@@ -1,0 +1,436 @@
+/*
+ * detect.c — what confinement this machine gives this process (sandbox.h).
+ *
+ * Each mechanism is tried, not inferred from a kernel version or a config
+ * file: a kernel can have a feature compiled in and a sysctl, a container
+ * runtime's own seccomp filter or a missing capability that stops it.
+ * Whatever would change this process for good (a seccomp filter,
+ * no_new_privs, unshare, MDWE) is tried in a forked child that reports by
+ * its exit status; the children run raw system calls only (no allocation,
+ * no stdio), so forking a threaded process is safe.  They are waited for
+ * by pid, so a caller's reaper must not be running yet (sandbox.h).
+ *
+ * What needs no child: the seccomp actions (SECCOMP_GET_ACTION_AVAIL
+ * changes nothing), the Landlock ABI (landlock_create_ruleset's version
+ * query), cgroup hierarchies (statfs of their mounts, their controllers
+ * file, and whether they are writable to this process).
+ */
+#include "config.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Debian 12's headers (Linux 6.1) predate MDWE (Linux 6.3). */
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE 65
+#endif
+#ifndef PR_MDWE_REFUSE_EXEC_GAIN
+#define PR_MDWE_REFUSE_EXEC_GAIN 1
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+static const struct {
+    unsigned bit;
+    const char *name;
+    uint32_t action;
+} acts[SANDBOX_ACT_COUNT] = {
+    { SANDBOX_ACT_KILL_PROCESS, "kill_process", SECCOMP_RET_KILL_PROCESS },
+    { SANDBOX_ACT_KILL_THREAD, "kill_thread", SECCOMP_RET_KILL_THREAD },
+    { SANDBOX_ACT_TRAP, "trap", SECCOMP_RET_TRAP },
+    { SANDBOX_ACT_ERRNO, "errno", SECCOMP_RET_ERRNO },
+    { SANDBOX_ACT_USER_NOTIF, "user_notif", SECCOMP_RET_USER_NOTIF },
+    { SANDBOX_ACT_TRACE, "trace", SECCOMP_RET_TRACE },
+    { SANDBOX_ACT_LOG, "log", SECCOMP_RET_LOG },
+    { SANDBOX_ACT_ALLOW, "allow", SECCOMP_RET_ALLOW },
+};
+
+static const struct {
+    unsigned bit;
+    const char *name;
+    int flag;
+} nss[SANDBOX_NS_COUNT] = {
+    { SANDBOX_NS_USER, "user", CLONE_NEWUSER },
+    { SANDBOX_NS_MOUNT, "mnt", CLONE_NEWNS },
+    { SANDBOX_NS_PID, "pid", CLONE_NEWPID },
+    { SANDBOX_NS_NET, "net", CLONE_NEWNET },
+    { SANDBOX_NS_IPC, "ipc", CLONE_NEWIPC },
+    { SANDBOX_NS_UTS, "uts", CLONE_NEWUTS },
+    { SANDBOX_NS_CGROUP, "cgroup", CLONE_NEWCGROUP },
+    { SANDBOX_NS_TIME, "time", CLONE_NEWTIME },
+};
+
+static const struct {
+    unsigned bit;
+    const char *name;
+} cgs[SANDBOX_CG_COUNT] = {
+    { SANDBOX_CG_MEMORY, "memory" },
+    { SANDBOX_CG_PIDS, "pids" },
+    { SANDBOX_CG_CPU, "cpu" },
+};
+
+static const char *const level_names[] = {
+    [SANDBOX_LEVEL_NONE] = "none",
+    [SANDBOX_LEVEL_SECCOMP] = "seccomp",
+    [SANDBOX_LEVEL_NS] = "ns",
+    [SANDBOX_LEVEL_FULL] = "full",
+};
+
+const char *
+sandbox_act_name(unsigned bit)
+{
+    for (size_t i = 0; i < SANDBOX_ACT_COUNT; i++)
+        if (acts[i].bit == bit)
+            return acts[i].name;
+    return NULL;
+}
+
+const char *
+sandbox_ns_name(unsigned bit)
+{
+    for (size_t i = 0; i < SANDBOX_NS_COUNT; i++)
+        if (nss[i].bit == bit)
+            return nss[i].name;
+    return NULL;
+}
+
+const char *
+sandbox_cg_name(unsigned bit)
+{
+    for (size_t i = 0; i < SANDBOX_CG_COUNT; i++)
+        if (cgs[i].bit == bit)
+            return cgs[i].name;
+    return NULL;
+}
+
+const char *
+sandbox_level_name(enum sandbox_level level)
+{
+    if ((unsigned)level >= sizeof level_names / sizeof level_names[0])
+        return "?";
+    return level_names[level];
+}
+
+int
+sandbox_level_parse(const char *name, enum sandbox_level *level)
+{
+    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
+        if (name && strcmp(name, level_names[i]) == 0) {
+            *level = (enum sandbox_level)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- probes in children ------------------------------------------------ */
+
+/* The children's bodies: raw system calls, then _exit (0: it worked). */
+
+static void
+child_no_new_privs(void)
+{
+    _exit(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+                  prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+              ? 0
+              : 1);
+}
+
+/* A filter that kills the process on getppid and allows the rest; the
+ * child must die by SIGSYS.  No architecture check: the probe's own calls
+ * are native, and nothing is at stake in it. */
+static void
+child_seccomp(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {
+        .len = sizeof code / sizeof code[0],
+        .filter = code,
+    };
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        _exit(2);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+        _exit(3);
+    (void)syscall(SYS_getppid);
+    _exit(4); /* still alive: the filter did not engage */
+}
+
+static int child_ns_flag;
+
+static void
+child_unshare(void)
+{
+    _exit(unshare(child_ns_flag) == 0 ? 0 : 1);
+}
+
+/* MDWE must refuse a mapping both writable and executable. */
+static void
+child_mdwe(void)
+{
+    if (prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0)
+        _exit(2);
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    _exit(p == MAP_FAILED && errno == EACCES ? 0 : 3);
+}
+
+/* Forks a child that runs body; returns its wait status, or -1. */
+static int
+in_child(void (*body)(void))
+{
+    int st;
+    pid_t pid = fork();
+
+    if (pid < 0)
+        return -1;
+    if (pid == 0)
+        body(); /* never returns */
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return st;
+}
+
+static bool
+exited_zero(int st)
+{
+    return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* ---- probes in this process ------------------------------------------- */
+
+static unsigned
+seccomp_actions(void)
+{
+    unsigned bits = 0;
+
+    for (size_t i = 0; i < SANDBOX_ACT_COUNT; i++) {
+        uint32_t a = acts[i].action;
+        if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &a) == 0)
+            bits |= acts[i].bit;
+    }
+    return bits;
+}
+
+static int
+landlock_abi(void)
+{
+#ifdef SYS_landlock_create_ruleset
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0,
+                     LANDLOCK_CREATE_RULESET_VERSION);
+    return v > 0 ? (int)v : 0;
+#else
+    return 0;
+#endif
+}
+
+static bool
+is_fs(const char *path, long magic)
+{
+    struct statfs sf;
+
+    return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
+}
+
+/* The controllers named in a v2 cgroup.controllers file, among ours. */
+static unsigned
+v2_controllers(const char *dir)
+{
+    char path[128], buf[512];
+    unsigned bits = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n"))
+        for (size_t i = 0; i < SANDBOX_CG_COUNT; i++)
+            if (strcmp(tok, cgs[i].name) == 0)
+                bits |= cgs[i].bit;
+    /* Usable only where this process may make groups. */
+    snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
+    return access(path, W_OK) == 0 ? bits : 0;
+}
+
+/* v2 at /sys/fs/cgroup (pure v2), or v1 hierarchies (legacy and hybrid),
+ * or v2 at /sys/fs/cgroup/unified (hybrid) when it has our controllers. */
+static void
+cgroups(struct sandbox_support *s)
+{
+    static const char root[] = "/sys/fs/cgroup";
+    static const char unified[] = "/sys/fs/cgroup/unified";
+    char path[128];
+    unsigned v1 = 0;
+
+    if (is_fs(root, CGROUP2_SUPER_MAGIC)) {
+        s->cgroup_ctls = v2_controllers(root);
+        if (s->cgroup_ctls) {
+            s->cgroup = SANDBOX_CGROUP_V2;
+            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+        }
+        return;
+    }
+    for (size_t i = 0; i < SANDBOX_CG_COUNT; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, cgs[i].name);
+        if (is_fs(path, CGROUP_SUPER_MAGIC) && access(path, W_OK) == 0)
+            v1 |= cgs[i].bit;
+    }
+    if (v1) {
+        s->cgroup = SANDBOX_CGROUP_V1;
+        s->cgroup_ctls = v1;
+        snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+        return;
+    }
+    if (is_fs(unified, CGROUP2_SUPER_MAGIC)) {
+        s->cgroup_ctls = v2_controllers(unified);
+        if (s->cgroup_ctls) {
+            s->cgroup = SANDBOX_CGROUP_V2;
+            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", unified);
+        }
+    }
+}
+
+static enum sandbox_level
+level_of(const struct sandbox_support *s)
+{
+    const unsigned cg_need = SANDBOX_CG_MEMORY | SANDBOX_CG_PIDS;
+
+    if (!s->no_new_privs || !s->seccomp)
+        return SANDBOX_LEVEL_NONE;
+    if ((s->namespaces & SANDBOX_NS_ISOLATE) != SANDBOX_NS_ISOLATE)
+        return SANDBOX_LEVEL_SECCOMP;
+    if (s->landlock_abi < 1 || (s->cgroup_ctls & cg_need) != cg_need)
+        return SANDBOX_LEVEL_NS;
+    return SANDBOX_LEVEL_FULL;
+}
+
+void
+sandbox_detect(struct sandbox_support *s)
+{
+    int st;
+
+    memset(s, 0, sizeof *s);
+    s->no_new_privs = exited_zero(in_child(child_no_new_privs));
+    st = in_child(child_seccomp);
+    s->seccomp = st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS;
+    s->seccomp_acts = seccomp_actions();
+    for (size_t i = 0; i < SANDBOX_NS_COUNT; i++) {
+        child_ns_flag = nss[i].flag;
+        if (exited_zero(in_child(child_unshare)))
+            s->namespaces |= nss[i].bit;
+    }
+    s->landlock_abi = landlock_abi();
+    cgroups(s);
+    s->mdwe = exited_zero(in_child(child_mdwe));
+    s->level = level_of(s);
+}
+
+/* ---- the summary --------------------------------------------------------- */
+
+struct out {
+    char *buf;
+    size_t len, off;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (o->off >= o->len)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(o->buf + o->off, o->len - o->off, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->off += (size_t)n < o->len - o->off ? (size_t)n : o->len - o->off;
+}
+
+/* "a b c": the names of the bits set in bits, by name(). */
+static void
+put_bits(struct out *o, unsigned bits, unsigned count,
+         const char *(*name)(unsigned))
+{
+    const char *sep = "";
+
+    for (unsigned i = 0; i < count; i++) {
+        if (bits & (1u << i)) {
+            put(o, "%s%s", sep, name(1u << i));
+            sep = " ";
+        }
+    }
+}
+
+char *
+sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
+{
+    struct out o = { buf, len, 0 };
+
+    if (len == 0)
+        return buf;
+    buf[0] = '\0';
+    put(&o, "confinement %s:", sandbox_level_name(s->level));
+    if (s->seccomp && s->no_new_privs) {
+        put(&o, " seccomp (");
+        put_bits(&o, s->seccomp_acts, SANDBOX_ACT_COUNT, sandbox_act_name);
+        put(&o, ")");
+    } else {
+        put(&o, " no seccomp%s", s->no_new_privs ? "" : ", no no_new_privs");
+    }
+    if (s->namespaces) {
+        put(&o, ", namespaces ");
+        put_bits(&o, s->namespaces, SANDBOX_NS_COUNT, sandbox_ns_name);
+    } else {
+        put(&o, ", no namespaces");
+    }
+    if (s->landlock_abi > 0)
+        put(&o, ", landlock abi %d", s->landlock_abi);
+    else
+        put(&o, ", no landlock");
+    if (s->cgroup != SANDBOX_CGROUP_NONE) {
+        put(&o, ", cgroup %s (", s->cgroup == SANDBOX_CGROUP_V2 ? "v2" : "v1");
+        put_bits(&o, s->cgroup_ctls, SANDBOX_CG_COUNT, sandbox_cg_name);
+        put(&o, ")");
+    } else {
+        put(&o, ", no cgroup controllers");
+    }
+    put(&o, s->mdwe ? ", mdwe" : ", no mdwe");
+    return buf;
+}

@@ -1,0 +1,196 @@
+/*
+ * role_native.c — the role of wm-host-native (DESIGN §10, sandbox.h): its
+ * steps and its two seccomp filters.
+ *
+ * Steps, in order: no_new_privs; MDWE (no mapping both writable and
+ * executable, nor made executable later: a worker library is mapped
+ * read+exec from its file and never needs more); the first filter on
+ * every thread.  The worker's library is opened under it, since its ELF
+ * constructors run at dlopen() and are the worker's code too.
+ *
+ * Stage 1 (native_stage1) is what a host needs to run and to open a
+ * library: its own calls (common below) and the dynamic linker's (read-only
+ * openat of /proc/self/fd/N, of ld.so.cache and of the libraries the
+ * worker's library needs; mmap and mprotect with PROT_EXEC; fstat), plus
+ * seccomp() and no_new_privs to load stage 2.
+ *
+ * Stage 2 (native_stage2) is stage 1 without the loading: opening a path,
+ * stat of a path and executable mappings are refused with EACCES (a
+ * library's probe of a file, say a locale or time zone file, fails as a
+ * missing permission would, instead of killing the host); no seccomp, no
+ * prctl but the thread name.  The host loads it on its loop thread before
+ * it creates the pool, so that every thread that runs Process, and the
+ * loop thread that parses the package and calls FreeResult, run under
+ * both filters.  Only the host's loader thread keeps stage 1 alone: it
+ * opens each library, first or reloaded (a reload happens in the same
+ * host, DESIGN §7), and does nothing else.
+ *
+ * Whatever neither lists is killed: sockets, execve, fork (clone without
+ * CLONE_THREAD, fork, vfork; clone3 is answered ENOSYS so that glibc falls
+ * back to clone, whose flags a filter can see), ptrace, mount, unshare,
+ * setns, kill of another process, and every call the host never makes.
+ *
+ * How the tables were derived: the native integration tests
+ * (test_native.py, test_native_examples.py, test_native_inprocess.py) run
+ * with WM_SANDBOX_DEBUG=log, each stage's default made "log", and the
+ * kernel's audit records (dmesg, type=1326, comm wm-host-native) read for
+ * every call outside the tables; then the same tests in enforce mode.
+ * Rationale per entry is next to it.
+ */
+#include "config.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+#ifndef SECCOMP_SET_MODE_FILTER
+#define SECCOMP_SET_MODE_FILTER 1
+#endif
+
+/* clone: a thread of this process, in its namespaces, untraced. */
+#define CLONE_MUST (CLONE_THREAD | CLONE_VM)
+#define CLONE_CHECKED                                                          \
+    (CLONE_MUST | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |               \
+     CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |              \
+     CLONE_PTRACE | CLONE_UNTRACED)
+
+/* openat: read-only, creating and truncating nothing. */
+#define OPEN_WRITES (O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND)
+
+/* clang-format off */
+#define ALLOW(name) { .syscall = #name, .verdict = SANDBOX_ALLOW }
+#define ERRNO(name, e) { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e }
+#define ALLOW_IF(name, c) \
+    { .syscall = #name, .verdict = SANDBOX_ALLOW, .nconds = 1, .conds = { c } }
+#define ERRNO_IF(name, e, c) \
+    { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e, .nconds = 1, \
+      .conds = { c } }
+#define EQ(a, v) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value = v }
+#define MASKED(a, m, v) \
+    { .arg = a, .cmp = SANDBOX_CMP_MASKED_EQ, .mask = m, .value = v }
+#define IS_PID(a) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value_is_pid = true }
+#define END { .syscall = NULL }
+/* clang-format on */
+
+/* Both stages: the host's loop, its pool threads and a worker's usual
+ * needs (memory, time, threads, its own signals). */
+static const struct sandbox_rule common[] = {
+    /* the channel (fd 3), the pool's eventfd, the code memfd, stderr */
+    ALLOW(read),
+    ALLOW(write),
+    ALLOW(readv),
+    ALLOW(writev),
+    ALLOW(pread64),
+    ALLOW(lseek),
+    ALLOW(close),
+    ALLOW(fcntl), /* flags, seals of the library memfd */
+    ALLOW(recvmsg),
+    ALLOW(sendmsg),
+    ALLOW(epoll_wait),
+    ALLOW(epoll_pwait),
+    ALLOW(epoll_ctl),
+    ALLOW(poll), /* the channel's flush before exit */
+    ALLOW(ppoll),
+    /* the library extracted into a memfd of its own */
+    ALLOW(memfd_create),
+    /* memory (mmap and mprotect: per stage) */
+    ALLOW(brk),
+    ALLOW(munmap),
+    ALLOW(mremap),
+    ALLOW(madvise),
+    /* threads: the pool, a worker's own */
+    ALLOW_IF(clone, MASKED(0, CLONE_CHECKED, CLONE_MUST)),
+    ERRNO(clone3, ENOSYS),
+    ALLOW(futex),
+    ALLOW(set_robust_list),
+    ALLOW(rseq),
+    ALLOW(sched_yield),
+    ALLOW(sched_getaffinity),
+    ALLOW(exit),
+    ALLOW(exit_group),
+    ALLOW(restart_syscall),
+    /* signals, to itself only (abort(), raise(), a fault's handler) */
+    ALLOW(rt_sigprocmask),
+    ALLOW(rt_sigaction),
+    ALLOW(rt_sigreturn),
+    ALLOW(sigaltstack),
+    ALLOW_IF(tgkill, IS_PID(0)),
+    ALLOW_IF(kill, IS_PID(0)),
+    /* who and when */
+    ALLOW(getpid),
+    ALLOW(gettid),
+    ALLOW(getuid),
+    ALLOW(geteuid),
+    ALLOW(getgid),
+    ALLOW(getegid),
+    ALLOW(clock_gettime),
+    ALLOW(clock_getres),
+    ALLOW(gettimeofday),
+    ALLOW(time),
+    ALLOW(nanosleep),
+    ALLOW(clock_nanosleep),
+    ALLOW(getrandom),
+    ALLOW(uname),
+    ALLOW(fstat),
+    /* terminals: none here; answered like a non-tty (isatty()) */
+    ERRNO(ioctl, ENOTTY),
+    ALLOW_IF(prctl, EQ(0, PR_SET_NAME)),
+    ALLOW_IF(prctl, EQ(0, PR_GET_NAME)),
+    END,
+};
+
+/* Stage 1 only: opening libraries, and loading stage 2. */
+static const struct sandbox_rule loading[] = {
+    ALLOW_IF(openat, MASKED(2, OPEN_WRITES, 0)),
+    ALLOW(newfstatat),
+    ALLOW(mmap),
+    ALLOW(mprotect),
+    ALLOW_IF(seccomp, EQ(0, SECCOMP_SET_MODE_FILTER)),
+    ALLOW_IF(prctl, EQ(0, PR_SET_NO_NEW_PRIVS)),
+    END,
+};
+
+/* Stage 2 only: no paths, no new executable memory. */
+static const struct sandbox_rule strict[] = {
+    ERRNO(open, EACCES),
+    ERRNO(openat, EACCES),
+    ERRNO(openat2, ENOSYS),
+    ERRNO(newfstatat, EACCES),
+    ERRNO(statx, EACCES),
+    ERRNO(stat, EACCES),
+    ERRNO(lstat, EACCES),
+    ERRNO(access, EACCES),
+    ERRNO(faccessat, EACCES),
+    ERRNO(faccessat2, EACCES),
+    ERRNO(readlink, EACCES),
+    ERRNO(readlinkat, EACCES),
+    ALLOW_IF(mmap, MASKED(2, PROT_EXEC, 0)),
+    ERRNO_IF(mmap, EACCES, MASKED(2, PROT_EXEC, PROT_EXEC)),
+    ALLOW_IF(mprotect, MASKED(2, PROT_EXEC, 0)),
+    ERRNO_IF(mprotect, EACCES, MASKED(2, PROT_EXEC, PROT_EXEC)),
+    END,
+};
+
+static const struct sandbox_filter native_stage1 = {
+    .name = "native stage 1",
+    .fallback = SANDBOX_KILL,
+    .lists = { common, loading },
+};
+
+static const struct sandbox_filter native_stage2 = {
+    .name = "native stage 2",
+    .fallback = SANDBOX_KILL,
+    .lists = { common, strict },
+};
+
+const struct sandbox_role sandbox_role_native = {
+    .name = "native",
+    .steps = { SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_MDWE,
+               SANDBOX_STEP_FILTER },
+    .filter = &native_stage1,
+    .strict = &native_stage2,
+};

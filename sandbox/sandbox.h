@@ -1,0 +1,259 @@
+/*
+ * sandbox.h — confining engine hosts (DESIGN §10; issue 7): what this
+ * machine offers, measured at start-up, and the seccomp filters of each
+ * host role.  Nothing here knows the master or the channel; a host applies
+ * its role's steps to itself.
+ *
+ * Detection (detect.c) tries each mechanism for real, in short-lived
+ * children where trying changes the process for good (a seccomp filter,
+ * unshare, MDWE), and sums them up in a confinement level:
+ *
+ *   none      no seccomp filter can be loaded (or no no_new_privs): hosts
+ *             run unconfined
+ *   seccomp   no_new_privs and seccomp filters whose kill-process action
+ *             engages: each host role's syscall table can be enforced
+ *   ns        also the mount, pid, net, ipc and uts namespaces, usable by
+ *             this process (as root, or through a user namespace): a
+ *             private root, no network, no view of other processes
+ *   full      also Landlock (any ABI) and cgroup memory and pids limits
+ *             (v2 controllers, or v1 hierarchies): paths and resources
+ *             confined too
+ *
+ * Each level includes the ones before it.  MDWE, the user, cgroup and time
+ * namespaces and the seccomp actions other than kill-process are reported
+ * but belong to no level.  The level says what the machine could give; the
+ * confinement a host reports in its Hello is what it applied to itself.
+ *
+ * Seccomp (seccomp.c): a filter is a default verdict and lists of rules,
+ * each a syscall (by libseccomp's name), a verdict (allow, an errno, kill)
+ * and up to two argument conditions.  A role descriptor (role_*.c) names
+ * its steps in order and its filters; the native host's has two stages,
+ * a filter before the worker's library is opened and a stricter one after
+ * (role_native.c says how they split).  Filters stack: a later one only
+ * takes permissions away.
+ *
+ * Built with --without-sandbox, configure leaves WM_SANDBOX undefined:
+ * hosts then call none of the seccomp functions (they are not even built)
+ * and report confinement "none".  Detection is always built.
+ */
+#ifndef WM_SANDBOX_SANDBOX_H
+#define WM_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- detection ---------------------------------------------------------- */
+
+enum sandbox_level {
+    SANDBOX_LEVEL_NONE = 0,
+    SANDBOX_LEVEL_SECCOMP = 1,
+    SANDBOX_LEVEL_NS = 2,
+    SANDBOX_LEVEL_FULL = 3,
+};
+
+/* Seccomp return actions the kernel offers (SECCOMP_GET_ACTION_AVAIL). */
+#define SANDBOX_ACT_KILL_PROCESS (1u << 0)
+#define SANDBOX_ACT_KILL_THREAD (1u << 1)
+#define SANDBOX_ACT_TRAP (1u << 2)
+#define SANDBOX_ACT_ERRNO (1u << 3)
+#define SANDBOX_ACT_USER_NOTIF (1u << 4)
+#define SANDBOX_ACT_TRACE (1u << 5)
+#define SANDBOX_ACT_LOG (1u << 6)
+#define SANDBOX_ACT_ALLOW (1u << 7)
+#define SANDBOX_ACT_COUNT 8
+
+/* Namespace types that unshare(2) creates for this process (named as in
+ * /proc/self/ns). */
+#define SANDBOX_NS_USER (1u << 0)
+#define SANDBOX_NS_MOUNT (1u << 1)
+#define SANDBOX_NS_PID (1u << 2)
+#define SANDBOX_NS_NET (1u << 3)
+#define SANDBOX_NS_IPC (1u << 4)
+#define SANDBOX_NS_UTS (1u << 5)
+#define SANDBOX_NS_CGROUP (1u << 6)
+#define SANDBOX_NS_TIME (1u << 7)
+#define SANDBOX_NS_COUNT 8
+/* What level ns needs. */
+#define SANDBOX_NS_ISOLATE                                                     \
+    (SANDBOX_NS_MOUNT | SANDBOX_NS_PID | SANDBOX_NS_NET | SANDBOX_NS_IPC |     \
+     SANDBOX_NS_UTS)
+
+enum sandbox_cgroup {
+    SANDBOX_CGROUP_NONE = 0,
+    SANDBOX_CGROUP_V1, /* one hierarchy per controller, /sys/fs/cgroup/<c> */
+    SANDBOX_CGROUP_V2, /* the unified hierarchy with these controllers */
+};
+
+/* cgroup controllers this process may use (a writable hierarchy). */
+#define SANDBOX_CG_MEMORY (1u << 0)
+#define SANDBOX_CG_PIDS (1u << 1)
+#define SANDBOX_CG_CPU (1u << 2)
+#define SANDBOX_CG_COUNT 3
+
+struct sandbox_support {
+    bool no_new_privs;     /* PR_SET_NO_NEW_PRIVS took */
+    bool seccomp;          /* a filter loaded and its kill-process killed */
+    unsigned seccomp_acts; /* SANDBOX_ACT_* */
+    unsigned namespaces;   /* SANDBOX_NS_* */
+    int landlock_abi;      /* 0: none */
+    enum sandbox_cgroup cgroup;
+    unsigned cgroup_ctls; /* SANDBOX_CG_*, of that flavour */
+    char cgroup_path[64]; /* v2: the unified mount; v1: its parent */
+    bool mdwe;            /* PR_SET_MDWE refused a writable+exec mapping */
+    enum sandbox_level level;
+};
+
+/*
+ * Fills *s with what this process can use, trying each mechanism (about
+ * a dozen short-lived children; a few milliseconds).  Call it before the
+ * process has children of its own to reap with waitpid(-1): it waits for
+ * its children by pid.  Never fails: what cannot be tried is absent.
+ */
+void sandbox_detect(struct sandbox_support *s);
+
+/* The level's name ("none", "seccomp", "ns", "full"). */
+const char *sandbox_level_name(enum sandbox_level level);
+
+/* The level named name into *level: 0, or -1 for no such level. */
+int sandbox_level_parse(const char *name, enum sandbox_level *level);
+
+/* The names of one bit of SANDBOX_ACT_*, SANDBOX_NS_*, SANDBOX_CG_* (as
+ * /proc/sys/kernel/seccomp/actions_avail, /proc/self/ns and cgroup name
+ * them), or NULL. */
+const char *sandbox_act_name(unsigned bit);
+const char *sandbox_ns_name(unsigned bit);
+const char *sandbox_cg_name(unsigned bit);
+
+/*
+ * One line for the log, e.g. "confinement full: seccomp (kill_process
+ * ... allow), namespaces user mnt ..., landlock abi 7, cgroup v1 (memory
+ * pids cpu), mdwe", naming what is missing as "no ...".  Truncated to fit
+ * buf; returns buf.
+ */
+char *sandbox_support_summary(const struct sandbox_support *s, char *buf,
+                              size_t len);
+
+/* ---- seccomp filters and role descriptors ------------------------------ */
+
+enum sandbox_verdict {
+    SANDBOX_KILL = 0, /* the process dies by SIGSYS (kill-process) */
+    SANDBOX_ALLOW,
+    SANDBOX_ERRNO, /* the call fails with the rule's errno, not run */
+};
+
+enum sandbox_cmp {
+    SANDBOX_CMP_EQ = 1,    /* arg == value */
+    SANDBOX_CMP_NE,        /* arg != value */
+    SANDBOX_CMP_MASKED_EQ, /* (arg & mask) == value */
+};
+
+/* One argument condition; value_is_pid: the value is the process's pid
+ * when the filter is loaded (e.g. tgkill only to itself). */
+struct sandbox_cond {
+    unsigned arg; /* 0 … 5 */
+    enum sandbox_cmp cmp;
+    uint64_t mask;
+    uint64_t value;
+    bool value_is_pid;
+};
+
+#define SANDBOX_RULE_CONDS 2
+
+/* A syscall's verdict when its conditions (all of them) hold.  Several
+ * rules may name one syscall: the conditions then choose the rule. */
+struct sandbox_rule {
+    const char *syscall; /* libseccomp's name; NULL ends a list */
+    enum sandbox_verdict verdict;
+    int err; /* SANDBOX_ERRNO's */
+    unsigned nconds;
+    struct sandbox_cond conds[SANDBOX_RULE_CONDS];
+};
+
+#define SANDBOX_FILTER_LISTS 4
+
+/* A filter: the verdict of every call no rule names, and up to
+ * SANDBOX_FILTER_LISTS rule lists (NULL-terminated; the first NULL list
+ * ends them), so that stages share their common rules. */
+struct sandbox_filter {
+    const char *name; /* for messages: "native stage 1" */
+    enum sandbox_verdict fallback;
+    int fallback_err;
+    const struct sandbox_rule *lists[SANDBOX_FILTER_LISTS];
+};
+
+/* How a filter's kill verdicts (its fallback and kill rules) are applied.
+ * Allow and errno rules apply as written in every mode. */
+enum sandbox_mode {
+    SANDBOX_MODE_ENFORCE = 0, /* kill the process (SIGSYS, uncatchable) */
+    SANDBOX_MODE_TRAP,        /* a SIGSYS handler names the call on stderr,
+                                 then the process dies by SIGSYS */
+    SANDBOX_MODE_LOG,         /* the call runs; the kernel's audit log (dmesg,
+                                 type=1326) names it: for deriving tables */
+};
+
+/* The environment variable that chooses a host's mode ("trap" or "log";
+ * anything else or unset: enforce).  The daemon passes it to its hosts. */
+#define SANDBOX_DEBUG_ENV "WM_SANDBOX_DEBUG"
+
+/* The mode named by s (NULL: enforce). */
+enum sandbox_mode sandbox_mode_parse(const char *s);
+const char *sandbox_mode_name(enum sandbox_mode mode);
+
+/* The steps of a role, in the order they are taken. */
+enum sandbox_step {
+    SANDBOX_STEP_END = 0,
+    SANDBOX_STEP_NO_NEW_PRIVS, /* PR_SET_NO_NEW_PRIVS */
+    SANDBOX_STEP_MDWE,   /* PR_SET_MDWE(REFUSE_EXEC_GAIN), where the kernel
+                            has it */
+    SANDBOX_STEP_FILTER, /* the role's first filter, on every thread */
+};
+
+#define SANDBOX_ROLE_STEPS 8
+
+/*
+ * A host role: its steps before its engine starts (enter), and the
+ * stricter filter the host loads on its own threads once the engine's code
+ * is in (strict; NULL for none).  One const descriptor per role.
+ */
+struct sandbox_role {
+    const char *name;
+    enum sandbox_step steps[SANDBOX_ROLE_STEPS]; /* SANDBOX_STEP_END ends */
+    const struct sandbox_filter *filter;
+    const struct sandbox_filter *strict;
+};
+
+/* The native engine host's role (role_native.c). */
+extern const struct sandbox_role sandbox_role_native;
+
+/*
+ * Takes role's steps in this process, in order; the filter goes on every
+ * thread (TSYNC).  Returns the level applied (SANDBOX_LEVEL_SECCOMP), or
+ * SANDBOX_LEVEL_NONE when this kernel has no seccomp filters at all (err
+ * says so: the host runs unconfined and should say it), or -1 with err
+ * set when a step failed (the process must not go on).
+ */
+int sandbox_role_enter(const struct sandbox_role *role, enum sandbox_mode mode,
+                       char *err, size_t errlen);
+
+/*
+ * Loads filter f on the calling thread only (threads it creates later
+ * inherit it; the others keep theirs), or on every thread when all is
+ * set.  In trap mode it first installs the SIGSYS handler.  Returns 0, or
+ * -1 with err set.
+ */
+int sandbox_filter_load(const struct sandbox_filter *f, enum sandbox_mode mode,
+                        bool all, char *err, size_t errlen);
+
+/* The number of f's rules whose syscall this architecture does not know
+ * (they are skipped when loading), their names in *missing (one, the
+ * first) when not NULL.  For the tables' tests. */
+unsigned sandbox_filter_unknown(const struct sandbox_filter *f,
+                                const char **missing);
+
+/* f as libseccomp's pseudo-filter code (PFC) on fd, for tests and for
+ * reading a table as the kernel will run it.  0, or -1 with errno. */
+int sandbox_filter_export(const struct sandbox_filter *f,
+                          enum sandbox_mode mode, int fd);
+
+#endif

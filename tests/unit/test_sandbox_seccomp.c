@@ -1,0 +1,350 @@
+/*
+ * test_sandbox_seccomp.c — the seccomp tables and their loader
+ * (sandbox/seccomp.c, sandbox/role_native.c).
+ *
+ * Each behaviour is observed in a forked child that takes the native
+ * role's steps (and its second filter where it says so), then makes the
+ * calls and exits with the number of the first check that failed, or is
+ * expected to die by SIGSYS on its last call.  Calls that could have side
+ * effects get arguments that make them fail harmlessly when not filtered
+ * (a missing path, a bad descriptor), so that a verdict of the filter is
+ * told from the kernel's own answer.
+ */
+#include "config.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "tests/unit/check.h"
+
+/* Child helpers: exit with n unless cond holds. */
+#define EXPECT(n, cond)                                                        \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            _exit(n);                                                          \
+    } while (0)
+
+/* The native role, then (strict) its second filter, in this thread. */
+static void
+enter(bool strict, enum sandbox_mode mode)
+{
+    char err[256];
+
+    if (sandbox_role_enter(&sandbox_role_native, mode, err, sizeof err) !=
+        SANDBOX_LEVEL_SECCOMP) {
+        fprintf(stderr, "enter: %s\n", err);
+        _exit(100);
+    }
+    if (strict && sandbox_filter_load(sandbox_role_native.strict, mode, false,
+                                      err, sizeof err) < 0) {
+        fprintf(stderr, "strict: %s\n", err);
+        _exit(101);
+    }
+}
+
+/* Runs body in a child; its wait status. */
+static int
+child(void (*body)(void))
+{
+    int st = -1;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        body();
+        _exit(0);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) < 0)
+        return -1;
+    return st;
+}
+
+static void
+check_killed(int st, const char *what)
+{
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS))
+        FAIL("%s: want death by SIGSYS, got %s %d", what,
+             WIFSIGNALED(st) ? "signal" : "exit",
+             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+static void
+check_exit0(int st, const char *what)
+{
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        FAIL("%s: want exit 0, got %s %d", what,
+             WIFSIGNALED(st) ? "signal" : "exit",
+             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+static void *
+thread_main(void *arg)
+{
+    return arg;
+}
+
+static volatile sig_atomic_t got_usr1;
+
+static void
+on_usr1(int sig)
+{
+    (void)sig;
+    got_usr1 = 1;
+}
+
+/* ---- the tables ---------------------------------------------------------- */
+
+static void
+test_every_name_is_known(void)
+{
+#if defined(__x86_64__)
+    const char *missing = NULL;
+    CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.filter, &missing), 0);
+    CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.strict, &missing), 0);
+    if (missing)
+        FAIL("unknown syscall name %s", missing);
+#else
+    printf("# names checked on x86-64 only\n");
+#endif
+}
+
+static void
+test_export_reads_as_the_table(void)
+{
+    char path[] = "/tmp/wm-test-seccomp-XXXXXX";
+    int fd = mkstemp(path);
+    const char *pfc;
+
+    REQUIRE(fd >= 0);
+    unlink(path);
+    REQUIRE(sandbox_filter_export(sandbox_role_native.strict,
+                                  SANDBOX_MODE_ENFORCE, fd) == 0);
+    REQUIRE(lseek(fd, 0, SEEK_SET) == 0);
+    static char buf[65536];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    REQUIRE(n > 0);
+    buf[n] = '\0';
+    pfc = buf;
+    /* openat answered EACCES (13), the rest killed by default. */
+    CHECK(check_has_all(pfc, "if ($syscall == 257)", "action ERRNO(13);",
+                        "action KILL_PROCESS;", NULL));
+    /* socket (41) appears in no rule. */
+    CHECK(strstr(pfc, "if ($syscall == 41)") == NULL);
+}
+
+/* ---- verdicts in children ------------------------------------------------ */
+
+/* Stage 1: read-only opens work (libraries load); a write open kills. */
+static void
+body_stage1(void)
+{
+    enter(false, SANDBOX_MODE_ENFORCE);
+    int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+    EXPECT(1, fd >= 0);
+    close(fd);
+    static char st[4096];
+    fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
+    EXPECT(2, n > 0);
+    st[n] = '\0';
+    EXPECT(3,
+           strstr(st, "\nNoNewPrivs:\t1\n") && strstr(st, "\nSeccomp:\t2\n"));
+    close(fd);
+    (void)open("/nonexistent-wm-test/x", O_WRONLY | O_CREAT, 0600);
+    _exit(4); /* not reached */
+}
+
+static void
+test_stage1_loads_and_refuses_writes(void)
+{
+    check_killed(child(body_stage1), "stage 1, open for writing");
+}
+
+/* Stage 2: what a worker may do, the soft refusals, then a socket. */
+static void
+body_stage2(void)
+{
+    struct termios t;
+    pthread_t th;
+    void *back = NULL;
+    struct sigaction sa;
+
+    enter(true, SANDBOX_MODE_ENFORCE);
+    EXPECT(1, getpid() > 0);
+    EXPECT(2, open("/etc/passwd", O_RDONLY) == -1 && errno == EACCES);
+    EXPECT(3, mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED &&
+                  errno == EACCES);
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT(4, p != MAP_FAILED);
+    EXPECT(5,
+           mprotect(p, 4096, PROT_READ | PROT_EXEC) == -1 && errno == EACCES);
+    EXPECT(6, syscall(SYS_clone3, NULL, 0) == -1 && errno == ENOSYS);
+    EXPECT(7, tcgetattr(0, &t) == -1 && errno == ENOTTY);
+    static int token;
+    EXPECT(8, pthread_create(&th, NULL, thread_main, &token) == 0 &&
+                  pthread_join(th, &back) == 0 && back == &token);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    EXPECT(9, sigaction(SIGUSR1, &sa, NULL) == 0 && raise(SIGUSR1) == 0 &&
+                  got_usr1);
+    EXPECT(10, prctl(PR_SET_NAME, "wm-test", 0, 0, 0) == 0);
+    (void)socket(AF_INET, SOCK_STREAM, 0);
+    _exit(11); /* not reached */
+}
+
+static void
+test_stage2_allows_work_and_kills_socket(void)
+{
+    check_killed(child(body_stage2), "stage 2, socket");
+}
+
+static void
+body_fork(void)
+{
+    enter(true, SANDBOX_MODE_ENFORCE);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    _exit(1);
+}
+
+static void
+body_kill_parent(void)
+{
+    enter(false, SANDBOX_MODE_ENFORCE);
+    (void)kill(1, 0);
+    _exit(1);
+}
+
+static void
+body_thread_with_netns(void)
+{
+    enter(true, SANDBOX_MODE_ENFORCE);
+    /* A thread's flags plus a namespace: killed, even on stage 1. */
+    (void)syscall(
+        SYS_clone,
+        (unsigned long)(CLONE_VM | CLONE_THREAD | CLONE_SIGHAND | CLONE_NEWNET),
+        NULL, NULL, NULL, 0UL);
+    _exit(1);
+}
+
+static void
+body_execve(void)
+{
+    static char name[] = "true";
+    char *const argv[] = { name, NULL };
+
+    enter(false, SANDBOX_MODE_ENFORCE);
+    execve("/nonexistent-wm-test", argv, argv + 1);
+    _exit(1);
+}
+
+static void
+test_escapes_are_killed(void)
+{
+    check_killed(child(body_fork), "fork");
+    check_killed(child(body_kill_parent), "kill of another process");
+    check_killed(child(body_thread_with_netns), "clone with CLONE_NEWNET");
+    check_killed(child(body_execve), "execve");
+}
+
+/* Trap mode: the refused call named on stderr, then SIGSYS. */
+static int trap_pipe[2];
+
+static void
+body_trap(void)
+{
+    dup2(trap_pipe[1], STDERR_FILENO);
+    enter(true, SANDBOX_MODE_TRAP);
+    (void)socket(AF_INET, SOCK_STREAM, 0);
+    _exit(1);
+}
+
+static void
+test_trap_mode_names_the_call(void)
+{
+    char buf[512] = "";
+    ssize_t n;
+
+    REQUIRE(pipe(trap_pipe) == 0);
+    check_killed(child(body_trap), "trap mode, socket");
+    close(trap_pipe[1]);
+    n = read(trap_pipe[0], buf, sizeof buf - 1);
+    close(trap_pipe[0]);
+    buf[n > 0 ? n : 0] = '\0';
+    CHECK(check_has_all(buf, "]: seccomp refused socket (syscall 41, arch 0x",
+                        NULL));
+}
+
+/* Log mode: the call runs; the errno rules still answer. */
+static void
+body_log(void)
+{
+    enter(true, SANDBOX_MODE_LOG);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT(1, s >= 0);
+    close(s);
+    EXPECT(2, open("/etc/passwd", O_RDONLY) == -1 && errno == EACCES);
+    _exit(0);
+}
+
+static void
+test_log_mode_kills_nothing(void)
+{
+    check_exit0(child(body_log), "log mode");
+}
+
+static void
+test_mode_names(void)
+{
+    CHECK_EQ(sandbox_mode_parse(NULL), SANDBOX_MODE_ENFORCE);
+    CHECK_EQ(sandbox_mode_parse(""), SANDBOX_MODE_ENFORCE);
+    CHECK_EQ(sandbox_mode_parse("trap"), SANDBOX_MODE_TRAP);
+    CHECK_EQ(sandbox_mode_parse("log"), SANDBOX_MODE_LOG);
+    CHECK_EQ(sandbox_mode_parse("LOG"), SANDBOX_MODE_ENFORCE);
+    CHECK(strcmp(sandbox_mode_name(SANDBOX_MODE_TRAP), "trap") == 0);
+}
+
+int
+main(void)
+{
+    struct sandbox_support s;
+
+    RUN(test_mode_names);
+    RUN(test_every_name_is_known);
+    RUN(test_export_reads_as_the_table);
+    sandbox_detect(&s);
+    if (!s.seccomp) {
+        const char *must = getenv("SANDBOX_MUST_WORK");
+        if (must && strcmp(must, "1") == 0) {
+            FAIL("SANDBOX_MUST_WORK=1, but seccomp filters do not engage");
+            return check_result();
+        }
+        printf("# SKIP this kernel has no seccomp filters\n");
+        return check_failures ? 1 : 77;
+    }
+    RUN(test_stage1_loads_and_refuses_writes);
+    RUN(test_stage2_allows_work_and_kills_socket);
+    RUN(test_escapes_are_killed);
+    RUN(test_trap_mode_names_the_call);
+    RUN(test_log_mode_kills_nothing);
+    return check_result();
+}
