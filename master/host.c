@@ -39,11 +39,13 @@
 /* The channel's descriptor in every host (ipc/PROTOCOL.md). */
 #define HOST_CHANNEL_FD 3
 /* Sanitizer options pass through the scrubbed environment so that a
- * sanitizer build of a host honours the test run's settings. */
+ * sanitizer build of a host honours the test run's settings, and so does
+ * the sandbox's debug mode (sandbox.h: SANDBOX_DEBUG_ENV). */
 static const char *const passthrough[] = {
     "ASAN_OPTIONS",
     "UBSAN_OPTIONS",
     "LSAN_OPTIONS",
+    "WM_SANDBOX_DEBUG",
 };
 /* PATH, LANG, WM_WORKER_ID, WM_ENGINE, the pass-through ones, NULL. */
 #define ENV_MAX (4 + sizeof passthrough / sizeof passthrough[0] + 1)
