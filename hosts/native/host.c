@@ -19,6 +19,17 @@
  * the same way but runs nothing: the Loaded hands the library's memfd,
  * sealed, back with the manifest's names.
  *
+ * Confinement (sandbox/role_native.c): before anything of the worker's
+ * runs, main() takes the native role's steps (no_new_privs, MDWE, the
+ * stage-1 seccomp filter on every thread), starts the opener thread and
+ * then loads the stricter stage-2 filter on the loop thread alone, so
+ * that the pool threads it creates later inherit both.  The opener keeps
+ * stage 1 only: it is where libraries are opened (dlopen needs openat of
+ * /proc/self/fd/N and executable mappings), first and reloaded, while the
+ * loop thread waits for it; it runs nothing else.  Hello reports the
+ * level applied ("seccomp"; "none" when built --without-sandbox, on a
+ * kernel without seccomp, or in log mode, which kills nothing).
+ *
  * Results: Process's WorkerResponse is verified before use; its
  * result_event becomes the Result's output, its error_message a
  * worker_error; a non-zero return or an unreadable output is a
@@ -29,6 +40,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +54,9 @@
 #include "hosts/native/package.h"
 #include "ipc/channel.h"
 #include "ipc/cloudevent.h"
+#ifdef WM_SANDBOX
+#include "sandbox/sandbox.h"
+#endif
 
 #define HOST_FD 3
 /* Events the master may hand us at once; the pool takes them in turn. */
@@ -56,6 +71,21 @@ static unsigned inflight; /* jobs handed to the pool, not answered */
 static struct native_job *pending, **pending_tail = &pending;
 static struct event *ev_flush;
 static bool shutting_down;
+
+/* A library to open on the opener thread (open_library). */
+struct open_call {
+    int lfd;
+    const char *label, *entry, *free_result;
+    const struct native_identity *ident;
+    char *err;
+    size_t errlen;
+    int rc;
+};
+
+static pthread_mutex_t opener_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t opener_cv = PTHREAD_COND_INITIALIZER;
+static struct open_call *opener_call; /* under opener_mu */
+static bool opener_done;              /* under opener_mu */
 
 static void die(const char *what) __attribute__((noreturn));
 
@@ -80,6 +110,66 @@ send_frame(const struct ipc_frame *f, const int *fds, unsigned nfds)
         if (ipc_channel_log(ch, level, __VA_ARGS__) < 0 && errno != EAGAIN)    \
             die("send a Log");                                                 \
     } while (0)
+
+/* ---- the opener thread ------------------------------------------------ */
+
+/* Opens each library asked for, under the stage-1 filter only. */
+static void *
+opener_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&opener_mu);
+    for (;;) {
+        while (opener_call == NULL || opener_done)
+            pthread_cond_wait(&opener_cv, &opener_mu);
+        struct open_call *c = opener_call;
+        pthread_mutex_unlock(&opener_mu);
+        c->rc = native_loader_open(loader, c->lfd, c->label, c->entry,
+                                   c->free_result, c->ident, c->err, c->errlen);
+        pthread_mutex_lock(&opener_mu);
+        opener_done = true;
+        pthread_cond_broadcast(&opener_cv);
+    }
+    return NULL;
+}
+
+/* Asynchronous signals stay with the loop thread (as in the pool). */
+static void
+opener_start(void)
+{
+    static const int own[] = { SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
+                               SIGABRT, SIGTRAP, SIGSYS };
+    sigset_t all, old;
+    pthread_t t;
+    int rc;
+
+    sigfillset(&all);
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        sigdelset(&all, own[i]);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&t, NULL, opener_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        die("pthread_create (the opener)");
+    }
+}
+
+/* native_loader_open() on the opener thread; the caller waits (it is the
+ * loader's owner meanwhile, see loader.h). */
+static int
+open_library(struct open_call *c)
+{
+    pthread_mutex_lock(&opener_mu);
+    opener_call = c;
+    opener_done = false;
+    pthread_cond_broadcast(&opener_cv);
+    while (!opener_done)
+        pthread_cond_wait(&opener_cv, &opener_mu);
+    opener_call = NULL;
+    pthread_mutex_unlock(&opener_mu);
+    return c->rc;
+}
 
 /* ---- results and worker calls (loop thread) --------------------------- */
 
@@ -332,9 +422,16 @@ load(uint64_t seq, const struct ipc_load *l, const int *fds, unsigned nfds,
         .group = cstr(l->identity.group, group, sizeof group),
         .topic = cstr(l->identity.topic, topic, sizeof topic),
     };
-    if (native_loader_open(loader, lfd, pkg.entry, pkg.manifest.entry_point,
-                           pkg.manifest.free_result, &ident, err,
-                           errlen) != 0) {
+    struct open_call oc = {
+        .lfd = lfd,
+        .label = pkg.entry,
+        .entry = pkg.manifest.entry_point,
+        .free_result = pkg.manifest.free_result,
+        .ident = &ident,
+        .err = err,
+        .errlen = errlen,
+    };
+    if (open_library(&oc) != 0) {
         native_package_free(&pkg);
         return err;
     }
@@ -430,6 +527,56 @@ on_close(struct ipc_channel *c, enum ipc_channel_status status,
     _exit(1);
 }
 
+/*
+ * The native role's confinement (see the top): stage 1 on every thread,
+ * the opener started under it, stage 2 on this thread.  Returns the
+ * confinement for the Hello; *warn says why it is less than the role's
+ * (or that a debug mode is on), or is empty.
+ */
+static const char *
+confine(char *warn, size_t len)
+{
+    warn[0] = '\0';
+#ifdef WM_SANDBOX
+    const char *debug = getenv(SANDBOX_DEBUG_ENV);
+    enum sandbox_mode mode = sandbox_mode_parse(debug);
+    const struct sandbox_role *role = &sandbox_role_native;
+    char err[256] = "";
+    int level = sandbox_role_enter(role, mode, err, sizeof err);
+
+    if (level < 0) {
+        fprintf(stderr, "wm-host-native[%d]: confinement: %s\n", (int)getpid(),
+                err);
+        exit(1);
+    }
+    opener_start();
+    if (level == SANDBOX_LEVEL_NONE) {
+        snprintf(warn, len, "running unconfined: %s", err);
+        return "none";
+    }
+    if (sandbox_filter_load(role->strict, mode, false, err, sizeof err) < 0) {
+        fprintf(stderr, "wm-host-native[%d]: confinement: %s\n", (int)getpid(),
+                err);
+        exit(1);
+    }
+    if (mode != SANDBOX_MODE_ENFORCE) {
+        snprintf(warn, len, "seccomp in %s mode (%s=%s): %s",
+                 sandbox_mode_name(mode), SANDBOX_DEBUG_ENV, debug,
+                 mode == SANDBOX_MODE_LOG
+                     ? "nothing is killed, the kernel's audit log names "
+                       "what would be"
+                     : "a refused call is named on stderr");
+        if (mode == SANDBOX_MODE_LOG)
+            return "none";
+    }
+    return sandbox_level_name((enum sandbox_level)level);
+#else
+    (void)len;
+    opener_start();
+    return "none";
+#endif
+}
+
 int
 main(void)
 {
@@ -437,13 +584,13 @@ main(void)
         .role = IPC_CHANNEL_HOST,
         .engine = "native",
         .max_inflight = HOST_MAX_INFLIGHT,
-        .confinement = "none",
     };
     const struct ipc_channel_callbacks cb = {
         .on_frame = on_frame,
         .on_close = on_close,
     };
     struct event *ev;
+    char warn[512];
 
     if (fcntl(HOST_FD, F_GETFD) < 0)
         die("no channel on fd 3");
@@ -457,9 +604,12 @@ main(void)
     ev_flush = event_new(base, -1, 0, on_flush, NULL);
     if (ev == NULL || ev_flush == NULL || event_add(ev, NULL) < 0)
         die("event_new");
+    cfg.confinement = confine(warn, sizeof warn);
     ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
     if (ch == NULL)
         die("ipc_channel_new");
+    if (warn[0])
+        host_log(IPC_LOG_WARN, "%s", warn);
     if (event_base_dispatch(base) < 0)
         die("event_base_dispatch");
     return 0;
