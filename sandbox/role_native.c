@@ -39,9 +39,10 @@
  * -f, per thread, to see those opens and what the tables allow unused.
  * Stage 2's opens seen there: /etc/localtime (libzip's mktime of each zip
  * entry's date; glibc falls back to UTC), /dev/urandom (jansson's hash
- * seed for the manifest; it falls back to time and pid).  The entries no test calls (poll, readv,
- * nanosleep, getrandom, ...) are a worker's ordinary needs, each harmless;
- * test_sandbox_seccomp.c and test_sandbox_native.py check the verdicts.
+ * seed for the manifest; it falls back to time and pid).  The entries no test
+ * calls (poll, readv, nanosleep, getrandom, ...) are a worker's ordinary needs,
+ * each harmless; test_sandbox_seccomp.c and test_sandbox_native.py check the
+ * verdicts.
  */
 #include "config.h"
 

