@@ -41,6 +41,7 @@
 #include "master/registry.h"
 #include "master/store.h"
 #include "master/supervise.h"
+#include "sandbox/sandbox.h"
 
 #define MAX_OVERRIDES 256
 
@@ -369,6 +370,18 @@ main(int argc, char **argv)
     }
     d.engines = &engines;
     engines_log(d.engines);
+    /* Before any host exists: detection waits for its own children. */
+    struct sandbox_support sandbox;
+    char summary[512];
+#ifdef WM_SANDBOX
+    const char *unconfined = "";
+#else
+    const char *unconfined = " (built --without-sandbox: hosts unconfined)";
+#endif
+    sandbox_detect(&sandbox);
+    log_info("sandbox: machine offers %s%s",
+             sandbox_support_summary(&sandbox, summary, sizeof summary),
+             unconfined);
     static const char *const fsync_words[] = {
         [CONF_FSYNC_ALWAYS] = "always",
         [CONF_FSYNC_BATCH] = "batch",
