@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include "sandbox/kernel.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -38,54 +39,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Debian 12's headers (Linux 6.1) predate MDWE (Linux 6.3). */
-#ifndef PR_SET_MDWE
-#define PR_SET_MDWE 65
-#endif
-#ifndef PR_MDWE_REFUSE_EXEC_GAIN
-#define PR_MDWE_REFUSE_EXEC_GAIN 1
-#endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-
-static const struct {
-    unsigned bit;
-    const char *name;
-    uint32_t action;
-} acts[SANDBOX_ACT_COUNT] = {
-    { SANDBOX_ACT_KILL_PROCESS, "kill_process", SECCOMP_RET_KILL_PROCESS },
-    { SANDBOX_ACT_KILL_THREAD, "kill_thread", SECCOMP_RET_KILL_THREAD },
-    { SANDBOX_ACT_TRAP, "trap", SECCOMP_RET_TRAP },
-    { SANDBOX_ACT_ERRNO, "errno", SECCOMP_RET_ERRNO },
-    { SANDBOX_ACT_USER_NOTIF, "user_notif", SECCOMP_RET_USER_NOTIF },
-    { SANDBOX_ACT_TRACE, "trace", SECCOMP_RET_TRACE },
-    { SANDBOX_ACT_LOG, "log", SECCOMP_RET_LOG },
-    { SANDBOX_ACT_ALLOW, "allow", SECCOMP_RET_ALLOW },
+/* By bit position: SANDBOX_ACT_* is 1u << i (sandbox.h), and so are the
+ * namespace and cgroup bits. */
+static const char *const act_names[SANDBOX_ACT_COUNT] = {
+    "kill_process", "kill_thread", "trap", "errno",
+    "user_notif",   "trace",       "log",  "allow",
 };
-
-static const struct {
-    unsigned bit;
-    const char *name;
-    int flag;
-} nss[SANDBOX_NS_COUNT] = {
-    { SANDBOX_NS_USER, "user", CLONE_NEWUSER },
-    { SANDBOX_NS_MOUNT, "mnt", CLONE_NEWNS },
-    { SANDBOX_NS_PID, "pid", CLONE_NEWPID },
-    { SANDBOX_NS_NET, "net", CLONE_NEWNET },
-    { SANDBOX_NS_IPC, "ipc", CLONE_NEWIPC },
-    { SANDBOX_NS_UTS, "uts", CLONE_NEWUTS },
-    { SANDBOX_NS_CGROUP, "cgroup", CLONE_NEWCGROUP },
-    { SANDBOX_NS_TIME, "time", CLONE_NEWTIME },
+static const uint32_t act_values[SANDBOX_ACT_COUNT] = {
+    SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_KILL_THREAD, SECCOMP_RET_TRAP,
+    SECCOMP_RET_ERRNO,        SECCOMP_RET_USER_NOTIF,  SECCOMP_RET_TRACE,
+    SECCOMP_RET_LOG,          SECCOMP_RET_ALLOW,
 };
-
-static const struct {
-    unsigned bit;
-    const char *name;
-} cgs[SANDBOX_CG_COUNT] = {
-    { SANDBOX_CG_MEMORY, "memory" },
-    { SANDBOX_CG_PIDS, "pids" },
-    { SANDBOX_CG_CPU, "cpu" },
+static const char *const ns_names[SANDBOX_NS_COUNT] = {
+    "user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time",
+};
+static const int ns_flags[SANDBOX_NS_COUNT] = {
+    CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
+    CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME,
+};
+static const char *const cg_names[SANDBOX_CG_COUNT] = {
+    "memory",
+    "pids",
+    "cpu",
 };
 
 static const char *const level_names[] = {
@@ -95,31 +70,32 @@ static const char *const level_names[] = {
     [SANDBOX_LEVEL_FULL] = "full",
 };
 
+/* names[i] for bit 1u << i, or NULL. */
+static const char *
+bit_name(const char *const *names, unsigned count, unsigned bit)
+{
+    for (unsigned i = 0; i < count; i++)
+        if (bit == 1u << i)
+            return names[i];
+    return NULL;
+}
+
 const char *
 sandbox_act_name(unsigned bit)
 {
-    for (size_t i = 0; i < SANDBOX_ACT_COUNT; i++)
-        if (acts[i].bit == bit)
-            return acts[i].name;
-    return NULL;
+    return bit_name(act_names, SANDBOX_ACT_COUNT, bit);
 }
 
 const char *
 sandbox_ns_name(unsigned bit)
 {
-    for (size_t i = 0; i < SANDBOX_NS_COUNT; i++)
-        if (nss[i].bit == bit)
-            return nss[i].name;
-    return NULL;
+    return bit_name(ns_names, SANDBOX_NS_COUNT, bit);
 }
 
 const char *
 sandbox_cg_name(unsigned bit)
 {
-    for (size_t i = 0; i < SANDBOX_CG_COUNT; i++)
-        if (cgs[i].bit == bit)
-            return cgs[i].name;
-    return NULL;
+    return bit_name(cg_names, SANDBOX_CG_COUNT, bit);
 }
 
 const char *
@@ -238,10 +214,10 @@ seccomp_actions(void)
 {
     unsigned bits = 0;
 
-    for (size_t i = 0; i < SANDBOX_ACT_COUNT; i++) {
-        uint32_t a = acts[i].action;
+    for (unsigned i = 0; i < SANDBOX_ACT_COUNT; i++) {
+        uint32_t a = act_values[i];
         if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &a) == 0)
-            bits |= acts[i].bit;
+            bits |= 1u << i;
     }
     return bits;
 }
@@ -285,9 +261,9 @@ v2_controllers(const char *dir)
         return 0;
     buf[n] = '\0';
     for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n"))
-        for (size_t i = 0; i < SANDBOX_CG_COUNT; i++)
-            if (strcmp(tok, cgs[i].name) == 0)
-                bits |= cgs[i].bit;
+        for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++)
+            if (strcmp(tok, cg_names[i]) == 0)
+                bits |= 1u << i;
     /* Usable only where this process may make groups. */
     snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
     return access(path, W_OK) == 0 ? bits : 0;
@@ -311,10 +287,10 @@ cgroups(struct sandbox_support *s)
         }
         return;
     }
-    for (size_t i = 0; i < SANDBOX_CG_COUNT; i++) {
-        snprintf(path, sizeof path, "%s/%s", root, cgs[i].name);
+    for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, cg_names[i]);
         if (is_fs(path, CGROUP_SUPER_MAGIC) && access(path, W_OK) == 0)
-            v1 |= cgs[i].bit;
+            v1 |= 1u << i;
     }
     if (v1) {
         s->cgroup = SANDBOX_CGROUP_V1;
@@ -359,7 +335,7 @@ sandbox_detect(struct sandbox_support *s)
     sec = child_start(child_seccomp);
     mdwe = child_start(child_mdwe);
     for (size_t i = 0; i < SANDBOX_NS_COUNT; i++) {
-        child_ns_flag = nss[i].flag; /* the child's copy is its own */
+        child_ns_flag = ns_flags[i]; /* the child's copy is its own */
         ns[i] = child_start(child_unshare);
     }
     s->seccomp_acts = seccomp_actions();
@@ -372,7 +348,7 @@ sandbox_detect(struct sandbox_support *s)
     s->mdwe = exited_zero(child_wait(mdwe));
     for (size_t i = 0; i < SANDBOX_NS_COUNT; i++)
         if (exited_zero(child_wait(ns[i])))
-            s->namespaces |= nss[i].bit;
+            s->namespaces |= 1u << i;
     s->level = level_of(s);
 }
 

@@ -94,7 +94,14 @@ static const struct sandbox_rule common[] = {
     ALLOW(pread64),
     ALLOW(lseek),
     ALLOW(close),
-    ALLOW(fcntl), /* flags, seals of the library memfd */
+    /* descriptor and status flags, the memfds' seals; not F_SETOWN nor
+     * F_SETSIG, which would aim SIGIO (or any signal) at another process */
+    ALLOW_IF(fcntl, EQ(1, F_GETFD)),
+    ALLOW_IF(fcntl, EQ(1, F_SETFD)),
+    ALLOW_IF(fcntl, EQ(1, F_GETFL)),
+    ALLOW_IF(fcntl, EQ(1, F_SETFL)),
+    ALLOW_IF(fcntl, EQ(1, F_GET_SEALS)),
+    ALLOW_IF(fcntl, EQ(1, F_ADD_SEALS)),
     ALLOW(recvmsg),
     ALLOW(sendmsg),
     ALLOW(epoll_wait),

@@ -22,6 +22,7 @@
  */
 #include "config.h"
 
+#include "sandbox/kernel.h"
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
@@ -32,13 +33,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
-#ifndef PR_SET_MDWE
-#define PR_SET_MDWE 65
-#endif
-#ifndef PR_MDWE_REFUSE_EXEC_GAIN
-#define PR_MDWE_REFUSE_EXEC_GAIN 1
-#endif
 
 /* Syscall numbers the trap handler can name (x86-64 and arm64 stay well
  * below; a larger number is printed without a name). */

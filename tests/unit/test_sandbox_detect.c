@@ -30,14 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/kernel.h"
 #include "tests/unit/check.h"
-
-#ifndef PR_GET_MDWE
-#define PR_GET_MDWE 66
-#endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
 
 static struct sandbox_support sup;
 

@@ -257,6 +257,16 @@ body_execve(void)
     _exit(1);
 }
 
+/* F_SETOWN would have the kernel signal another process (SIGIO). */
+static void
+body_setown(void)
+{
+    enter(true, SANDBOX_MODE_ENFORCE);
+    EXPECT(1, fcntl(STDIN_FILENO, F_GETFL) >= 0);
+    (void)fcntl(STDIN_FILENO, F_SETOWN, 1);
+    _exit(2);
+}
+
 static void
 test_escapes_are_killed(void)
 {
@@ -264,6 +274,7 @@ test_escapes_are_killed(void)
     check_killed(child(body_kill_parent), "kill of another process");
     check_killed(child(body_thread_with_netns), "clone with CLONE_NEWNET");
     check_killed(child(body_execve), "execve");
+    check_killed(child(body_setown), "fcntl F_SETOWN");
 }
 
 /* Trap mode: the refused call named on stderr, then SIGSYS. */
