@@ -14,21 +14,25 @@
  * worker's library needs; mmap and mprotect with PROT_EXEC; fstat), plus
  * seccomp() and no_new_privs to load stage 2.
  *
- * Stage 2 (native_stage2) is stage 1 without the loading: opening a path,
- * stat of a path and executable mappings are refused with EACCES (a
- * library's probe of a file, say a locale or time zone file, fails as a
- * missing permission would, instead of killing the host); no seccomp, no
- * prctl but the thread name.  The host loads it on its loop thread before
- * it creates the pool, so that every thread that runs Process, and the
- * loop thread that parses the package and calls FreeResult, run under
- * both filters.  Only the host's loader thread keeps stage 1 alone: it
- * opens each library, first or reloaded (a reload happens in the same
- * host, DESIGN §7), and does nothing else.
+ * Stage 2 (native_stage2) is stage 1 without the loading: opening a path
+ * for reading, stat of a path and executable mappings are refused with
+ * EACCES (a library's probe of a file, say a locale or time zone file,
+ * fails as a missing permission would, instead of killing the host); no
+ * seccomp, no prctl but the thread name.  The other path probes (access,
+ * readlink, statx, ...) get EACCES in both stages: stacked, the strictest
+ * verdict wins, so a kill in stage 1 could not be softened in stage 2.
+ * The host loads stage 2 on its loop thread before it creates the pool,
+ * so that every thread that runs Process, and the loop thread that parses
+ * the package and calls FreeResult, run under both filters.  Only the
+ * host's opener thread keeps stage 1 alone: it opens each library, first
+ * or reloaded (a reload happens in the same host, DESIGN §7), and does
+ * nothing else.
  *
- * Whatever neither lists is killed: sockets, execve, fork (clone without
- * CLONE_THREAD, fork, vfork; clone3 is answered ENOSYS so that glibc falls
- * back to clone, whose flags a filter can see), ptrace, mount, unshare,
- * setns, kill of another process, and every call the host never makes.
+ * Whatever neither lists is killed: opening a path for writing, sockets,
+ * execve, fork (clone without CLONE_THREAD, fork, vfork; clone3 is
+ * answered ENOSYS so that glibc falls back to clone, whose flags a filter
+ * can see), ptrace, mount, unshare, setns, a signal to another process
+ * (kill, tgkill, fcntl F_SETOWN), and every call the host never makes.
  *
  * How the tables were derived: the native integration tests
  * (test_native.py, test_native_examples.py, test_native_inprocess.py)
@@ -154,6 +158,19 @@ static const struct sandbox_rule common[] = {
     ERRNO(ioctl, ENOTTY),
     ALLOW_IF(prctl, EQ(0, PR_SET_NAME)),
     ALLOW_IF(prctl, EQ(0, PR_GET_NAME)),
+    /* paths, but for openat and newfstatat (per stage): a probe fails as
+     * a missing permission would, in both stages, since a later filter
+     * cannot soften an earlier one's kill */
+    ERRNO(open, EACCES),
+    ERRNO(openat2, ENOSYS), /* callers fall back to openat */
+    ERRNO(statx, EACCES),
+    ERRNO(stat, EACCES),
+    ERRNO(lstat, EACCES),
+    ERRNO(access, EACCES),
+    ERRNO(faccessat, EACCES),
+    ERRNO(faccessat2, EACCES),
+    ERRNO(readlink, EACCES),
+    ERRNO(readlinkat, EACCES),
     END,
 };
 
@@ -168,20 +185,12 @@ static const struct sandbox_rule loading[] = {
     END,
 };
 
-/* Stage 2 only: no paths, no new executable memory. */
+/* Stage 2 only: no paths, no new executable memory.  (An open for
+ * writing stays killed: stage 1 kills it, and the strictest verdict of
+ * stacked filters wins.) */
 static const struct sandbox_rule strict[] = {
-    ERRNO(open, EACCES),
     ERRNO(openat, EACCES),
-    ERRNO(openat2, ENOSYS),
     ERRNO(newfstatat, EACCES),
-    ERRNO(statx, EACCES),
-    ERRNO(stat, EACCES),
-    ERRNO(lstat, EACCES),
-    ERRNO(access, EACCES),
-    ERRNO(faccessat, EACCES),
-    ERRNO(faccessat2, EACCES),
-    ERRNO(readlink, EACCES),
-    ERRNO(readlinkat, EACCES),
     ALLOW_IF(mmap, MASKED(2, PROT_EXEC, 0)),
     ERRNO_IF(mmap, EACCES, MASKED(2, PROT_EXEC, PROT_EXEC)),
     ALLOW_IF(mprotect, MASKED(2, PROT_EXEC, 0)),

@@ -56,31 +56,66 @@ enter(bool strict, enum sandbox_mode mode)
     }
 }
 
-/* Runs body in a child; its wait status. */
+/* The child's mark that it reached its last call (reached()), so that a
+ * death by SIGSYS is known to come from that call. */
+static int mark[2] = { -1, -1 };
+
+static void
+reached(void)
+{
+    (void)!write(mark[1], "r", 1);
+}
+
+/* Runs body in a child; its wait status, *got_there whether it called
+ * reached(). */
 static int
-child(void (*body)(void))
+child_marked(void (*body)(void), bool *got_there)
 {
     int st = -1;
     pid_t pid;
+    char c;
 
+    *got_there = false;
+    if (pipe(mark) < 0)
+        return -1;
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
+        close(mark[0]);
         body();
         _exit(0);
     }
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return -1;
-    return st;
+    close(mark[1]);
+    if (pid >= 0 && waitpid(pid, &st, 0) < 0)
+        st = -1;
+    *got_there = read(mark[0], &c, 1) == 1;
+    close(mark[0]);
+    return pid < 0 ? -1 : st;
 }
 
-static void
-check_killed(int st, const char *what)
+static int
+child(void (*body)(void))
 {
-    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS))
+    bool ignored;
+
+    return child_marked(body, &ignored);
+}
+
+/* Death by SIGSYS at the last call, after reached(). */
+static void
+check_killed(void (*body)(void), const char *what)
+{
+    bool got_there;
+    int st = child_marked(body, &got_there);
+
+    if (!(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS))
         FAIL("%s: want death by SIGSYS, got %s %d", what,
-             WIFSIGNALED(st) ? "signal" : "exit",
-             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+             st != -1 && WIFSIGNALED(st) ? "signal" : "exit",
+             st == -1          ? -1
+             : WIFSIGNALED(st) ? WTERMSIG(st)
+                               : WEXITSTATUS(st));
+    else if (!got_there)
+        FAIL("%s: killed before its last call", what);
 }
 
 static void
@@ -166,14 +201,17 @@ body_stage1(void)
     EXPECT(3,
            strstr(st, "\nNoNewPrivs:\t1\n") && strstr(st, "\nSeccomp:\t2\n"));
     close(fd);
+    /* probes answered softly in stage 1 too */
+    EXPECT(5, access("/etc/passwd", R_OK) == -1 && errno == EACCES);
+    reached();
     (void)open("/nonexistent-wm-test/x", O_WRONLY | O_CREAT, 0600);
-    _exit(4); /* not reached */
+    _exit(6); /* not reached */
 }
 
 static void
 test_stage1_loads_and_refuses_writes(void)
 {
-    check_killed(child(body_stage1), "stage 1, open for writing");
+    check_killed(body_stage1, "stage 1, open for writing");
 }
 
 /* Stage 2: what a worker may do, the soft refusals, then a socket. */
@@ -188,6 +226,9 @@ body_stage2(void)
     enter(true, SANDBOX_MODE_ENFORCE);
     EXPECT(1, getpid() > 0);
     EXPECT(2, open("/etc/passwd", O_RDONLY) == -1 && errno == EACCES);
+    EXPECT(12, access("/etc/passwd", R_OK) == -1 && errno == EACCES);
+    EXPECT(13, syscall(SYS_openat2, AT_FDCWD, "/etc/passwd", NULL, 0) == -1 &&
+                   errno == ENOSYS);
     EXPECT(3, mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED &&
                   errno == EACCES);
@@ -206,6 +247,7 @@ body_stage2(void)
     EXPECT(9, sigaction(SIGUSR1, &sa, NULL) == 0 && raise(SIGUSR1) == 0 &&
                   got_usr1);
     EXPECT(10, prctl(PR_SET_NAME, "wm-test", 0, 0, 0) == 0);
+    reached();
     (void)socket(AF_INET, SOCK_STREAM, 0);
     _exit(11); /* not reached */
 }
@@ -213,13 +255,14 @@ body_stage2(void)
 static void
 test_stage2_allows_work_and_kills_socket(void)
 {
-    check_killed(child(body_stage2), "stage 2, socket");
+    check_killed(body_stage2, "stage 2, socket");
 }
 
 static void
 body_fork(void)
 {
     enter(true, SANDBOX_MODE_ENFORCE);
+    reached();
     pid_t pid = fork();
     if (pid == 0)
         _exit(0);
@@ -230,6 +273,7 @@ static void
 body_kill_parent(void)
 {
     enter(false, SANDBOX_MODE_ENFORCE);
+    reached();
     (void)kill(1, 0);
     _exit(1);
 }
@@ -239,6 +283,7 @@ body_thread_with_netns(void)
 {
     enter(true, SANDBOX_MODE_ENFORCE);
     /* A thread's flags plus a namespace: killed, even on stage 1. */
+    reached();
     (void)syscall(
         SYS_clone,
         (unsigned long)(CLONE_VM | CLONE_THREAD | CLONE_SIGHAND | CLONE_NEWNET),
@@ -253,6 +298,7 @@ body_execve(void)
     char *const argv[] = { name, NULL };
 
     enter(false, SANDBOX_MODE_ENFORCE);
+    reached();
     execve("/nonexistent-wm-test", argv, argv + 1);
     _exit(1);
 }
@@ -263,6 +309,7 @@ body_setown(void)
 {
     enter(true, SANDBOX_MODE_ENFORCE);
     EXPECT(1, fcntl(STDIN_FILENO, F_GETFL) >= 0);
+    reached();
     (void)fcntl(STDIN_FILENO, F_SETOWN, 1);
     _exit(2);
 }
@@ -270,11 +317,11 @@ body_setown(void)
 static void
 test_escapes_are_killed(void)
 {
-    check_killed(child(body_fork), "fork");
-    check_killed(child(body_kill_parent), "kill of another process");
-    check_killed(child(body_thread_with_netns), "clone with CLONE_NEWNET");
-    check_killed(child(body_execve), "execve");
-    check_killed(child(body_setown), "fcntl F_SETOWN");
+    check_killed(body_fork, "fork");
+    check_killed(body_kill_parent, "kill of another process");
+    check_killed(body_thread_with_netns, "clone with CLONE_NEWNET");
+    check_killed(body_execve, "execve");
+    check_killed(body_setown, "fcntl F_SETOWN");
 }
 
 /* Trap mode: the refused call named on stderr, then SIGSYS. */
@@ -285,6 +332,7 @@ body_trap(void)
 {
     dup2(trap_pipe[1], STDERR_FILENO);
     enter(true, SANDBOX_MODE_TRAP);
+    reached();
     (void)socket(AF_INET, SOCK_STREAM, 0);
     _exit(1);
 }
@@ -296,7 +344,7 @@ test_trap_mode_names_the_call(void)
     ssize_t n;
 
     REQUIRE(pipe(trap_pipe) == 0);
-    check_killed(child(body_trap), "trap mode, socket");
+    check_killed(body_trap, "trap mode, socket");
     close(trap_pipe[1]);
     n = read(trap_pipe[0], buf, sizeof buf - 1);
     close(trap_pipe[0]);
