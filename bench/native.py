@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/native.py — the native engine's figures out of process (issue 6).
+"""bench/native.py — the native engine's figures through the daemon (issue 6).
 
 Runs a real workmanagerd from a build tree (plain ./configure, -O2) in a
 temp dir with wm-host-native as the engine of application/x-native-dll
@@ -17,8 +17,14 @@ built by `make check`) in a package made by mkpackage.py.  Measures:
      concurrency (its host's pool threads; dispatch keeps 16 events per
      unit of concurrency out to the host).
 
-Usage: bench/native.py BUILDDIR [EVENTS [CLIENTS [CONCURRENCY,...]]]
-       (defaults 200000, 2, 1,2)
+With --in-process the same worker runs inside the daemon
+("isolation": "in-process", allow_in_process_native = true, the engine
+descriptor's in_process = yes): the same two measures, end to end through
+the HTTP API and the broker, with the loader's pool threads in place of
+the host process (its CPU is then part of the daemon's).
+
+Usage: bench/native.py [--in-process] BUILDDIR [EVENTS [CLIENTS
+       [CONCURRENCY,...]]]   (defaults 200000, 2, 1,2)
 
 Figures only: nothing asserts a time.  Counts are cross-checked from
 /metrics: every publish answered 202, events acked == events published ==
@@ -63,23 +69,36 @@ def children_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
+# Set by main(): the worker runs inside the daemon (--in-process).
+IN_PROCESS = False
+
+
 def native_daemon(builddir, tmp, **options):
     host = Path(builddir) / "hosts" / "native" / "wm-host-native"
     opts = {"log_level": "warning", "idle_timeout_s": 0}
+    if IN_PROCESS:
+        opts["allow_in_process_native"] = "true"
     opts.update(options)
     d = Daemon(builddir, tmp, options=opts, engines={
         "native.engine": f"name = native\nmime_type = {MIME}\nlanguage = C\n"
-                         f"host = {host}\nspawn = exec\nprotocol = 1\n"})
+                         f"host = {host}\nspawn = exec\nprotocol = 1\n"
+                         f"in_process = {'yes' if IN_PROCESS else 'no'}\n"})
     d.start()
     return d
 
 
 def create_echo(d, builddir, topic, concurrency):
     lib = Path(builddir) / "tests" / "workers" / "native" / "libecho.so"
-    r = d.post("/v1/workers", {"mime_type": MIME, "topic": topic,
-                               "limits": {"concurrency": concurrency},
-                               "code": {"content": b64(make_package(lib))}})
+    body = {"mime_type": MIME, "topic": topic,
+            "limits": {"concurrency": concurrency},
+            "code": {"content": b64(make_package(lib))}}
+    if IN_PROCESS:
+        body["isolation"] = "in-process"
+    r = d.post("/v1/workers", body)
     assert r.status == 201, r
+    if IN_PROCESS:
+        assert d.get(f"/v1/workers/{r.json['id']}").json["isolation"] == \
+            "in-process"
     return r.json["id"]
 
 
@@ -128,8 +147,12 @@ def throughput(builddir, tmp, events, clients, concurrency):
             target=client, args=(str(d.socket), "bench", body,
                                  "application/cloudevents-batch+json",
                                  requests, q)) for _ in range(clients)]
-        host = d.get(f"/v1/workers/{wid}").json["pid"]
-        cpu0 = (cpu_s(d.proc.pid), cpu_s(host), children_cpu_s())
+        # In process, the worker's pid is the daemon's: no host to count.
+        host = None if IN_PROCESS else d.get(f"/v1/workers/{wid}").json["pid"]
+        sample = (lambda: (cpu_s(d.proc.pid),
+                           cpu_s(host) if host else 0.0,
+                           children_cpu_s()))
+        cpu0 = sample()
         t0 = time.monotonic()
         for p in procs:
             p.start()
@@ -142,9 +165,10 @@ def throughput(builddir, tmp, events, clients, concurrency):
                 raise RuntimeError("events were not all acked")
             time.sleep(0.01)
         elapsed = time.monotonic() - t0
-        cpu1 = (cpu_s(d.proc.pid), cpu_s(host), children_cpu_s())
+        cpu1 = sample()
         cpu = {k: (b - a) * 1e6 / total for k, a, b in
-               zip(("daemon", "host", "clients"), cpu0, cpu1)}
+               zip(("daemon", "host", "clients"), cpu0, cpu1)
+               if not (IN_PROCESS and k == "host")}
         counts = {k: metric(d, f"workmanager_worker_events_{k}_total",
                             worker=wid)
                   for k in ("processed", "failed", "published")}
@@ -158,17 +182,25 @@ def throughput(builddir, tmp, events, clients, concurrency):
 
 
 def main():
-    builddir = Path(sys.argv[1]).resolve()
-    events = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
-    clients = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-    levels = [int(c) for c in (sys.argv[4] if len(sys.argv) > 4
+    global IN_PROCESS
+    argv = sys.argv[1:]
+    if argv and argv[0] == "--in-process":
+        IN_PROCESS = True
+        argv = argv[1:]
+    builddir = Path(argv[0]).resolve()
+    events = int(argv[1]) if len(argv) > 1 else 200000
+    clients = int(argv[2]) if len(argv) > 2 else 2
+    levels = [int(c) for c in (argv[3] if len(argv) > 3
                                else "1,2").split(",")]
+    where = "in-process" if IN_PROCESS else "out of process"
     with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
         rtt = invoke_latency(builddir, tmp)
     for what, (p50, p99, p999) in rtt.items():
-        print(f"{what:6} round trip (C client, control socket, native echo): "
+        print(f"{what:6} round trip (C client, control socket, native echo "
+              f"{where}): "
               f"p50 {p50:.1f} us, p99 {p99:.1f} us, p99.9 {p999:.1f} us")
-    print(f"# publish -> processed -> acked, native echo, {clients} client "
+    print(f"# publish -> processed -> acked, native echo {where}, "
+          f"{clients} client "
           f"processes, batches of {BATCH}, journal_fsync=batch")
     for concurrency in levels:
         with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
