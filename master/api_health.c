@@ -18,6 +18,51 @@
 #include "master/registry.h"
 #include "master/supervise.h"
 
+/* The names of the bits set in bits, by name(), as a JSON array. */
+static json_t *
+bits_json(unsigned bits, unsigned count, const char *(*name)(unsigned))
+{
+    json_t *a = json_array();
+
+    for (unsigned i = 0; i < count; i++)
+        if (bits & (1u << i))
+            json_array_append_new(a, json_string(name(1u << i)));
+    return a;
+}
+
+/*
+ * What the machine offers for confinement (start-up detection, sandbox.h):
+ * each mechanism, the level it makes, and what the next levels lack.
+ */
+static json_t *
+sandbox_json(const struct daemon *d)
+{
+    const struct sandbox_support *s = &d->sandbox;
+    char missing[512];
+    json_t *lack = json_object();
+
+    for (int l = s->level + 1; l <= SANDBOX_LEVEL_FULL; l++)
+        json_object_set_new(
+            lack, sandbox_level_name(l),
+            json_string(d->sandbox_built
+                            ? sandbox_missing(s, l, missing, sizeof missing)
+                            : "built --without-sandbox"));
+    return json_pack(
+        "{s:s, s:b, s:b, s:b, s:o, s:o, s:i, s:o, s:o, s:b, s:o}", "level",
+        sandbox_level_name(s->level), "built", d->sandbox_built, "no_new_privs",
+        s->no_new_privs, "seccomp", s->seccomp, "seccomp_actions",
+        bits_json(s->seccomp_acts, SANDBOX_ACT_COUNT, sandbox_act_name),
+        "namespaces",
+        bits_json(s->namespaces, SANDBOX_NS_COUNT, sandbox_ns_name),
+        "landlock_abi", s->landlock_abi, "cgroup",
+        s->cgroup == SANDBOX_CGROUP_V2   ? json_string("v2")
+        : s->cgroup == SANDBOX_CGROUP_V1 ? json_string("v1")
+                                         : json_null(),
+        "cgroup_controllers",
+        bits_json(s->cgroup_ctls, SANDBOX_CG_COUNT, sandbox_cg_name), "mdwe",
+        s->mdwe, "missing", lack);
+}
+
 static const char *
 recovery_status(const struct daemon *d)
 {
@@ -63,7 +108,9 @@ api_health_route(struct api_req *rq)
                              status, "checks", "recovery", recovery, "workers",
                              (json_int_t)registry_count(d->registry), "hosts",
                              (json_int_t)supervise_hosts(d->sv), "confinement",
-                             "none", "version", PACKAGE_VERSION);
+                             sandbox_level_name(d->sandbox.level), "version",
+                             PACKAGE_VERSION);
+    json_object_set_new(body, "sandbox", sandbox_json(d));
     api_reply(rq, strcmp(status, "Healthy") == 0 ? 200 : 503, body);
 }
 

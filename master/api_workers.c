@@ -88,9 +88,11 @@ api_worker_json(const struct worker *w)
         "version", (json_int_t)w->version, "pid",
         w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
         (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
-    json_object_set_new(
-        j, "confinement",
-        json_string(w->in_process ? "none (in-process)" : "none"));
+    const char *confinement = supervise_confinement(w);
+    json_object_set_new(j, "confinement",
+                        w->in_process ? json_string("none (in-process)")
+                        : confinement ? json_string(confinement)
+                                      : json_null());
     json_object_set_new(j, "created_at", time_json(w->created_at_ms));
     json_object_set_new(j, "updated_at", time_json(w->updated_at_ms));
     json_object_set_new(j, "config", pairs_json(w->config, w->nconfig));

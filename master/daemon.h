@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sandbox/sandbox.h"
+
 struct event_base;
 struct conf;
 struct engines;
@@ -47,6 +49,11 @@ struct daemon {
     unsigned recovery_fails; /* of which failed */
     bool stopping;
     int64_t started_at_ms;
+    /* What the machine offers for confinement, detected at start-up; its
+     * level is "none" in a build --without-sandbox (hosts confine
+     * nothing there, whatever the machine has). */
+    struct sandbox_support sandbox;
+    bool sandbox_built; /* not --without-sandbox */
 };
 
 #endif /* WM_MASTER_DAEMON_H */

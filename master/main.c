@@ -282,6 +282,49 @@ daemonize(void)
     return 0;
 }
 
+/*
+ * Detects what the machine offers for confinement (logged), keeps it in d
+ * for /health, and refuses to go on below min_confinement, naming what is
+ * missing.  A build --without-sandbox confines nothing: its level is none
+ * whatever the machine has.
+ */
+static int
+sandbox_check(struct daemon *d)
+{
+    enum sandbox_level min;
+    char summary[512], missing[512];
+
+#ifdef WM_SANDBOX
+    d->sandbox_built = true;
+#endif
+    sandbox_detect(&d->sandbox);
+    log_info("sandbox: machine offers %s%s",
+             sandbox_support_summary(&d->sandbox, summary, sizeof summary),
+             d->sandbox_built ? ""
+                              : " (built --without-sandbox: hosts unconfined)");
+    if (!d->sandbox_built)
+        d->sandbox.level = SANDBOX_LEVEL_NONE;
+    if (sandbox_level_parse(d->conf->min_confinement, &min) != 0) {
+        log_err("min_confinement: '%s' is not a confinement level (none, "
+                "seccomp, ns, full)",
+                d->conf->min_confinement);
+        return -1;
+    }
+    if (d->sandbox.level >= min)
+        return 0;
+    if (!d->sandbox_built)
+        snprintf(missing, sizeof missing,
+                 "this workmanagerd was built --without-sandbox");
+    else
+        sandbox_missing(&d->sandbox, min, missing, sizeof missing);
+    log_err("min_confinement is %s but hosts would run under %s: %s; lower "
+            "min_confinement (workmanager.conf(5)) or give the daemon what it "
+            "lacks",
+            d->conf->min_confinement, sandbox_level_name(d->sandbox.level),
+            missing);
+    return -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -371,17 +414,8 @@ main(int argc, char **argv)
     d.engines = &engines;
     engines_log(d.engines);
     /* Before any host exists: detection waits for its own children. */
-    struct sandbox_support sandbox;
-    char summary[512];
-#ifdef WM_SANDBOX
-    const char *unconfined = "";
-#else
-    const char *unconfined = " (built --without-sandbox: hosts unconfined)";
-#endif
-    sandbox_detect(&sandbox);
-    log_info("sandbox: machine offers %s%s",
-             sandbox_support_summary(&sandbox, summary, sizeof summary),
-             unconfined);
+    if (sandbox_check(&d) != 0)
+        goto out;
     static const char *const fsync_words[] = {
         [CONF_FSYNC_ALWAYS] = "always",
         [CONF_FSYNC_BATCH] = "batch",

@@ -88,6 +88,7 @@
 #include "master/inproc.h"
 #include "master/log.h"
 #include "master/reap.h"
+#include "sandbox/sandbox.h"
 
 /* How long the channel of an exited host may stay open (a descendant
  * holding it), and the least time a host that closed its channel unasked
@@ -144,7 +145,8 @@ struct proc {
     struct ipc_channel *ch; /* NULL once closed */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
-    int memfd; /* the code for the first Load, until sent */
+    char confinement[16]; /* what its Hello says it applied; "" before */
+    int memfd;            /* the code for the first Load, until sent */
     uint64_t code_len;
     uint32_t code_version; /* the version in memfd */
     bool loaded;           /* some version is loaded */
@@ -1537,6 +1539,35 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the channel ------------------------------------------------------ */
 
+/* Keeps what p's Hello says it applied, and says whether that is below
+ * min_confinement (then *reason says so; the host is killed before it
+ * gets any code). */
+static bool
+below_min_confinement(struct proc *p, const struct ipc_hello *hello,
+                      const char **reason)
+{
+    static char msg[256];
+    enum sandbox_level got, min;
+    size_t n = hello->confinement.len;
+
+    if (n >= sizeof p->confinement)
+        n = sizeof p->confinement - 1;
+    if (n > 0)
+        memcpy(p->confinement, hello->confinement.ptr, n);
+    p->confinement[n] = '\0';
+    if (sandbox_level_parse(p->sv->conf->min_confinement, &min) != 0 ||
+        min == SANDBOX_LEVEL_NONE)
+        return false; /* main.c refused a bad word at start-up */
+    if (sandbox_level_parse(p->confinement, &got) == 0 && got >= min)
+        return false;
+    snprintf(msg, sizeof msg,
+             "the host reports confinement '%s', below min_confinement %s "
+             "(wm-host(8), CONFINEMENT)",
+             p->confinement, p->sv->conf->min_confinement);
+    *reason = msg;
+    return true;
+}
+
 static int
 on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
          const char **reason, void *arg)
@@ -1558,6 +1589,8 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
               hello->engine.ptr ? hello->engine.ptr : "", hello->max_inflight,
               (int)hello->confinement.len,
               hello->confinement.ptr ? hello->confinement.ptr : "");
+    if (below_min_confinement(p, hello, reason))
+        return -1;
     if (p->stop != STOP_NONE)
         return 0; /* a Shutdown is queued already */
     if (proc_send_load(p) < 0) {
@@ -2148,6 +2181,14 @@ size_t
 supervise_hosts(const struct supervisor *sv)
 {
     return sv->nprocs;
+}
+
+const char *
+supervise_confinement(const struct worker *w)
+{
+    const struct proc *p = w->host ? w->host->proc : NULL;
+
+    return p && !p->validator && p->confinement[0] ? p->confinement : NULL;
 }
 
 void

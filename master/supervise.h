@@ -109,4 +109,8 @@ void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
 /* Number of live host processes (for /health and tests). */
 size_t supervise_hosts(const struct supervisor *sv);
 
+/* The confinement w's running host said in its Hello it applied to itself
+ * ("seccomp", ...), or NULL when no host of w has said hello. */
+const char *supervise_confinement(const struct worker *w);
+
 #endif /* WM_MASTER_SUPERVISE_H */

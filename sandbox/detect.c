@@ -428,3 +428,53 @@ sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
     put(&o, s->mdwe ? ", mdwe" : ", no mdwe");
     return buf;
 }
+
+char *
+sandbox_missing(const struct sandbox_support *s, enum sandbox_level want,
+                char *buf, size_t len)
+{
+    struct out o = { buf, len, 0 };
+    const char *sep = "";
+
+    if (len == 0)
+        return buf;
+    buf[0] = '\0';
+/* Appends one missing mechanism, comma-separated. */
+#define MISSING(...)                                                           \
+    do {                                                                       \
+        put(&o, "%s", sep);                                                    \
+        put(&o, __VA_ARGS__);                                                  \
+        sep = ", ";                                                            \
+    } while (0)
+    if (want >= SANDBOX_LEVEL_SECCOMP) {
+        if (!s->no_new_privs)
+            MISSING("no no_new_privs (prctl PR_SET_NO_NEW_PRIVS refused)");
+        if (!s->seccomp)
+            MISSING("no seccomp filter with kill_process (kernel without "
+                    "CONFIG_SECCOMP_FILTER, or a filter above us forbids it)");
+    }
+    if (want >= SANDBOX_LEVEL_NS) {
+        unsigned lack = SANDBOX_NS_ISOLATE & ~s->namespaces;
+
+        if (lack) {
+            put(&o, "%sno ", sep);
+            put_bits(&o, lack, SANDBOX_NS_COUNT, sandbox_ns_name);
+            put(&o,
+                " namespace%s (unshare refused: the daemon is not root, "
+                "or a container's policy forbids it)",
+                lack & (lack - 1) ? "s" : "");
+            sep = ", ";
+        }
+    }
+    if (want >= SANDBOX_LEVEL_FULL) {
+        if (s->landlock_abi < 1)
+            MISSING("no Landlock (kernel without it, or not in the lsm= "
+                    "list)");
+        if (!(s->cgroup_ctls & SANDBOX_CG_MEMORY))
+            MISSING("no cgroup memory controller this process may use");
+        if (!(s->cgroup_ctls & SANDBOX_CG_PIDS))
+            MISSING("no cgroup pids controller this process may use");
+    }
+#undef MISSING
+    return buf;
+}

@@ -134,6 +134,15 @@ const char *sandbox_cg_name(unsigned bit);
 char *sandbox_support_summary(const struct sandbox_support *s, char *buf,
                               size_t len);
 
+/*
+ * What keeps s below level want, for an operator: e.g. "no Landlock
+ * (the kernel has none, or it is not enabled), no cgroup memory
+ * controller", each missing mechanism once, in the order of the levels;
+ * "" when s->level >= want.  Truncated to fit buf; returns buf.
+ */
+char *sandbox_missing(const struct sandbox_support *s, enum sandbox_level want,
+                      char *buf, size_t len);
+
 /* ---- seccomp filters and role descriptors ------------------------------ */
 
 enum sandbox_verdict {

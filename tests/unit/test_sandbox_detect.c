@@ -256,6 +256,43 @@ test_names_and_summary(void)
     printf("# %s\n", sandbox_support_summary(&sup, buf, sizeof buf));
 }
 
+/* What keeps a machine below a level, named for the operator. */
+static void
+test_missing(void)
+{
+    struct sandbox_support s = { 0 };
+    char buf[512];
+
+    /* Nothing: every mechanism of each level up to the one asked for. */
+    CHECK(strcmp(sandbox_missing(&s, SANDBOX_LEVEL_NONE, buf, sizeof buf),
+                 "") == 0);
+    sandbox_missing(&s, SANDBOX_LEVEL_SECCOMP, buf, sizeof buf);
+    CHECK(check_has_all(buf, "no no_new_privs", "no seccomp filter", NULL));
+    CHECK(strstr(buf, "namespace") == NULL);
+    sandbox_missing(&s, SANDBOX_LEVEL_FULL, buf, sizeof buf);
+    CHECK(check_has_all(buf, "no no_new_privs",
+                        "no mnt pid net ipc uts "
+                        "namespaces",
+                        "no Landlock", "no cgroup memory controller",
+                        "no cgroup pids controller", NULL));
+    /* Only what lacks: here the pid namespace and the pids controller. */
+    s.no_new_privs = s.seccomp = true;
+    s.namespaces = SANDBOX_NS_ISOLATE & ~SANDBOX_NS_PID;
+    s.landlock_abi = 3;
+    s.cgroup = SANDBOX_CGROUP_V1;
+    s.cgroup_ctls = SANDBOX_CG_MEMORY;
+    CHECK(strcmp(sandbox_missing(&s, SANDBOX_LEVEL_SECCOMP, buf, sizeof buf),
+                 "") == 0);
+    sandbox_missing(&s, SANDBOX_LEVEL_FULL, buf, sizeof buf);
+    CHECK(check_has_all(buf, "no pid namespace (", ", no cgroup pids", NULL));
+    CHECK(strstr(buf, "seccomp") == NULL && strstr(buf, "Landlock") == NULL &&
+          strstr(buf, "memory") == NULL);
+    /* This machine: nothing lacks for its own level. */
+    CHECK(strcmp(sandbox_missing(&sup, sup.level, buf, sizeof buf), "") == 0);
+    sandbox_missing(&s, SANDBOX_LEVEL_FULL, buf, 10);
+    CHECK_EQ(strlen(buf), 9);
+}
+
 /* What the CI machine kind has (measured): a missing one fails. */
 static void
 test_must_work(void)
@@ -303,6 +340,7 @@ main(void)
     RUN(test_mdwe_agrees_with_prctl);
     RUN(test_level_follows_the_fields);
     RUN(test_names_and_summary);
+    RUN(test_missing);
     RUN(test_must_work);
     return check_result();
 }

@@ -1,0 +1,185 @@
+"""What the daemon says about confinement (issue 7; DESIGN §10).
+
+/health shows the level the machine offers and each mechanism behind it,
+checked here against probes of the kernel made by the test itself (not
+the daemon's own detection); a worker's view shows what its host said in
+its Hello it applied; min_confinement refuses to start a daemon that would
+run hosts below it, naming what is missing, and kills a host whose Hello
+reports less before it gets any code.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from wm import Daemon, b64
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workers"
+                       / "native"))
+from mkpackage import make_package  # noqa: E402
+from test_native import MIME, native_engine  # noqa: E402
+
+MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
+
+
+def landlock_abi():
+    """landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return abi if abi > 0 else 0
+
+
+def namespaces_unshare_takes():
+    """The namespace types unshare(1) can create here, by /proc/self/ns
+    name."""
+    flags = {"user": "-U", "mnt": "-m", "pid": "-pf", "net": "-n",
+             "ipc": "-i", "uts": "-u", "cgroup": "-C", "time": "-T"}
+    return {name for name, flag in flags.items()
+            if subprocess.run(["unshare", flag, "true"],
+                              capture_output=True).returncode == 0}
+
+
+@pytest.fixture
+def lib(wm_builddir):
+    path = Path(wm_builddir) / "tests" / "workers" / "native" / "libecho.so"
+    assert path.exists(), f"{path} is built by make check"
+    return path
+
+
+def daemon(builddir, tmp, **options):
+    opts = {"restart_base_delay_ms": 20, "restart_max_delay_ms": 100}
+    opts.update(options)
+    d = Daemon(builddir, tmp, options=opts, engines=native_engine(builddir))
+    d.start()
+    return d
+
+
+def test_health_reports_what_the_machine_offers(wm_builddir, tmp_path):
+    d = daemon(wm_builddir, tmp_path)
+    try:
+        h = d.get("/health").json
+    finally:
+        assert d.stop() == 0, d.log()
+    sb = h["sandbox"]
+    assert h["confinement"] == sb["level"]
+    if not sb["built"]:
+        # --without-sandbox: hosts confine nothing, whatever the machine.
+        assert sb["level"] == "none"
+        assert all(v == "built --without-sandbox"
+                   for v in sb["missing"].values())
+        return
+    with open("/proc/sys/kernel/seccomp/actions_avail") as f:
+        assert set(sb["seccomp_actions"]) == set(f.read().split())
+    assert sb["landlock_abi"] == landlock_abi()
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        assert set(sb["namespaces"]) == namespaces_unshare_takes()
+    # The level follows the mechanisms (sandbox.h), and names what the
+    # levels above it lack.
+    isolate = {"mnt", "pid", "net", "ipc", "uts"}
+    want = "none"
+    if sb["seccomp"] and sb["no_new_privs"]:
+        want = "seccomp"
+        if isolate <= set(sb["namespaces"]):
+            want = "ns"
+            if sb["landlock_abi"] > 0 and \
+                    {"memory", "pids"} <= set(sb["cgroup_controllers"]):
+                want = "full"
+    assert sb["level"] == want
+    levels = ["none", "seccomp", "ns", "full"]
+    assert list(sb["missing"]) == levels[levels.index(want) + 1:]
+    assert all(sb["missing"].values())
+    if MUST_WORK:
+        assert sb["level"] == "full", sb
+
+
+def test_worker_view_shows_its_hosts_confinement(wm_builddir, tmp_path, lib):
+    d = daemon(wm_builddir, tmp_path)
+    try:
+        built = d.get("/health").json["sandbox"]["built"]
+        r = d.post("/v1/workers", {"mime_type": MIME, "topic": "t",
+                                   "code": {"content": b64(
+                                       make_package(lib))}})
+        assert r.status == 201, r
+        wid = r.json["id"]
+        view = d.get(f"/v1/workers/{wid}").json
+        # What wm-host-native applies to itself (wm-host(8), CONFINEMENT).
+        assert view["confinement"] == ("seccomp" if built else "none"), view
+        assert d.post(f"/v1/workers/{wid}/stop").status == 200
+        assert d.get(f"/v1/workers/{wid}").json["confinement"] is None
+    finally:
+        assert d.stop() == 0, d.log()
+
+
+def test_host_below_min_confinement_gets_no_code(wm_builddir, tmp_path, lib):
+    """min_confinement above what the host applies: the daemon starts (the
+    machine offers it), but the host is killed at its Hello, before any
+    code, and the create fails naming both levels."""
+    d = daemon(wm_builddir, tmp_path)
+    built = d.get("/health").json["sandbox"]
+    assert d.stop() == 0, d.log()
+    if built["level"] != "full":
+        pytest.skip(f"the machine offers {built['level']}, not full")
+    d = daemon(wm_builddir, tmp_path / "full", min_confinement="full")
+    try:
+        r = d.post("/v1/workers", {"mime_type": MIME, "topic": "t",
+                                   "code": {"content": b64(
+                                       make_package(lib))}})
+        assert r.status >= 400, r
+        msg = r.json["error"]["message"]
+        assert "below min_confinement full" in msg, msg
+        assert "'seccomp'" in msg, msg
+        assert d.get("/health").status == 200
+    finally:
+        assert d.stop() == 0, d.log()
+
+
+def run_refused(wm_builddir, tmp_path, min_confinement, user=None):
+    """Runs workmanagerd in the foreground with min_confinement, as user
+    when given; returns (exit status, its stderr).  The directories are in
+    one that user can reach (pytest's tmp_path is under a root-only one)."""
+    if user is not None:
+        tmp_path = Path(tempfile.mkdtemp(prefix="wm-conf-"))
+        tmp_path.chmod(0o777)
+    (tmp_path / "e").mkdir(mode=0o777)
+    argv = [str(Path(wm_builddir) / "master" / "workmanagerd"),
+            "--foreground", "--config", "/dev/null",
+            "-o", f"state_dir={tmp_path}/state",
+            "-o", f"runtime_dir={tmp_path}/run",
+            "-o", f"control_socket={tmp_path}/run/s.sock",
+            "-o", f"engines_dir={tmp_path}/e",
+            "-o", f"min_confinement={min_confinement}"]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}",
+                "--clear-groups"] + argv
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    finally:
+        if user is not None:
+            shutil.rmtree(tmp_path)
+    return r.returncode, r.stderr
+
+
+def test_min_confinement_refuses_to_start_below_it(wm_builddir, tmp_path):
+    """A daemon that is not root cannot create the namespaces: it offers at
+    most seccomp, and with min_confinement = ns it refuses to start, naming
+    each namespace it could not create."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv(1) to run the daemon as nobody")
+    rc, err = run_refused(wm_builddir, tmp_path, "ns", user=65534)
+    assert rc != 0, err
+    assert "min_confinement is ns but hosts would run under" in err, err
+    if "built --without-sandbox" not in err:
+        assert "no mnt pid net ipc uts namespaces" in err, err
+
+
+def test_min_confinement_must_be_a_level(wm_builddir, tmp_path):
+    rc, err = run_refused(wm_builddir, tmp_path, "most")
+    assert rc != 0, err
+    assert "min_confinement: 'most' is not a confinement level (none, " \
+        "seccomp, ns, full)" in err, err
