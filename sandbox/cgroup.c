@@ -1,0 +1,461 @@
+/*
+ * cgroup.c — per-host cgroups under a directory the daemon owns
+ * (cgroup.h).
+ *
+ * One table of hierarchies, filled by sandbox_cg_init(): for v1 one per
+ * controller (/sys/fs/cgroup/memory, .../pids, .../cpu), for v2 the
+ * unified one with the controllers enabled down to the daemon's
+ * directory.  A host's group is a leaf of the same name in each.  The
+ * daemon is single-threaded where it calls these (its event loop); the
+ * table is written once, at start-up.
+ */
+#include "config.h"
+
+#include "sandbox/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HIER_MAX SANDBOX_CG_COUNT
+#define PATH_LEN 512
+
+struct hier {
+    unsigned ctls;      /* SANDBOX_CG_* it carries */
+    char dir[PATH_LEN]; /* the daemon's: .../PARENT/d<pid> */
+};
+
+static struct {
+    enum sandbox_cgroup flavour;
+    unsigned n;
+    struct hier h[HIER_MAX];
+} cg_root;
+
+struct sandbox_cg {
+    unsigned n;
+    int procs[HIER_MAX]; /* cgroup.procs of each leaf, open for writing */
+    char dir[HIER_MAX][PATH_LEN];
+};
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    int e = errno;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    errno = e;
+    return -1;
+}
+
+/* Writes s to dir/file: 0, or -1 with errno. */
+static int
+put_file(const char *dir, const char *file, const char *s)
+{
+    char path[PATH_LEN + 64];
+    int fd, rc = 0;
+
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+        rc = -1;
+    int e = errno;
+    (void)close(fd);
+    errno = e;
+    return rc;
+}
+
+/* Reads dir/file into buf (NUL-terminated): its length, or -1. */
+static ssize_t
+get_file(const char *dir, const char *file, char *buf, size_t len)
+{
+    char path[PATH_LEN + 64];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, len - 1);
+    (void)close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+static void
+sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* SIGKILL to every process listed in dir's cgroup.procs until it lists
+ * none (about 1 s at most). */
+static void
+kill_all(const char *dir)
+{
+    char buf[4096];
+
+    for (int round = 0; round < 200; round++) {
+        if (get_file(dir, "cgroup.procs", buf, sizeof buf) <= 0)
+            return;
+        for (char *p = buf, *end; *p; p = end) {
+            long pid = strtol(p, &end, 10);
+
+            if (end == p)
+                break;
+            if (pid > 0)
+                (void)kill((pid_t)pid, SIGKILL);
+        }
+        sleep_ms(5);
+    }
+}
+
+/* Removes dir, an empty group once its processes are gone (rmdir answers
+ * EBUSY while one is still exiting). */
+static void
+remove_group(const char *dir)
+{
+    kill_all(dir);
+    for (int i = 0; i < 200; i++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return;
+        if (errno != EBUSY)
+            return;
+        sleep_ms(5);
+    }
+}
+
+/* Removes dir's subdirectories (the groups of hosts), then dir. */
+static void
+remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char sub[PATH_LEN + 260];
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        remove_group(sub);
+    }
+    closedir(d);
+    remove_group(dir);
+}
+
+/* Removes PARENT's d<pid> directories whose daemon no longer runs. */
+static void
+remove_stale(const char *parent)
+{
+    DIR *d = opendir(parent);
+    struct dirent *e;
+    char sub[PATH_LEN + 260];
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid;
+
+        if (e->d_name[0] != 'd')
+            continue;
+        pid = strtol(e->d_name + 1, &end, 10);
+        if (end == e->d_name + 1 || *end != '\0' || pid <= 0)
+            continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(sub, sizeof sub, "%s/%s", parent, e->d_name);
+        remove_tree(sub);
+    }
+    closedir(d);
+}
+
+/* mkdir that accepts an existing directory. */
+static int
+make_dir(const char *path)
+{
+    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* v2: the controllers of ctls enabled for dir's children. */
+static int
+enable_v2(const char *dir, unsigned ctls)
+{
+    for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1) {
+        char word[32];
+
+        if (!(ctls & b))
+            continue;
+        snprintf(word, sizeof word, "+%s", sandbox_cg_name(b));
+        if (put_file(dir, "cgroup.subtree_control", word) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool
+name_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > max || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+int
+sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
+                size_t errlen)
+{
+    char top[PATH_LEN - 32];
+    const char *where = top;
+
+    memset(&cg_root, 0, sizeof cg_root);
+    if (s->cgroup == SANDBOX_CGROUP_NONE || s->cgroup_ctls == 0)
+        return 0;
+    if (!name_ok(parent, 100))
+        return fail(err, errlen,
+                    "cgroup_parent '%s' is not a directory name "
+                    "([A-Za-z0-9._-], at most 100 bytes)",
+                    parent);
+    cg_root.flavour = s->cgroup;
+    for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1) {
+        struct hier *h = &cg_root.h[cg_root.n];
+
+        if (!(s->cgroup_ctls & b))
+            continue;
+        if (s->cgroup == SANDBOX_CGROUP_V2) {
+            if (cg_root.n == 1) { /* one hierarchy carries them all */
+                cg_root.h[0].ctls |= b;
+                continue;
+            }
+            snprintf(top, sizeof top, "%s/%s", s->cgroup_path, parent);
+        } else {
+            snprintf(top, sizeof top, "%s/%s/%s", s->cgroup_path,
+                     sandbox_cg_name(b), parent);
+        }
+        h->ctls = b;
+        snprintf(h->dir, sizeof h->dir, "%s/d%ld", top, (long)getpid());
+        if (make_dir(top) < 0)
+            goto bad;
+        remove_stale(top);
+        if (s->cgroup == SANDBOX_CGROUP_V2 &&
+            enable_v2(top, s->cgroup_ctls) < 0)
+            goto bad;
+        where = h->dir;
+        if (make_dir(h->dir) < 0)
+            goto bad;
+        where = top;
+        cg_root.n++;
+    }
+    where = cg_root.h[0].dir;
+    if (s->cgroup == SANDBOX_CGROUP_V2 && cg_root.n == 1 &&
+        enable_v2(cg_root.h[0].dir, cg_root.h[0].ctls) < 0)
+        goto bad;
+    return 0;
+bad:
+    fail(err, errlen, "cgroup: cannot set up %s: %s", where, strerror(errno));
+    sandbox_cg_fini();
+    return -1;
+}
+
+int
+sandbox_cg_enabled(void)
+{
+    return cg_root.n > 0;
+}
+
+/* The limits of l on leaf dir of hierarchy h. */
+static int
+set_limits(const struct hier *h, const char *dir,
+           const struct sandbox_cg_limits *l, const char **what)
+{
+    char v[64];
+    bool v2 = cg_root.flavour == SANDBOX_CGROUP_V2;
+
+    if ((h->ctls & SANDBOX_CG_MEMORY) && l->memory_bytes) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory_bytes);
+        *what = v2 ? "memory.max" : "memory.limit_in_bytes";
+        if (put_file(dir, *what, v) < 0)
+            return -1;
+        /* No swap beyond the limit, where swap is accounted. */
+        const char *swap =
+            v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes";
+        if (put_file(dir, swap, v2 ? "0" : v) < 0 && errno != ENOENT) {
+            *what = swap;
+            return -1;
+        }
+    }
+    if ((h->ctls & SANDBOX_CG_PIDS) && l->pids_max) {
+        snprintf(v, sizeof v, "%u", l->pids_max);
+        *what = "pids.max";
+        if (put_file(dir, *what, v) < 0)
+            return -1;
+    }
+    if ((h->ctls & SANDBOX_CG_CPU) && l->cpu_percent) {
+        unsigned long quota = (unsigned long)l->cpu_percent * 1000ul;
+
+        if (v2) {
+            snprintf(v, sizeof v, "%lu 100000", quota);
+            *what = "cpu.max";
+            if (put_file(dir, *what, v) < 0)
+                return -1;
+        } else {
+            *what = "cpu.cfs_period_us";
+            if (put_file(dir, *what, "100000") < 0)
+                return -1;
+            snprintf(v, sizeof v, "%lu", quota);
+            *what = "cpu.cfs_quota_us";
+            if (put_file(dir, *what, v) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+struct sandbox_cg *
+sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
+                  char *err, size_t errlen)
+{
+    struct sandbox_cg *cg;
+    const char *what = "cgroup.procs";
+    char path[PATH_LEN + 16], where[PATH_LEN] = "";
+
+    if (errlen)
+        err[0] = '\0';
+    if (cg_root.n == 0)
+        return NULL;
+    if (!name_ok(leaf, 100)) {
+        errno = EINVAL;
+        fail(err, errlen, "cgroup: '%s' is not a group name", leaf);
+        return NULL;
+    }
+    cg = calloc(1, sizeof *cg);
+    if (cg == NULL) {
+        fail(err, errlen, "cgroup: out of memory");
+        return NULL;
+    }
+    for (unsigned i = 0; i < cg_root.n; i++) {
+        const struct hier *h = &cg_root.h[i];
+        int n = snprintf(cg->dir[i], sizeof cg->dir[i], "%s/%s", h->dir, leaf);
+
+        cg->procs[i] = -1;
+        snprintf(where, sizeof where, "%s", cg->dir[i]);
+        if (n < 0 || (size_t)n >= sizeof cg->dir[i]) {
+            errno = ENAMETOOLONG;
+            goto bad;
+        }
+        if (mkdir(cg->dir[i], 0755) < 0) {
+            what = "mkdir";
+            cg->dir[i][0] = '\0';
+            goto bad;
+        }
+        cg->n = i + 1;
+        if (set_limits(h, cg->dir[i], l, &what) < 0)
+            goto bad;
+        what = "cgroup.procs";
+        snprintf(path, sizeof path, "%s/%s", cg->dir[i], what);
+        cg->procs[i] = open(path, O_WRONLY | O_CLOEXEC);
+        if (cg->procs[i] < 0)
+            goto bad;
+    }
+    return cg;
+bad:
+    fail(err, errlen, "cgroup: %s %s: %s", where, what, strerror(errno));
+    sandbox_cg_destroy(cg);
+    return NULL;
+}
+
+int
+sandbox_cg_attach(const struct sandbox_cg *cg, pid_t pid)
+{
+    char buf[24];
+    size_t i = sizeof buf;
+    unsigned long v = pid > 0 ? (unsigned long)pid : 0;
+
+    /* The number by hand: snprintf is not async-signal-safe. */
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (unsigned h = 0; h < cg->n; h++)
+        if (write(cg->procs[h], buf + i, sizeof buf - i) < 0)
+            return -1;
+    return 0;
+}
+
+uint64_t
+sandbox_cg_oom_kills(const struct sandbox_cg *cg)
+{
+    char buf[1024];
+    bool v2 = cg_root.flavour == SANDBOX_CGROUP_V2;
+
+    for (unsigned i = 0; cg && i < cg->n; i++) {
+        if (!(cg_root.h[i].ctls & SANDBOX_CG_MEMORY))
+            continue;
+        if (get_file(cg->dir[i], v2 ? "memory.events" : "memory.oom_control",
+                     buf, sizeof buf) <= 0)
+            return 0;
+        for (char *line = buf; line && *line;) {
+            if (strncmp(line, "oom_kill ", 9) == 0)
+                return strtoull(line + 9, NULL, 10);
+            line = strchr(line, '\n');
+            if (line)
+                line++;
+        }
+    }
+    return 0;
+}
+
+void
+sandbox_cg_kill(const struct sandbox_cg *cg)
+{
+    if (cg && cg->n > 0)
+        kill_all(cg->dir[0]);
+}
+
+void
+sandbox_cg_destroy(struct sandbox_cg *cg)
+{
+    if (cg == NULL)
+        return;
+    for (unsigned i = 0; i < cg->n; i++) {
+        if (cg->procs[i] >= 0)
+            (void)close(cg->procs[i]);
+        if (cg->dir[i][0])
+            remove_group(cg->dir[i]);
+    }
+    free(cg);
+}
+
+void
+sandbox_cg_fini(void)
+{
+    for (unsigned i = 0; i < cg_root.n; i++)
+        remove_tree(cg_root.h[i].dir);
+    memset(&cg_root, 0, sizeof cg_root);
+}
