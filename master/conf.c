@@ -78,6 +78,9 @@
  * | `crash_loop_max` | integer, 1–1000 | `5` | `WM_CRASH_LOOP_MAX` | Restarts within crash_loop_window_s after which a worker is left failed. |
  * | `crash_loop_window_s` | duration (s), 1–86400 | `60` | `WM_CRASH_LOOP_WINDOW_S` | Window in which crash_loop_max restarts mean a crash loop. |
  * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
+ * | `cgroup_parent` | string | `workmanager` | `WM_CGROUP_PARENT` | Directory under each cgroup hierarchy that holds this daemon's groups (one per host). |
+ * | `host_pids_max` | integer, 0–4194304 | `256` | `WM_HOST_PIDS_MAX` | Processes and threads one host may have (cgroup pids.max); 0 = no limit. |
+ * | `host_cpu_percent` | integer, 0–102400 | `0` | `WM_HOST_CPU_PERCENT` | CPU time one host may use, in percent of one CPU (cgroup cpu quota); 0 = no limit. |
  * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
  * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
@@ -267,13 +270,14 @@ check_nats_url(const char *v, char *why, size_t whylen)
     }
 }
 
-/* min_confinement: a level's word; sandbox/ checks that it is one. */
+/* min_confinement (a level's word; main.c checks that it is one) and
+ * cgroup_parent (a directory name): a word. */
 static int
 check_word(const char *v, char *why, size_t whylen)
 {
     size_t n = strlen(v);
 
-    if (n > 32)
+    if (n == 0 || n > 32)
         goto bad;
     for (size_t i = 0; i < n; i++)
         if (!islower((unsigned char)v[i]) && !isdigit((unsigned char)v[i]) &&
@@ -282,8 +286,8 @@ check_word(const char *v, char *why, size_t whylen)
     return 0;
 bad:
     return errbuf_set(why, whylen,
-                      "'%s' is not a level name (lowercase letters, digits, "
-                      "'_', '-')",
+                      "'%s' is not a word (1 to 32 lowercase letters, "
+                      "digits, '_', '-')",
                       v);
 }
 
@@ -605,6 +609,38 @@ static const struct conf_key keys[] = {
                "hosts under.",
         .offset = AT(min_confinement, char *),
         .check = check_word,
+    },
+    {
+        .name = "cgroup_parent",
+        .type = CONF_STRING,
+        .def = "workmanager",
+        .env = "WM_CGROUP_PARENT",
+        .doc = "Directory under each cgroup hierarchy that holds this "
+               "daemon's groups (one per host).",
+        .offset = AT(cgroup_parent, char *),
+        .check = check_word,
+    },
+    {
+        .name = "host_pids_max",
+        .type = CONF_UINT,
+        .def = "256",
+        .env = "WM_HOST_PIDS_MAX",
+        .doc = "Processes and threads one host may have (cgroup pids.max); "
+               "0 = no limit.",
+        .offset = AT(host_pids_max, unsigned),
+        .min = 0,
+        .max = 4194304,
+    },
+    {
+        .name = "host_cpu_percent",
+        .type = CONF_UINT,
+        .def = "0",
+        .env = "WM_HOST_CPU_PERCENT",
+        .doc = "CPU time one host may use, in percent of one CPU (cgroup cpu "
+               "quota); 0 = no limit.",
+        .offset = AT(host_cpu_percent, unsigned),
+        .min = 0,
+        .max = 102400,
     },
 
     /* Messages. */

@@ -143,6 +143,9 @@ struct conf {
     unsigned crash_loop_max;
     uint64_t crash_loop_window_s;
     char *min_confinement;
+    char *cgroup_parent;
+    unsigned host_pids_max;
+    unsigned host_cpu_percent;
 
     /* Messages. */
     uint64_t lock_max_age_ms;

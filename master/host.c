@@ -36,6 +36,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/cgroup.h"
+
 /* The channel's descriptor in every host (ipc/PROTOCOL.md). */
 #define HOST_CHANNEL_FD 3
 /* Sanitizer options pass through the scrubbed environment so that a
@@ -57,6 +59,7 @@ struct child_error {
 };
 
 static const char *const stages[] = {
+    "joining its cgroup",
     "setting up the channel descriptor",
     "opening /dev/null",
     "closing inherited descriptors",
@@ -64,6 +67,7 @@ static const char *const stages[] = {
 };
 
 enum {
+    STAGE_CGROUP,
     STAGE_FD,
     STAGE_DEVNULL,
     STAGE_CLOSE,
@@ -116,6 +120,13 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
         _exit(127);
     (void)setpgid(0, 0); /* the parent does it too; one of them wins */
+
+    /* Into its cgroup before it runs anything of its own (its limits were
+     * written before; cgroup.h). */
+    ce.stage = STAGE_CGROUP;
+    if (s->cg && sandbox_cg_attach(s->cg, 0) < 0)
+        goto fail;
+    ce.stage = STAGE_FD;
 
     /* Move both descriptors above 3 first, so that neither is clobbered
      * by the dup2() onto 3 (either may be 3 in the parent). */

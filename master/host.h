@@ -10,12 +10,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct sandbox_cg;
+
 /* What to exec for one host. */
 struct supervise_spawn {
     const char *path;      /* the host binary (absolute); also argv[0] */
     const char *worker_id; /* WM_WORKER_ID */
     const char *engine;    /* WM_ENGINE, may be NULL */
     int fd;                /* the host's end of the channel: becomes fd 3 */
+    const struct sandbox_cg *cg; /* joined before execve, or NULL */
 };
 
 /*

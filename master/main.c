@@ -41,6 +41,7 @@
 #include "master/registry.h"
 #include "master/store.h"
 #include "master/supervise.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 
 #define MAX_OVERRIDES 256
@@ -416,6 +417,9 @@ main(int argc, char **argv)
     /* Before any host exists: detection waits for its own children. */
     if (sandbox_check(&d) != 0)
         goto out;
+    if (d.sandbox_built &&
+        sandbox_cg_init(&d.sandbox, conf.cgroup_parent, err, sizeof err) != 0)
+        log_warning("%s: hosts run without cgroup limits", err);
     static const char *const fsync_words[] = {
         [CONF_FSYNC_ALWAYS] = "always",
         [CONF_FSYNC_BATCH] = "batch",
@@ -486,6 +490,7 @@ out:
         api_free(d.api);
     if (d.sv)
         supervise_free(d.sv);
+    sandbox_cg_fini(); /* the hosts' groups are gone with them */
     if (d.locks)
         grouplocks_free(d.locks);
     dispatch_free(d.dispatch);

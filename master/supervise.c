@@ -88,6 +88,7 @@
 #include "master/inproc.h"
 #include "master/log.h"
 #include "master/reap.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 
 /* How long the channel of an exited host may stay open (a descendant
@@ -145,8 +146,9 @@ struct proc {
     struct ipc_channel *ch; /* NULL once closed */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
-    char confinement[16]; /* what its Hello says it applied; "" before */
-    int memfd;            /* the code for the first Load, until sent */
+    char confinement[16];  /* what its Hello says it applied; "" before */
+    struct sandbox_cg *cg; /* its cgroup (cgroup.h), or NULL */
+    int memfd;             /* the code for the first Load, until sent */
     uint64_t code_len;
     uint32_t code_version; /* the version in memfd */
     bool loaded;           /* some version is loaded */
@@ -1065,6 +1067,7 @@ proc_free(struct proc *p)
         c->p = NULL; /* its answer is dropped */
     }
     proc_close_channel(p);
+    sandbox_cg_destroy(p->cg);
     if (p->memfd >= 0)
         close(p->memfd);
     struct event *evs[] = { p->linger, p->grace,      p->load_timer,
@@ -1120,6 +1123,32 @@ host_fail(struct host *h, const char *type, const char *msg)
 
 /* Spawns a host process for h (state starting); the Load follows its
  * Hello.  On failure the worker is failed with the reason. */
+/* p's cgroup (cgroup.h), with w's memory limit and the daemon's pids and
+ * cpu limits, when the daemon set cgroups up: 0, or -1 with a message. */
+static int
+proc_make_cgroup(struct proc *p, const struct worker *w, char *err,
+                 size_t errlen)
+{
+    static unsigned seq;
+    const struct conf *c = p->sv->conf;
+    const struct sandbox_cg_limits l = {
+        .memory_bytes = (uint64_t)w->limits.memory_mb << 20,
+        .pids_max = c->host_pids_max,
+        .cpu_percent = c->host_cpu_percent,
+    };
+    char leaf[128], why[384];
+
+    /* The worker's id and a number: a restart's group is a new one, while
+     * the old one may still be removed. */
+    snprintf(leaf, sizeof leaf, "%s-%u", w->id, ++seq);
+    p->cg = sandbox_cg_create(leaf, &l, why, sizeof why);
+    if (p->cg == NULL && why[0]) {
+        snprintf(err, errlen, "cannot make its cgroup: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
 static void
 host_start(struct host *h)
 {
@@ -1167,6 +1196,11 @@ host_start(struct host *h)
         host_fail(h, "load_error", err);
         return;
     }
+    if (proc_make_cgroup(p, w, err, sizeof err) != 0) {
+        proc_free(p);
+        host_fail(h, "crash", err);
+        return;
+    }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
         proc_free(p);
@@ -1178,6 +1212,7 @@ host_start(struct host *h)
         .worker_id = w->id,
         .engine = e->name,
         .fd = sp[1],
+        .cg = p->cg,
     };
     pid = supervise_host_spawn(&s, err, sizeof err);
     close(sp[1]);
@@ -1707,6 +1742,9 @@ classify(const struct proc *p, int *sig, int *code)
     *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (p->kill_reason)
         return p->kill_reason;
+    /* The memory limit's OOM killer sends SIGKILL; its group counts it. */
+    if (WIFSIGNALED(st) && *sig == SIGKILL && sandbox_cg_oom_kills(p->cg) > 0)
+        return "oom";
     if (WIFSIGNALED(st))
         return *sig == SIGSYS ? "seccomp" : "crash";
     if (*code != 0)
@@ -1797,6 +1835,12 @@ proc_finalize(struct proc *p)
     supervise_wait_describe(p->wstatus, how, sizeof how);
     if (killed)
         snprintf(msg, sizeof msg, "the host was killed: %s", p->kill_msg);
+    else if (strcmp(reason, "oom") == 0)
+        snprintf(msg, sizeof msg,
+                 "the host went past its memory limit (%" PRIu32
+                 " MiB, limits.memory_mb) and the kernel's OOM killer ended "
+                 "it",
+                 h && h->w ? h->w->limits.memory_mb : 0);
     else
         snprintf(msg, sizeof msg, "the host ended with %s", how);
     log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,

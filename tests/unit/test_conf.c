@@ -144,6 +144,9 @@ test_defaults(void)
     CHECK(c.python_allowed_packages.n == 0);
     CHECK(c.python_blocked_modules.n == 0);
     CHECK(strcmp(c.min_confinement, "none") == 0);
+    CHECK(strcmp(c.cgroup_parent, "workmanager") == 0);
+    CHECK_EQ(c.host_pids_max, 256);
+    CHECK_EQ(c.host_cpu_percent, 0);
     CHECK(c.engines_dir != NULL && c.engines_dir[0] == '/');
     CHECK(c.libexec_dir != NULL && c.libexec_dir[0] == '/');
     CHECK(c.token_file != NULL && c.token_file[0] == '/');
@@ -341,7 +344,9 @@ test_bad_values(void)
           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
           "instance", "at most 100");
     bad_o("nats_url=http://x", "nats_url", "not a NATS URL");
-    bad_o("min_confinement=Full!", "min_confinement", "not a level name");
+    bad_o("min_confinement=Full!", "min_confinement", "is not a word");
+    bad_o("cgroup_parent=../x", "cgroup_parent", "is not a word");
+    bad_o("host_pids_max=-1", "host_pids_max", "");
     bad_o("instance=a\tb", "instance", "control character");
 }
 

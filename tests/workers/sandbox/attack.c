@@ -47,6 +47,19 @@ report(const char *attack, long rc, int err, uint8_t **out_buf,
     return virtufin_response_error(msg, out_buf, out_len);
 }
 
+/* Held by the threadbomb for good: its threads block on it (a futex,
+ * which the filters allow) until the host ends. */
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+
+static void *
+thread_wait(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&gate);
+    pthread_mutex_unlock(&gate);
+    return NULL;
+}
+
 static void *
 thread_main(void *arg)
 {
@@ -102,6 +115,35 @@ attack(const char *type, int *err)
             rc = -1;
         }
 #endif
+    } else if (strcmp(type, "membomb") == 0) {
+        /* 1 GiB touched a page at a time: the memory limit's OOM killer
+         * ends the host long before (or mmap fails, reported). */
+        size_t len = (size_t)1 << 30;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            for (size_t i = 0; i < len; i += 4096)
+                p[i] = 1;
+            munmap(p, len);
+            rc = 0;
+        }
+    } else if (strcmp(type, "threadbomb") == 0) {
+        /* Threads until pthread_create fails (pids.max counts threads),
+         * each blocked on the gate. */
+        static int held;
+        pthread_t t;
+        long n = 0;
+        if (!held++)
+            pthread_mutex_lock(&gate);
+        for (; n < 100000; n++) {
+            int e = pthread_create(&t, NULL, thread_wait, NULL);
+            if (e != 0) {
+                errno = e;
+                break;
+            }
+            pthread_detach(t);
+        }
+        rc = n; /* threads started before the first refusal */
     } else if (strcmp(type, "thread") == 0) {
         pthread_t t;
         int v = 0;
