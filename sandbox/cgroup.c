@@ -46,6 +46,9 @@ struct sandbox_cg {
     char dir[HIER_MAX][PATH_LEN];
 };
 
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {
