@@ -80,6 +80,8 @@
  * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
  * | `cgroup_parent` | string | `workmanager` | `WM_CGROUP_PARENT` | Directory under each cgroup hierarchy that holds this daemon's groups (one per host). |
  * | `host_pids_max` | integer, 0–4194304 | `256` | `WM_HOST_PIDS_MAX` | Processes and threads one host may have (cgroup pids.max); 0 = no limit. |
+ * | `host_uid_base` | integer, 0–4000000000 | `3000000` | `WM_HOST_UID_BASE` | First uid (and gid) of the range hosts run as, one each, when the daemon runs as root; 0 = hosts keep the daemon's user. |
+ * | `host_uid_count` | integer, 1–1000000 | `65536` | `WM_HOST_UID_COUNT` | Size of that range: the most hosts that can run at once. |
  * | `host_cpu_percent` | integer, 0–102400 | `0` | `WM_HOST_CPU_PERCENT` | CPU time one host may use, in percent of one CPU (cgroup cpu quota); 0 = no limit. |
  * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
  * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
@@ -630,6 +632,27 @@ static const struct conf_key keys[] = {
         .offset = AT(host_pids_max, unsigned),
         .min = 0,
         .max = 4194304,
+    },
+    {
+        .name = "host_uid_base",
+        .type = CONF_UINT,
+        .def = "3000000",
+        .env = "WM_HOST_UID_BASE",
+        .doc = "First uid (and gid) of the range hosts run as, one each, when "
+               "the daemon runs as root; 0 = hosts keep the daemon's user.",
+        .offset = AT(host_uid_base, unsigned),
+        .min = 0,
+        .max = 4000000000u,
+    },
+    {
+        .name = "host_uid_count",
+        .type = CONF_UINT,
+        .def = "65536",
+        .env = "WM_HOST_UID_COUNT",
+        .doc = "Size of that range: the most hosts that can run at once.",
+        .offset = AT(host_uid_count, unsigned),
+        .min = 1,
+        .max = 1000000,
     },
     {
         .name = "host_cpu_percent",

@@ -145,6 +145,8 @@ struct conf {
     char *min_confinement;
     char *cgroup_parent;
     unsigned host_pids_max;
+    unsigned host_uid_base;
+    unsigned host_uid_count;
     unsigned host_cpu_percent;
 
     /* Messages. */

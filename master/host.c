@@ -63,6 +63,8 @@ static const char *const stages[] = {
     "setting up the channel descriptor",
     "opening /dev/null",
     "closing inherited descriptors",
+    "lowering its rlimits",
+    "dropping to its own user",
     "execve",
 };
 
@@ -71,6 +73,8 @@ enum {
     STAGE_FD,
     STAGE_DEVNULL,
     STAGE_CLOSE,
+    STAGE_RLIMITS,
+    STAGE_CREDS,
     STAGE_EXEC,
 };
 
@@ -158,6 +162,18 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
     if (close_from_to(HOST_CHANNEL_FD + 1, errfd - 1) < 0 ||
         close_from_to(errfd + 1, ~0u >> 1) < 0)
         goto fail;
+
+    if (s->drop) {
+        ce.stage = STAGE_RLIMITS;
+        if (sandbox_rlimits_apply(&s->rlimits) < 0)
+            goto fail;
+        ce.stage = STAGE_CREDS;
+        if (sandbox_creds_drop(s->uid, (gid_t)s->uid, s->cap_last) < 0)
+            goto fail;
+        /* A credential change clears the parent-death signal: again. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+            _exit(127);
+    }
 
     ce.stage = STAGE_EXEC;
     execve(s->path, argv, envp);

@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <stdbool.h>
+
+#include "sandbox/creds.h"
+
 struct sandbox_cg;
 
 /* What to exec for one host. */
@@ -19,6 +23,12 @@ struct supervise_spawn {
     const char *engine;    /* WM_ENGINE, may be NULL */
     int fd;                /* the host's end of the channel: becomes fd 3 */
     const struct sandbox_cg *cg; /* joined before execve, or NULL */
+    /* Its own user (creds.h): uid and gid, no capability (cap_last: the
+     * kernel's highest), the rlimits; drop false keeps the daemon's. */
+    bool drop;
+    uid_t uid;
+    int cap_last;
+    struct sandbox_rlimits rlimits;
 };
 
 /*

@@ -89,6 +89,7 @@
 #include "master/log.h"
 #include "master/reap.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/creds.h"
 #include "sandbox/sandbox.h"
 
 /* How long the channel of an exited host may stay open (a descendant
@@ -148,6 +149,7 @@ struct proc {
     uint32_t max_inflight;
     char confinement[16];  /* what its Hello says it applied; "" before */
     struct sandbox_cg *cg; /* its cgroup (cgroup.h), or NULL */
+    int uid_slot;          /* its user: host_uid_base + slot; -1: none */
     int memfd;             /* the code for the first Load, until sent */
     uint64_t code_len;
     uint32_t code_version; /* the version in memfd */
@@ -212,6 +214,11 @@ struct supervisor {
     struct supervise_hooks hooks;
     void *arg;
     struct supervise_reaper *reaper;
+    /* Hosts' own users (creds.h): which of host_uid_count are taken;
+     * NULL when hosts keep the daemon's user (not root, no sandbox, or
+     * host_uid_base 0). */
+    unsigned char *uid_taken;
+    int cap_last;
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -1068,6 +1075,8 @@ proc_free(struct proc *p)
     }
     proc_close_channel(p);
     sandbox_cg_destroy(p->cg);
+    if (p->uid_slot >= 0)
+        p->sv->uid_taken[p->uid_slot] = 0;
     if (p->memfd >= 0)
         close(p->memfd);
     struct event *evs[] = { p->linger, p->grace,      p->load_timer,
@@ -1085,6 +1094,7 @@ proc_new(struct supervisor *sv, struct host *h)
 
     if (p == NULL)
         return NULL;
+    p->uid_slot = -1;
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
@@ -1123,6 +1133,34 @@ host_fail(struct host *h, const char *type, const char *msg)
 
 /* Spawns a host process for h (state starting); the Load follows its
  * Hello.  On failure the worker is failed with the reason. */
+/* A host's descriptors and file size (creds.h): room for its channel,
+ * memfds, eventfd, epoll and the worker's own; no core files. */
+#define HOST_NOFILE 256
+#define HOST_FSIZE (1ull << 30)
+
+/* p's own user, the first free of the daemon's range, when hosts get one:
+ * 0, or -1 with a message when every one is taken. */
+static int
+proc_take_uid(struct proc *p, char *err, size_t errlen)
+{
+    const struct conf *c = p->sv->conf;
+
+    if (p->sv->uid_taken == NULL)
+        return 0;
+    for (unsigned i = 0; i < c->host_uid_count; i++) {
+        if (!p->sv->uid_taken[i]) {
+            p->sv->uid_taken[i] = 1;
+            p->uid_slot = (int)i;
+            return 0;
+        }
+    }
+    snprintf(err, errlen,
+             "no free host user: all %u of host_uid_count (from "
+             "host_uid_base %u) are running hosts",
+             c->host_uid_count, c->host_uid_base);
+    return -1;
+}
+
 /* p's cgroup (cgroup.h), with w's memory limit and the daemon's pids and
  * cpu limits, when the daemon set cgroups up: 0, or -1 with a message. */
 static int
@@ -1201,6 +1239,11 @@ host_start(struct host *h)
         host_fail(h, "crash", err);
         return;
     }
+    if (proc_take_uid(p, err, sizeof err) != 0) {
+        proc_free(p);
+        host_fail(h, "crash", err);
+        return;
+    }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
         proc_free(p);
@@ -1213,6 +1256,13 @@ host_start(struct host *h)
         .engine = e->name,
         .fd = sp[1],
         .cg = p->cg,
+        .drop = p->uid_slot >= 0,
+        .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
+        .cap_last = sv->cap_last,
+        .rlimits = { .nofile = HOST_NOFILE,
+                     .nproc = sv->conf->host_pids_max,
+                     .fsize = HOST_FSIZE,
+                     .core_off = 1 },
     };
     pid = supervise_host_spawn(&s, err, sizeof err);
     close(sp[1]);
@@ -1972,6 +2022,12 @@ supervise_new(struct event_base *base, const struct conf *conf,
     LIST_INIT(&sv->hosts);
     LIST_INIT(&sv->procs);
     sv->shutdown_ev = event_new(base, -1, 0, on_shutdown_done, sv);
+#ifdef WM_SANDBOX
+    if (geteuid() == 0 && conf->host_uid_base && conf->host_uid_count) {
+        sv->uid_taken = calloc(conf->host_uid_count, 1);
+        sv->cap_last = sandbox_cap_last();
+    }
+#endif
     sv->reaper = supervise_reaper_new(base, on_reaped, sv);
     if (sv->shutdown_ev == NULL || sv->reaper == NULL) {
         supervise_free(sv);
@@ -2271,5 +2327,6 @@ supervise_free(struct supervisor *sv)
     }
     if (sv->shutdown_ev)
         event_free(sv->shutdown_ev);
+    free(sv->uid_taken);
     free(sv);
 }

@@ -183,3 +183,50 @@ def test_min_confinement_must_be_a_level(wm_builddir, tmp_path):
     assert rc != 0, err
     assert "min_confinement: 'most' is not a confinement level (none, " \
         "seccomp, ns, full)" in err, err
+
+
+def proc_status(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f
+                    if ":\t" in line)
+
+
+def test_hosts_run_as_users_of_their_own(wm_builddir, tmp_path, lib):
+    """As root, each running host takes a user of the daemon's range
+    (host_uid_base), no supplementary group and no capability in any set;
+    two hosts never share one, and a freed one is taken again."""
+    if os.geteuid() != 0:
+        pytest.skip("the daemon is not root: hosts keep its user")
+    d = daemon(wm_builddir, tmp_path, host_uid_base=3100000,
+               host_uid_count=2)
+    try:
+        if not d.get("/health").json["sandbox"]["built"]:
+            pytest.skip("built --without-sandbox: hosts keep the daemon's "
+                        "user")
+        body = {"mime_type": MIME, "topic": "t",
+                "code": {"content": b64(make_package(lib))}}
+        ids = [d.post("/v1/workers", body).json["id"] for _ in range(2)]
+        uids = []
+        for wid in ids:
+            st = proc_status(d.get(f"/v1/workers/{wid}").json["pid"])
+            uid = st["Uid"].split()
+            assert len(set(uid)) == 1, st["Uid"]
+            assert st["Gid"].split() == uid, st["Gid"]
+            assert st["Groups"].strip() == "", st["Groups"]
+            for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert int(st[cap], 16) == 0, (cap, st[cap])
+            assert st["NoNewPrivs"] == "1"
+            uids.append(int(uid[0]))
+        assert sorted(uids) == [3100000, 3100001], uids
+        # The range is full: a third host cannot start, and says why.
+        r = d.post("/v1/workers", body)
+        assert r.status >= 400, r
+        assert "no free host user" in r.json["error"]["message"], r
+        # A stopped host's user is free again.
+        assert d.post(f"/v1/workers/{ids[0]}/stop").status == 200
+        r = d.post("/v1/workers", body)
+        assert r.status == 201, r
+        pid = d.get(f"/v1/workers/{r.json['id']}").json["pid"]
+        assert int(proc_status(pid)["Uid"].split()[0]) == uids[0]
+    finally:
+        assert d.stop() == 0, d.log()

@@ -1,0 +1,42 @@
+/*
+ * creds.h — a host's identity and resource limits, set by the process
+ * that spawns it between fork() and execve() (issue 7; research/sandbox.md
+ * §4.1 steps 6 and 8): a user and group of its own from the daemon's
+ * range (so that hosts cannot signal or ptrace one another or the daemon,
+ * and RLIMIT_NPROC counts one host), no supplementary groups, no
+ * capability in any set, the bounding set included, and lowered rlimits.
+ * Everything here is async-signal-safe.  Nothing here knows the master.
+ */
+#ifndef WM_SANDBOX_CREDS_H
+#define WM_SANDBOX_CREDS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The highest capability number this kernel knows
+ * (/proc/sys/kernel/cap_last_cap), read once before any fork: -1 when it
+ * cannot be read. */
+int sandbox_cap_last(void);
+
+/*
+ * Drops every capability from the bounding set (caps 0..cap_last, while
+ * still privileged), then no supplementary groups, gid and uid set
+ * (real, effective, saved), and the inheritable and ambient sets emptied;
+ * a uid change from root empties the permitted and effective sets.  Needs
+ * root (CAP_SETPCAP, CAP_SETUID, CAP_SETGID).  0, or -1 with errno.
+ */
+int sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last);
+
+/* Limits a host runs under; 0 leaves one as it is.  Only lowered: a limit
+ * above the current hard limit is left as it is. */
+struct sandbox_rlimits {
+    uint64_t nofile; /* RLIMIT_NOFILE */
+    uint64_t nproc;  /* RLIMIT_NPROC, per uid: per host with its own uid */
+    uint64_t fsize;  /* RLIMIT_FSIZE, bytes */
+    int core_off;    /* RLIMIT_CORE 0: a crash writes no core */
+};
+
+/* 0, or -1 with errno. */
+int sandbox_rlimits_apply(const struct sandbox_rlimits *r);
+
+#endif /* WM_SANDBOX_CREDS_H */
