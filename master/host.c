@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/landlock.h"
 
 /* The channel's descriptor in every host (ipc/PROTOCOL.md). */
 #define HOST_CHANNEL_FD 3
@@ -62,9 +63,10 @@ static const char *const stages[] = {
     "joining its cgroup",
     "setting up the channel descriptor",
     "opening /dev/null",
+    "dropping to its own user",
+    "entering its Landlock domain",
     "closing inherited descriptors",
     "lowering its rlimits",
-    "dropping to its own user",
     "execve",
 };
 
@@ -72,9 +74,10 @@ enum {
     STAGE_CGROUP,
     STAGE_FD,
     STAGE_DEVNULL,
+    STAGE_CREDS,
+    STAGE_LANDLOCK,
     STAGE_CLOSE,
     STAGE_RLIMITS,
-    STAGE_CREDS,
     STAGE_EXEC,
 };
 
@@ -104,7 +107,7 @@ close_from_to(int from, int to)
  * Never returns. */
 static void
 child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
-      int errfd, pid_t parent)
+      int errfd, int binfd, pid_t parent)
 {
     struct child_error ce = { STAGE_FD, 0 };
     struct sigaction dfl;
@@ -138,7 +141,16 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
     if (errfd < 0)
         _exit(127);
     chfd = fcntl(s->fd, F_DUPFD_CLOEXEC, HOST_CHANNEL_FD + 1);
-    if (chfd < 0 || dup2(chfd, HOST_CHANNEL_FD) < 0)
+    /* The binary's descriptor above 3 as well (it is exec'd through it). */
+    if (binfd >= 0 &&
+        (binfd = fcntl(binfd, F_DUPFD_CLOEXEC, HOST_CHANNEL_FD + 1)) < 0)
+        goto fail;
+    /* The ruleset too: it may be any number, 0 to 3 included. */
+    int llfd = s->landlock_fd < 0 ? -1
+                                  : fcntl(s->landlock_fd, F_DUPFD_CLOEXEC,
+                                          HOST_CHANNEL_FD + 1);
+    if (chfd < 0 || (s->landlock_fd >= 0 && llfd < 0) ||
+        dup2(chfd, HOST_CHANNEL_FD) < 0)
         goto fail;
 
     /* stdin is /dev/null; stdout and stderr stay the master's, or become
@@ -158,15 +170,9 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
         if (!have[fd] && dup2(devnull, fd) < 0)
             goto fail;
 
-    ce.stage = STAGE_CLOSE;
-    if (close_from_to(HOST_CHANNEL_FD + 1, errfd - 1) < 0 ||
-        close_from_to(errfd + 1, ~0u >> 1) < 0)
-        goto fail;
-
+    /* Its own user, then its paths: the ruleset's descriptor must still
+     * be open (it closes below with the rest). */
     if (s->drop) {
-        ce.stage = STAGE_RLIMITS;
-        if (sandbox_rlimits_apply(&s->rlimits) < 0)
-            goto fail;
         ce.stage = STAGE_CREDS;
         if (sandbox_creds_drop(s->uid, (gid_t)s->uid, s->cap_last) < 0)
             goto fail;
@@ -174,9 +180,31 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
             _exit(127);
     }
+    ce.stage = STAGE_LANDLOCK;
+    if (llfd >= 0 && sandbox_landlock_restrict(llfd) < 0)
+        goto fail;
+
+    ce.stage = STAGE_CLOSE;
+    {
+        /* Everything above 3 but errfd and binfd. */
+        int lo = errfd < binfd || binfd < 0 ? errfd : binfd;
+        int hi = errfd < binfd ? binfd : errfd;
+
+        if (close_from_to(HOST_CHANNEL_FD + 1, lo - 1) < 0 ||
+            (binfd >= 0 && close_from_to(lo + 1, hi - 1) < 0) ||
+            close_from_to(hi + 1, ~0u >> 1) < 0)
+            goto fail;
+    }
+    /* After the closing: a lower RLIMIT_NOFILE would bound its fallback. */
+    ce.stage = STAGE_RLIMITS;
+    if (s->drop && sandbox_rlimits_apply(&s->rlimits) < 0)
+        goto fail;
 
     ce.stage = STAGE_EXEC;
-    execve(s->path, argv, envp);
+    if (binfd >= 0) /* its own user may not reach the path */
+        syscall(SYS_execveat, binfd, "", argv, envp, AT_EMPTY_PATH);
+    else
+        execve(s->path, argv, envp);
 fail:
     ce.err = errno;
     while (write(errfd, &ce, sizeof ce) < 0 && errno == EINTR)
@@ -203,6 +231,7 @@ supervise_host_spawn(const struct supervise_spawn *s, char *err, size_t errlen)
     char *argv[2] = { (char *)(uintptr_t)s->path, NULL };
     size_t nenv = 0;
     int pfd[2] = { -1, -1 };
+    int binfd = -1;
     struct child_error ce;
     pid_t pid = -1;
     int saved = 0;
@@ -230,6 +259,14 @@ supervise_host_spawn(const struct supervise_spawn *s, char *err, size_t errlen)
         snprintf(err, errlen, "pipe2: %s", strerror(saved));
         goto out;
     }
+    /* A host that drops to its own user is exec'd through a descriptor
+     * opened here, with the daemon's rights: its user need not be able
+     * to reach the binary's directory (a build tree, a test's directory). */
+    if (s->drop && (binfd = open(s->path, O_PATH | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf(err, errlen, "opening %s: %s", s->path, strerror(saved));
+        goto out;
+    }
 
     pid_t parent = getpid();
     pid = fork();
@@ -239,7 +276,7 @@ supervise_host_spawn(const struct supervise_spawn *s, char *err, size_t errlen)
         goto out;
     }
     if (pid == 0)
-        child(s, argv, envp, pfd[1], parent);
+        child(s, argv, envp, pfd[1], binfd, parent);
 
     /* Both sides set the group so that a kill right after this call
      * reaches it whichever runs first.  A failure (EACCES once the child
@@ -269,6 +306,8 @@ supervise_host_spawn(const struct supervise_spawn *s, char *err, size_t errlen)
     pid = -1;
 
 out:
+    if (binfd >= 0)
+        close(binfd);
     if (pfd[0] >= 0)
         close(pfd[0]);
     if (pfd[1] >= 0)

@@ -23,6 +23,7 @@ struct supervise_spawn {
     const char *engine;    /* WM_ENGINE, may be NULL */
     int fd;                /* the host's end of the channel: becomes fd 3 */
     const struct sandbox_cg *cg; /* joined before execve, or NULL */
+    int landlock_fd; /* a Landlock ruleset entered before execve, or -1 */
     /* Its own user (creds.h): uid and gid, no capability (cap_last: the
      * kernel's highest), the rlimits; drop false keeps the daemon's. */
     bool drop;

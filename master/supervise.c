@@ -68,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,6 +91,7 @@
 #include "master/reap.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/creds.h"
+#include "sandbox/landlock.h"
 #include "sandbox/sandbox.h"
 
 /* How long the channel of an exited host may stay open (a descendant
@@ -219,6 +221,7 @@ struct supervisor {
      * host_uid_base 0). */
     unsigned char *uid_taken;
     int cap_last;
+    int landlock_abi; /* 0: hosts get no Landlock domain */
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -1133,6 +1136,33 @@ host_fail(struct host *h, const char *type, const char *msg)
 
 /* Spawns a host process for h (state starting); the Load follows its
  * Hello.  On failure the worker is failed with the reason. */
+/* The Landlock ruleset of a host run from host_path (landlock.h): its
+ * descriptor, or -1 with a message.  The rule is on the directory of the
+ * binary itself: Landlock judges the file a symbolic link leads to. */
+static int
+host_landlock(const struct supervisor *sv, const char *host_path, char *err,
+              size_t errlen)
+{
+    char real[PATH_MAX], why[512];
+    char *slash;
+    int fd;
+
+    if (realpath(host_path, real) == NULL) {
+        snprintf(err, errlen, "cannot confine its paths: %s: %s", host_path,
+                 strerror(errno));
+        return -1;
+    }
+    slash = strrchr(real, '/');
+    if (slash == real)
+        slash[1] = '\0'; /* a binary in / */
+    else
+        *slash = '\0';
+    fd = sandbox_landlock_ruleset(sv->landlock_abi, real, why, sizeof why);
+    if (fd < 0)
+        snprintf(err, errlen, "cannot confine its paths: %s", why);
+    return fd;
+}
+
 /* A host's descriptors and file size (creds.h): room for its channel,
  * memfds, eventfd, epoll and the worker's own; no core files. */
 #define HOST_NOFILE 256
@@ -1244,8 +1274,17 @@ host_start(struct host *h)
         host_fail(h, "crash", err);
         return;
     }
+    int landlock = -1;
+    if (sv->landlock_abi > 0 &&
+        (landlock = host_landlock(sv, e->host_path, err, sizeof err)) < 0) {
+        proc_free(p);
+        host_fail(h, "engine_unavailable", err); /* as a failed exec */
+        return;
+    }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
+        if (landlock >= 0)
+            close(landlock);
         proc_free(p);
         host_fail(h, "crash", err);
         return;
@@ -1256,6 +1295,7 @@ host_start(struct host *h)
         .engine = e->name,
         .fd = sp[1],
         .cg = p->cg,
+        .landlock_fd = landlock,
         .drop = p->uid_slot >= 0,
         .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
         .cap_last = sv->cap_last,
@@ -1266,6 +1306,8 @@ host_start(struct host *h)
     };
     pid = supervise_host_spawn(&s, err, sizeof err);
     close(sp[1]);
+    if (landlock >= 0)
+        close(landlock);
     if (pid < 0) {
         close(sp[0]);
         proc_free(p);
@@ -2027,6 +2069,7 @@ supervise_new(struct event_base *base, const struct conf *conf,
         sv->uid_taken = calloc(conf->host_uid_count, 1);
         sv->cap_last = sandbox_cap_last();
     }
+    sv->landlock_abi = sandbox_landlock_abi();
 #endif
     sv->reaper = supervise_reaper_new(base, on_reaped, sv);
     if (sv->shutdown_ev == NULL || sv->reaper == NULL) {

@@ -230,3 +230,50 @@ def test_hosts_run_as_users_of_their_own(wm_builddir, tmp_path, lib):
         assert int(proc_status(pid)["Uid"].split()[0]) == uids[0]
     finally:
         assert d.stop() == 0, d.log()
+
+
+PROBE_SRC = Path(__file__).resolve().parent.parent / "workers" / "sandbox" \
+    / "probe.c"
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def probe_package(tmp_path, path):
+    """The probe worker (tests/workers/sandbox/probe.c), whose constructor
+    opens path as the host loads it."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    out = tmp_path / "libprobe.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror",
+                    f"-DPROBE_PATH=\"{path}\"", "-I", str(REPO / "include"),
+                    "-o", str(out), str(PROBE_SRC)], check=True)
+    return make_package(out, library="probe")
+
+
+def probe(d, tmp_path, path):
+    r = d.post("/v1/workers", {"mime_type": MIME, "topic": "t",
+                               "code": {"content": b64(
+                                   probe_package(tmp_path, path))}})
+    assert r.status == 201, r
+    r = d.invoke(r.json["id"], "probe")
+    assert r.status == 422, r
+    return r.json["error"]["message"]
+
+
+def test_landlock_limits_what_a_library_can_open(wm_builddir, tmp_path):
+    """The worker's constructors run in the host's Landlock domain: a
+    world-readable file outside it (/etc/passwd) is refused with EACCES,
+    whatever its mode, while the system's code (/usr) stays readable."""
+    if landlock_abi() == 0:
+        if MUST_WORK:
+            pytest.fail("SANDBOX_MUST_WORK=1 but the kernel has no Landlock")
+        pytest.skip("the kernel has no Landlock")
+    d = daemon(wm_builddir, tmp_path)
+    try:
+        if not d.get("/health").json["sandbox"]["built"]:
+            pytest.skip("built --without-sandbox: no Landlock domain")
+        assert os.stat("/etc/passwd").st_mode & 0o004  # world-readable
+        msg = probe(d, tmp_path, "/etc/passwd")
+        assert "fd -1, errno 13" in msg, msg
+        msg = probe(d, tmp_path, "/usr/lib/os-release")
+        assert "errno 0" in msg and "fd -1" not in msg, msg
+    finally:
+        assert d.stop() == 0, d.log()
