@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,6 +64,7 @@ static const char *const stages[] = {
     "joining its cgroup",
     "setting up the channel descriptor",
     "opening /dev/null",
+    "unsharing its namespaces",
     "dropping to its own user",
     "entering its Landlock domain",
     "closing inherited descriptors",
@@ -74,6 +76,7 @@ enum {
     STAGE_CGROUP,
     STAGE_FD,
     STAGE_DEVNULL,
+    STAGE_UNSHARE,
     STAGE_CREDS,
     STAGE_LANDLOCK,
     STAGE_CLOSE,
@@ -172,6 +175,9 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
 
     /* Its own user, then its paths: the ruleset's descriptor must still
      * be open (it closes below with the rest). */
+    ce.stage = STAGE_UNSHARE;
+    if (s->unshare_flags && unshare(s->unshare_flags) < 0)
+        goto fail;
     if (s->drop) {
         ce.stage = STAGE_CREDS;
         if (sandbox_creds_drop(s->uid, (gid_t)s->uid, s->cap_last) < 0)

@@ -27,6 +27,7 @@ struct supervise_spawn {
     /* Its own user (creds.h): uid and gid, no capability (cap_last: the
      * kernel's highest), the rlimits; drop false keeps the daemon's. */
     bool drop;
+    int unshare_flags; /* namespaces it gets (unshare(2)), before the drop */
     uid_t uid;
     int cap_last;
     struct sandbox_rlimits rlimits;

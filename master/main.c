@@ -449,6 +449,8 @@ main(int argc, char **argv)
         log_err("out of memory");
         goto out;
     }
+    if (d.sandbox_built)
+        supervise_set_namespaces(d.sv, d.sandbox.namespaces);
     d.api = api_new(&d, err, sizeof err);
     if (d.api == NULL) {
         log_err("api: %s", err);

@@ -221,7 +221,8 @@ struct supervisor {
      * host_uid_base 0). */
     unsigned char *uid_taken;
     int cap_last;
-    int landlock_abi; /* 0: hosts get no Landlock domain */
+    int landlock_abi;  /* 0: hosts get no Landlock domain */
+    int unshare_flags; /* namespaces a host gets (supervise_set_namespaces) */
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -1297,6 +1298,7 @@ host_start(struct host *h)
         .cg = p->cg,
         .landlock_fd = landlock,
         .drop = p->uid_slot >= 0,
+        .unshare_flags = p->uid_slot >= 0 ? sv->unshare_flags : 0,
         .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
         .cap_last = sv->cap_last,
         .rlimits = { .nofile = HOST_NOFILE,
@@ -2324,6 +2326,17 @@ size_t
 supervise_hosts(const struct supervisor *sv)
 {
     return sv->nprocs;
+}
+
+void
+supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask)
+{
+    /* No network, no System V IPC, its own host name, its own cgroup
+     * root; mount and pid namespaces come with the private root. */
+    const unsigned want =
+        SANDBOX_NS_NET | SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
+
+    sv->unshare_flags = sandbox_ns_clone_flags(ns_mask & want);
 }
 
 const char *

@@ -106,6 +106,11 @@ void supervise_forget(struct supervisor *sv, struct worker *w);
 void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
 
+/* The namespace types (SANDBOX_NS_* of sandbox.h) the machine lets the
+ * daemon create: hosts that drop to their own user get new net, ipc, uts
+ * and cgroup namespaces of those.  0 (the default) creates none. */
+void supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask);
+
 /* Number of live host processes (for /health and tests). */
 size_t supervise_hosts(const struct supervisor *sv);
 

@@ -98,6 +98,17 @@ sandbox_cg_name(unsigned bit)
     return bit_name(cg_names, SANDBOX_CG_COUNT, bit);
 }
 
+int
+sandbox_ns_clone_flags(unsigned mask)
+{
+    int flags = 0;
+
+    for (unsigned i = 0; i < SANDBOX_NS_COUNT; i++)
+        if (mask & (1u << i))
+            flags |= ns_flags[i];
+    return flags;
+}
+
 const char *
 sandbox_level_name(enum sandbox_level level)
 {

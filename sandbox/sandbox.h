@@ -112,6 +112,9 @@ struct sandbox_support {
  */
 void sandbox_detect(struct sandbox_support *s);
 
+/* The clone(2)/unshare(2) flags of the SANDBOX_NS_* bits in mask. */
+int sandbox_ns_clone_flags(unsigned mask);
+
 /* The level's name ("none", "seccomp", "ns", "full"). */
 const char *sandbox_level_name(enum sandbox_level level);
 

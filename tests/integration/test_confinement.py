@@ -217,6 +217,11 @@ def test_hosts_run_as_users_of_their_own(wm_builddir, tmp_path, lib):
                 assert int(st[cap], 16) == 0, (cap, st[cap])
             assert st["NoNewPrivs"] == "1"
             uids.append(int(uid[0]))
+            # No network, IPC, host name or cgroup root of the daemon's.
+            pid = d.get(f"/v1/workers/{wid}").json["pid"]
+            for ns in ("net", "ipc", "uts", "cgroup"):
+                assert os.readlink(f"/proc/{pid}/ns/{ns}") != \
+                    os.readlink(f"/proc/{d.proc.pid}/ns/{ns}"), ns
         assert sorted(uids) == [3100000, 3100001], uids
         # The range is full: a third host cannot start, and says why.
         r = d.post("/v1/workers", body)
