@@ -39,6 +39,7 @@
 
 #include "sandbox/cgroup.h"
 #include "sandbox/landlock.h"
+#include "sandbox/root.h"
 
 /* The channel's descriptor in every host (ipc/PROTOCOL.md). */
 #define HOST_CHANNEL_FD 3
@@ -65,6 +66,7 @@ static const char *const stages[] = {
     "setting up the channel descriptor",
     "opening /dev/null",
     "unsharing its namespaces",
+    "building its private root",
     "dropping to its own user",
     "entering its Landlock domain",
     "closing inherited descriptors",
@@ -77,6 +79,7 @@ enum {
     STAGE_FD,
     STAGE_DEVNULL,
     STAGE_UNSHARE,
+    STAGE_ROOT,
     STAGE_CREDS,
     STAGE_LANDLOCK,
     STAGE_CLOSE,
@@ -178,6 +181,10 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
     ce.stage = STAGE_UNSHARE;
     if (s->unshare_flags && unshare(s->unshare_flags) < 0)
         goto fail;
+    ce.stage = STAGE_ROOT;
+    const char *step;
+    if (s->private_root && sandbox_root_enter(&step) < 0)
+        goto fail;
     if (s->drop) {
         ce.stage = STAGE_CREDS;
         if (sandbox_creds_drop(s->uid, (gid_t)s->uid, s->cap_last) < 0)
@@ -188,6 +195,9 @@ child(const struct supervise_spawn *s, char *const argv[], char *const envp[],
     }
     ce.stage = STAGE_LANDLOCK;
     if (llfd >= 0 && sandbox_landlock_restrict(llfd) < 0)
+        goto fail;
+    if (llfd < 0 && s->private_root && s->landlock_abi > 0 &&
+        sandbox_landlock_enter(s->landlock_abi, binfd) < 0)
         goto fail;
 
     ce.stage = STAGE_CLOSE;

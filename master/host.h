@@ -28,6 +28,9 @@ struct supervise_spawn {
      * kernel's highest), the rlimits; drop false keeps the daemon's. */
     bool drop;
     int unshare_flags; /* namespaces it gets (unshare(2)), before the drop */
+    bool private_root; /* in a new mount namespace: root.h's root */
+    int landlock_abi;  /* > 0: with private_root, the child builds and
+                          enters its Landlock domain (landlock.h) */
     uid_t uid;
     int cap_last;
     struct sandbox_rlimits rlimits;

@@ -223,6 +223,7 @@ struct supervisor {
     int cap_last;
     int landlock_abi;  /* 0: hosts get no Landlock domain */
     int unshare_flags; /* namespaces a host gets (supervise_set_namespaces) */
+    bool private_root; /* with a mount namespace: root.h's private root */
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -1275,8 +1276,8 @@ host_start(struct host *h)
         host_fail(h, "crash", err);
         return;
     }
-    int landlock = -1;
-    if (sv->landlock_abi > 0 &&
+    int landlock = -1; /* in a private root, the child builds its own */
+    if (sv->landlock_abi > 0 && !(p->uid_slot >= 0 && sv->private_root) &&
         (landlock = host_landlock(sv, e->host_path, err, sizeof err)) < 0) {
         proc_free(p);
         host_fail(h, "engine_unavailable", err); /* as a failed exec */
@@ -1299,6 +1300,8 @@ host_start(struct host *h)
         .landlock_fd = landlock,
         .drop = p->uid_slot >= 0,
         .unshare_flags = p->uid_slot >= 0 ? sv->unshare_flags : 0,
+        .private_root = p->uid_slot >= 0 && sv->private_root,
+        .landlock_abi = sv->landlock_abi,
         .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
         .cap_last = sv->cap_last,
         .rlimits = { .nofile = HOST_NOFILE,
@@ -2332,11 +2335,16 @@ void
 supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask)
 {
     /* No network, no System V IPC, its own host name, its own cgroup
-     * root; mount and pid namespaces come with the private root. */
+     * root, its own root file system; no pid namespace yet. */
     const unsigned want =
         SANDBOX_NS_NET | SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
 
     sv->unshare_flags = sandbox_ns_clone_flags(ns_mask & want);
+    /* A mount namespace: the host's own root (root.h). */
+    if (ns_mask & SANDBOX_NS_MOUNT) {
+        sv->private_root = true;
+        sv->unshare_flags |= sandbox_ns_clone_flags(SANDBOX_NS_MOUNT);
+    }
 }
 
 const char *

@@ -107,8 +107,9 @@ void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
 
 /* The namespace types (SANDBOX_NS_* of sandbox.h) the machine lets the
- * daemon create: hosts that drop to their own user get new net, ipc, uts
- * and cgroup namespaces of those.  0 (the default) creates none. */
+ * daemon create: hosts that drop to their own user get new net, ipc, uts,
+ * cgroup and mount namespaces of those, the last with a private root
+ * (sandbox/root.h).  0 (the default) creates none. */
 void supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask);
 
 /* Number of live host processes (for /health and tests). */

@@ -81,9 +81,11 @@ allow(int rs, const char *path, uint64_t rights, uint64_t handled)
     return rc < 0 ? -1 : 0;
 }
 
-int
-sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
-                         size_t errlen)
+/* A ruleset for a host: the system's code, host_dir (if not NULL) and
+ * the binary binfd (if >= 0); its descriptor, or -1 with errno and *what
+ * naming the path.  System calls only: async-signal-safe. */
+static int
+make_ruleset(int abi, const char *host_dir, int binfd, const char **what)
 {
     static const char *const code[] = { "/usr", "/bin", "/lib", "/lib64" };
     static const char *const devices[] = { "/dev/null", "/dev/zero",
@@ -91,7 +93,6 @@ sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
     const uint64_t rx = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR;
     struct ruleset_attr ra = { .handled_access_fs = fs_rights(abi) };
     size_t size = sizeof ra.handled_access_fs;
-    const char *what = "creating the ruleset";
     int rs;
 
     if (abi >= 4) {
@@ -102,29 +103,69 @@ sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
         ra.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
         size += sizeof ra.scoped;
     }
+    *what = "creating the ruleset";
     rs = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
     if (rs < 0)
-        goto bad;
+        return -1;
     for (size_t i = 0; i < sizeof code / sizeof code[0]; i++)
-        if (allow(rs, what = code[i], rx, ra.handled_access_fs) < 0)
+        if (allow(rs, *what = code[i], rx, ra.handled_access_fs) < 0)
             goto bad;
-    if (allow(rs, what = host_dir, rx, ra.handled_access_fs) < 0 ||
-        allow(rs, what = "/etc/ld.so.cache", FS_READ_FILE,
+    if ((host_dir &&
+         allow(rs, *what = host_dir, rx, ra.handled_access_fs) < 0) ||
+        allow(rs, *what = "/etc/ld.so.cache", FS_READ_FILE,
               ra.handled_access_fs) < 0 ||
-        allow(rs, what = "/tmp", ra.handled_access_fs & ~FS_EXECUTE,
+        allow(rs, *what = "/tmp", ra.handled_access_fs & ~FS_EXECUTE,
               ra.handled_access_fs) < 0)
         goto bad;
     for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
-        if (allow(rs, what = devices[i],
+        if (allow(rs, *what = devices[i],
                   FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE,
                   ra.handled_access_fs) < 0)
             goto bad;
+    if (binfd >= 0) {
+        struct landlock_path_beneath_attr pb = {
+            .allowed_access = FS_EXECUTE | FS_READ_FILE,
+            .parent_fd = binfd,
+        };
+
+        *what = "the host's binary";
+        if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb,
+                    0) < 0)
+            goto bad;
+    }
     return rs;
-bad:
-    snprintf(err, errlen, "landlock: %s: %s", what, strerror(errno));
-    if (rs >= 0)
-        (void)close(rs);
+bad:;
+    int e = errno;
+    (void)close(rs);
+    errno = e;
     return -1;
+}
+
+int
+sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
+                         size_t errlen)
+{
+    const char *what;
+    int rs = make_ruleset(abi, host_dir, -1, &what);
+
+    if (rs < 0)
+        snprintf(err, errlen, "landlock: %s: %s", what, strerror(errno));
+    return rs;
+}
+
+int
+sandbox_landlock_enter(int abi, int binfd)
+{
+    const char *what;
+    int rs = make_ruleset(abi, NULL, binfd, &what);
+
+    if (rs < 0)
+        return -1;
+    int rc = sandbox_landlock_restrict(rs);
+    int e = errno;
+    (void)close(rs);
+    errno = e;
+    return rc;
 }
 
 int

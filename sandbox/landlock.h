@@ -33,4 +33,13 @@ int sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
  * with errno. */
 int sandbox_landlock_restrict(int ruleset_fd);
 
+/*
+ * For a host in its private root (root.h): the ruleset built from the
+ * paths as the root shows them (its /tmp is its own) and the binary's
+ * descriptor binfd (which execveat() will run), then enforced as
+ * sandbox_landlock_restrict() does.  System calls only: async-signal-safe.
+ * 0, or -1 with errno.
+ */
+int sandbox_landlock_enter(int abi, int binfd);
+
 #endif /* WM_SANDBOX_LANDLOCK_H */

@@ -264,21 +264,67 @@ def probe(d, tmp_path, path):
 
 
 def test_landlock_limits_what_a_library_can_open(wm_builddir, tmp_path):
-    """The worker's constructors run in the host's Landlock domain: a
-    world-readable file outside it (/etc/passwd) is refused with EACCES,
-    whatever its mode, while the system's code (/usr) stays readable."""
+    """The worker's constructors run in the host's private root and
+    Landlock domain: the machine's files are not there at all
+    (/etc/passwd: ENOENT; without a private root, a world-readable file
+    outside the domain gets EACCES), a file of the root outside the domain
+    (its /proc) is refused with EACCES, and the system's code stays
+    readable."""
     if landlock_abi() == 0:
         if MUST_WORK:
             pytest.fail("SANDBOX_MUST_WORK=1 but the kernel has no Landlock")
         pytest.skip("the kernel has no Landlock")
     d = daemon(wm_builddir, tmp_path)
     try:
-        if not d.get("/health").json["sandbox"]["built"]:
+        sb = d.get("/health").json["sandbox"]
+        if not sb["built"]:
             pytest.skip("built --without-sandbox: no Landlock domain")
+        private_root = os.geteuid() == 0 and "mnt" in sb["namespaces"]
         assert os.stat("/etc/passwd").st_mode & 0o004  # world-readable
         msg = probe(d, tmp_path, "/etc/passwd")
-        assert "fd -1, errno 13" in msg, msg
+        assert f"fd -1, errno {2 if private_root else 13}" in msg, msg
+        if private_root:
+            msg = probe(d, tmp_path, "/proc/self/status")
+            assert "fd -1, errno 13" in msg, msg
         msg = probe(d, tmp_path, "/usr/lib/os-release")
         assert "errno 0" in msg and "fd -1" not in msg, msg
+    finally:
+        assert d.stop() == 0, d.log()
+
+
+def test_private_root_hides_the_machine(wm_builddir, tmp_path, lib):
+    """A root daemon's host sees a root of its own: a small read-only
+    tmpfs with /usr, its /tmp and a /proc, not the daemon's state, socket
+    or the machine's /tmp (its mountinfo, read from outside)."""
+    if os.geteuid() != 0:
+        pytest.skip("the daemon is not root: no mount namespace")
+    d = daemon(wm_builddir, tmp_path)
+    try:
+        sb = d.get("/health").json["sandbox"]
+        if not sb["built"] or "mnt" not in sb["namespaces"]:
+            pytest.skip("no sandbox or no mount namespace here")
+        r = d.post("/v1/workers", {"mime_type": MIME, "topic": "t",
+                                   "code": {"content": b64(
+                                       make_package(lib))}})
+        assert r.status == 201, r
+        pid = d.get(f"/v1/workers/{r.json['id']}").json["pid"]
+        assert os.readlink(f"/proc/{pid}/ns/mnt") != \
+            os.readlink(f"/proc/{d.proc.pid}/ns/mnt")
+        mounts = {}
+        with open(f"/proc/{pid}/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                mounts[fields[4]] = (fields[5], fields[sep + 1])
+        assert set(mounts) == {"/", "/usr", "/etc/ld.so.cache", "/dev/null",
+                               "/dev/zero", "/dev/urandom", "/tmp",
+                               "/proc"}, mounts
+        assert mounts["/"][1] == "tmpfs" and "ro" in mounts["/"][0].split(",")
+        assert mounts["/usr"][0].split(",")[0] == "ro"
+        assert mounts["/tmp"][1] == "tmpfs" and \
+            "noexec" in mounts["/tmp"][0].split(",")
+        assert mounts["/proc"][1] == "proc"
+        # Still answering: the library loaded through /proc/self/fd.
+        assert d.invoke(r.json["id"], "echo").status == 200
     finally:
         assert d.stop() == 0, d.log()
