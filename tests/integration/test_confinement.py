@@ -328,3 +328,24 @@ def test_private_root_hides_the_machine(wm_builddir, tmp_path, lib):
         assert d.invoke(r.json["id"], "echo").status == 200
     finally:
         assert d.stop() == 0, d.log()
+
+
+def test_daemon_files_are_not_in_a_hosts_root(wm_builddir, tmp_path):
+    """What a worker's library must not reach — the daemon's state
+    directory (every worker's code is stored there), its control socket,
+    the machine's files — does not exist in its host's private root."""
+    if os.geteuid() != 0 or landlock_abi() == 0:
+        pytest.skip("needs a root daemon (private root) and Landlock")
+    d = daemon(wm_builddir, tmp_path)
+    try:
+        sb = d.get("/health").json["sandbox"]
+        if not sb["built"] or "mnt" not in sb["namespaces"]:
+            pytest.skip("no sandbox or no mount namespace here")
+        state_file = next(p for p in d.state.rglob("*") if p.is_file())
+        for path in (d.state, state_file, d.socket, "/etc/shadow",
+                     "/var/log"):
+            assert Path(path).exists(), path
+            msg = probe(d, tmp_path, path)
+            assert "fd -1, errno 2 (" in msg, msg
+    finally:
+        assert d.stop() == 0, d.log()
