@@ -68,7 +68,9 @@ child(enum level l, int binfd, const struct sandbox_cg *cg, int cap_last,
     static char arg0[] = "true";
     char *const argv[] = { arg0, NULL };
     char *const envp[] = { NULL };
-    const struct sandbox_rlimits rl = { 256, 256, 1u << 30, 1 };
+    const struct sandbox_rlimits rl = {
+        .nofile = 256, .nproc = 256, .fsize = 1u << 30, .core_off = 1
+    };
     const char *step;
 
     if (l >= L_CGROUP && sandbox_cg_attach(cg, 0) < 0)

@@ -73,6 +73,10 @@ exit_json(const struct worker_exit *e)
         e->code >= 0 ? json_integer(e->code) : json_null());
     json_object_set_new(
         j, "syscall", e->syscall >= 0 ? json_integer(e->syscall) : json_null());
+    json_object_set_new(j, "syscall_name",
+                        e->syscall >= 0 && e->syscall_name[0]
+                            ? json_string(e->syscall_name)
+                            : json_null());
     return j;
 }
 

@@ -13,11 +13,14 @@
 #include <stdbool.h>
 
 #include "sandbox/creds.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/spawn.h"
 
 struct sandbox_cg;
 
 /* What to exec for one host. */
 struct supervise_spawn {
+    const struct sandbox_role *role; /* its steps (sandbox.h) */
     const char *path;      /* the host binary (absolute); also argv[0] */
     const char *worker_id; /* WM_WORKER_ID */
     const char *engine;    /* WM_ENGINE, may be NULL */
@@ -25,32 +28,35 @@ struct supervise_spawn {
     const struct sandbox_cg *cg; /* joined before execve, or NULL */
     int landlock_fd; /* a Landlock ruleset entered before execve, or -1 */
     /* Its own user (creds.h): uid and gid, no capability (cap_last: the
-     * kernel's highest), the rlimits; drop false keeps the daemon's. */
+     * kernel's highest); drop false keeps the daemon's. */
     bool drop;
-    int unshare_flags; /* namespaces it gets (unshare(2)), before the drop */
-    bool private_root; /* in a new mount namespace: root.h's root */
-    int landlock_abi;  /* > 0: with private_root, the child builds and
-                          enters its Landlock domain (landlock.h) */
+    unsigned namespaces; /* SANDBOX_NS_*: mount brings the private root,
+                            pid the init (spawn.h) */
+    int landlock_abi;    /* > 0: with the private root, the child builds and
+                            enters its Landlock domain (landlock.h) */
     uid_t uid;
     int cap_last;
     struct sandbox_rlimits rlimits;
+    enum sandbox_level level; /* what these steps give, with the host's
+                                 filter: WM_CONFINEMENT for its Hello */
 };
 
 /*
- * Forks and execs s->path with s->fd as fd 3, /dev/null as stdin, stdout
- * and stderr shared with the master, every other descriptor closed, an
- * empty signal mask and default signal dispositions, its own process group,
- * PR_SET_PDEATHSIG SIGKILL and a scrubbed environment (PATH, LANG=C.UTF-8,
- * WM_WORKER_ID, WM_ENGINE, and the sanitizers' *SAN_OPTIONS when set).
- * The caller keeps s->fd (and closes it).  Returns the pid once the exec
- * succeeded, or -1 with errno and a message in err (an exec failure is
- * reported by the child over a close-on-exec pipe, and the child reaped).
+ * Starts s->path by the sandbox's spawn (spawn.h): s->fd as fd 3,
+ * /dev/null as stdin, stdout and stderr shared with the master, every
+ * other descriptor closed, its own session, PR_SET_PDEATHSIG SIGKILL, the
+ * role's confinement and a scrubbed environment (PATH, LANG=C.UTF-8,
+ * WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, and the sanitizers'
+ * *SAN_OPTIONS and WM_SANDBOX_DEBUG when set).  The caller keeps s->fd
+ * (and closes it).  Returns 0 with *child filled once the exec succeeded,
+ * or -1 with errno and a message in err naming the step that failed.
  */
-pid_t supervise_host_spawn(const struct supervise_spawn *s, char *err,
-                           size_t errlen);
+int supervise_host_spawn(const struct supervise_spawn *s,
+                         struct sandbox_child *child, char *err, size_t errlen);
 
 /* SIGKILL to the host's process group and to the host itself (a host that
- * left its group still dies).  Only for a pid not yet reaped.  Returns 0,
+ * left its group still dies); for a host with an init, pid is the init's,
+ * and its namespace dies with it.  Only for a pid not yet reaped.  Returns 0,
  * or -1 with errno. */
 int supervise_host_kill(pid_t pid);
 

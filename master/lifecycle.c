@@ -94,5 +94,9 @@ lifecycle_emit_exit(struct daemon *d, const struct worker *w)
         e->signal ? json_integer(e->signal) : json_null(), "exit_code",
         e->code >= 0 ? json_integer(e->code) : json_null(), "syscall",
         e->syscall >= 0 ? json_integer(e->syscall) : json_null());
+    json_object_set_new(extra, "syscall_name",
+                        e->syscall >= 0 && e->syscall_name[0]
+                            ? json_string(e->syscall_name)
+                            : json_null());
     lifecycle_emit(d, w, "error", extra);
 }

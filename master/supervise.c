@@ -69,6 +69,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -89,6 +90,7 @@
 #include "master/inproc.h"
 #include "master/log.h"
 #include "master/reap.h"
+#include "sandbox/audit.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/creds.h"
 #include "sandbox/landlock.h"
@@ -99,6 +101,9 @@
  * has to exit (else shutdown_grace_ms: a dying runtime may take its time,
  * an interpreter's finalization or a sanitizer's leak check). */
 #define LINGER_MS 1000u
+/* How long a seccomp death waits for its audit record, at most (it is
+ * normally there already: audit.h). */
+#define AUDIT_WAIT_MS 50
 /* The most concurrent events a host may ask for in its Hello. */
 #define MAX_INFLIGHT_CAP 1024u
 /* The largest backoff exponent (2^20 × any base is past any cap). */
@@ -151,6 +156,9 @@ struct proc {
     uint32_t max_inflight;
     char confinement[16];  /* what its Hello says it applied; "" before */
     struct sandbox_cg *cg; /* its cgroup (cgroup.h), or NULL */
+    bool has_init;         /* pid is its pid namespace's init (spawn.h) */
+    int exit_fd;           /* the init's exit pipe, or -1 */
+    pid_t host_pid;        /* the host itself: pid, or its init's child */
     int uid_slot;          /* its user: host_uid_base + slot; -1: none */
     int memfd;             /* the code for the first Load, until sent */
     uint64_t code_len;
@@ -221,9 +229,13 @@ struct supervisor {
      * host_uid_base 0). */
     unsigned char *uid_taken;
     int cap_last;
-    int landlock_abi;  /* 0: hosts get no Landlock domain */
-    int unshare_flags; /* namespaces a host gets (supervise_set_namespaces) */
-    bool private_root; /* with a mount namespace: root.h's private root */
+    int landlock_abi;    /* 0: hosts get no Landlock domain */
+    unsigned namespaces; /* SANDBOX_NS_* a host gets (supervise_set_...) */
+    int audit_fd;        /* seccomp kills' records (audit.h), or -1 */
+    struct event *audit_ev;
+    /* The latest seccomp kills the audit log named, newest last. */
+    struct sandbox_audit_kill kills[32];
+    unsigned nkills;
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -477,6 +489,13 @@ proc_stop_timers(struct proc *p)
     p->hb_outstanding = false;
 }
 
+/* The pid the logs name: the host itself, not its init. */
+static int
+proc_pid(const struct proc *p)
+{
+    return (int)(p->host_pid > 0 ? p->host_pid : p->pid);
+}
+
 /*
  * Kills p now (SIGKILL) for `reason` (a word of DESIGN §6; the first
  * reason given wins), closes its channel, and fails what waits on it: the
@@ -499,7 +518,7 @@ proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
     vsnprintf(p->kill_msg, sizeof p->kill_msg, fmt, ap);
     va_end(ap);
     log_warning("worker %s: killing host pid %d (%s): %s", p->worker_id,
-                (int)p->pid, reason, p->kill_msg);
+                proc_pid(p), reason, p->kill_msg);
     if (!p->exited && supervise_host_kill(p->pid) < 0)
         log_errno_err("worker %s: kill(%d)", p->worker_id, (int)p->pid);
     proc_close_channel(p);
@@ -583,7 +602,7 @@ on_linger(evutil_socket_t fd, short what, void *arg)
         if (p->ch) {
             log_warning("worker %s: host pid %d exited but its channel is "
                         "still open (a descendant holds it): closing it",
-                        p->worker_id, (int)p->pid);
+                        p->worker_id, proc_pid(p));
             proc_close_channel(p);
         }
         proc_finalize(p);
@@ -721,7 +740,7 @@ proc_reload(struct proc *p)
     char err[256];
 
     log_info("worker %s: loading version %u into host pid %d", h->w->id,
-             h->w->version, (int)p->pid);
+             h->w->version, proc_pid(p));
     if (proc_take_code(p, h->w, err, sizeof err) != 0) {
         /* The waiters learn why; the host goes, so that the next one
          * starts from the worker's version (or fails with the reason). */
@@ -781,7 +800,7 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         p->loaded = true;
         p->loaded_version = p->code_version;
         log_info("worker %s: version %u loaded in host pid %d", w->id,
-                 p->loaded_version, (int)p->pid);
+                 p->loaded_version, proc_pid(p));
         if (w->state == WORKER_STATE_STARTING)
             set_state(p->sv, w,
                       w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
@@ -927,7 +946,7 @@ on_idle(evutil_socket_t fd, short what, void *arg)
         !TAILQ_EMPTY(&h->queue) || h->loads || h->w->status != WORKER_RUNNING)
         return;
     log_info("worker %s: host pid %d idle for %llu s: stopping it", h->w->id,
-             (int)p->pid,
+             proc_pid(p),
              (unsigned long long)(idle_timeout_ms(p->sv, h->w) / 1000));
     proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
 }
@@ -1080,6 +1099,8 @@ proc_free(struct proc *p)
     }
     proc_close_channel(p);
     sandbox_cg_destroy(p->cg);
+    if (p->exit_fd >= 0)
+        close(p->exit_fd);
     if (p->uid_slot >= 0)
         p->sv->uid_taken[p->uid_slot] = 0;
     if (p->memfd >= 0)
@@ -1100,6 +1121,7 @@ proc_new(struct supervisor *sv, struct host *h)
     if (p == NULL)
         return NULL;
     p->uid_slot = -1;
+    p->exit_fd = -1;
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
@@ -1169,6 +1191,60 @@ host_landlock(const struct supervisor *sv, const char *host_path, char *err,
  * memfds, eventfd, epoll and the worker's own; no core files. */
 #define HOST_NOFILE 256
 #define HOST_FSIZE (1ull << 30)
+
+/* Locked memory: none needed (the host locks nothing). */
+#define HOST_MEMLOCK (64u << 10)
+
+/* The address space of a host of w: with limits.memory_mb, room for
+ * twice that (the cgroup's limit kills on resident memory; this one only
+ * stops a runaway reservation early, with ENOMEM the worker can handle)
+ * plus 1 GiB for the host's own mappings, thread stacks and malloc arenas
+ * (each thread's arena reserves 64 MiB); 0 (none) without. */
+static uint64_t
+host_as(const struct worker *w)
+{
+    if (w->limits.memory_mb == 0)
+        return 0;
+    return ((uint64_t)w->limits.memory_mb << 21) + (1ull << 30);
+}
+
+/* The level the spawn steps give a host, with its own filter (sandbox.h):
+ * ns with every isolating namespace (mount, pid, net, ipc, uts), full
+ * with a Landlock domain and a cgroup too; seccomp otherwise. */
+static enum sandbox_level
+spawn_level(const struct supervisor *sv, unsigned ns,
+            const struct sandbox_cg *cg, bool landlock_fd)
+{
+    if ((ns & SANDBOX_NS_ISOLATE) != SANDBOX_NS_ISOLATE)
+        return SANDBOX_LEVEL_SECCOMP;
+    if (cg && (sv->landlock_abi > 0 || landlock_fd))
+        return SANDBOX_LEVEL_FULL;
+    return SANDBOX_LEVEL_NS;
+}
+
+/* The host an init forked (its only child), as this process sees it: from
+ * /proc/<init>/task/<init>/children.  It exists: the spawn returns once
+ * the host exec'd.  0 when it cannot be read. */
+static pid_t
+init_child(pid_t init)
+{
+    char path[64], buf[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init,
+             (int)init);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long v = strtol(buf, NULL, 10);
+    return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
+}
 
 /* p's own user, the first free of the daemon's range, when hosts get one:
  * 0, or -1 with a message when every one is taken. */
@@ -1276,8 +1352,11 @@ host_start(struct host *h)
         host_fail(h, "crash", err);
         return;
     }
+    /* Namespaces and the private root for a host of its own user (they
+     * hide nothing from a host that shares the daemon's). */
+    unsigned ns = p->uid_slot >= 0 ? sv->namespaces : 0;
     int landlock = -1; /* in a private root, the child builds its own */
-    if (sv->landlock_abi > 0 && !(p->uid_slot >= 0 && sv->private_root) &&
+    if (sv->landlock_abi > 0 && !(ns & SANDBOX_NS_MOUNT) &&
         (landlock = host_landlock(sv, e->host_path, err, sizeof err)) < 0) {
         proc_free(p);
         host_fail(h, "engine_unavailable", err); /* as a failed exec */
@@ -1292,6 +1371,7 @@ host_start(struct host *h)
         return;
     }
     const struct supervise_spawn s = {
+        .role = &sandbox_role_native, /* the only host role there is */
         .path = e->host_path,
         .worker_id = w->id,
         .engine = e->name,
@@ -1299,37 +1379,50 @@ host_start(struct host *h)
         .cg = p->cg,
         .landlock_fd = landlock,
         .drop = p->uid_slot >= 0,
-        .unshare_flags = p->uid_slot >= 0 ? sv->unshare_flags : 0,
-        .private_root = p->uid_slot >= 0 && sv->private_root,
+        .namespaces = ns,
         .landlock_abi = sv->landlock_abi,
         .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
         .cap_last = sv->cap_last,
         .rlimits = { .nofile = HOST_NOFILE,
                      .nproc = sv->conf->host_pids_max,
                      .fsize = HOST_FSIZE,
+                     .memlock = HOST_MEMLOCK,
+                     .as = host_as(w),
                      .core_off = 1 },
+        .level = spawn_level(sv, ns, p->cg, landlock >= 0),
     };
-    pid = supervise_host_spawn(&s, err, sizeof err);
+    struct sandbox_child child;
+    int rc = supervise_host_spawn(&s, &child, err, sizeof err);
     close(sp[1]);
     if (landlock >= 0)
         close(landlock);
-    if (pid < 0) {
+    if (rc < 0) {
         close(sp[0]);
         proc_free(p);
         host_fail(h, "engine_unavailable", err);
         return;
     }
+    pid = child.pid;
     p->pid = pid;
+    p->has_init = child.init;
+    p->exit_fd = child.exit_fd;
+    p->host_pid = child.init ? init_child(pid) : pid;
     LIST_INSERT_HEAD(&sv->procs, p, link);
     sv->nprocs++;
     h->proc = p;
     p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
     int saved = errno;
-    log_info("worker %s: host %s started%s, pid %d", w->id, e->host_path,
-             p->validator ? " to validate the in-process library" : "",
-             (int)pid);
+    if (p->has_init)
+        log_info("worker %s: host %s started%s, pid %d (its init %d)", w->id,
+                 e->host_path,
+                 p->validator ? " to validate the in-process library" : "",
+                 (int)p->host_pid, (int)pid);
+    else
+        log_info("worker %s: host %s started%s, pid %d", w->id, e->host_path,
+                 p->validator ? " to validate the in-process library" : "",
+                 (int)pid);
     if (h->ip == NULL) { /* else the library in the master still runs */
-        w->pid = pid;
+        w->pid = p->host_pid > 0 ? p->host_pid : pid;
         set_state(sv, w, WORKER_STATE_STARTING);
     }
     if (p->ch == NULL) /* the descriptor is closed: the exit follows */
@@ -1717,7 +1810,7 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
                           : hello->max_inflight;
     log_debug("worker %s: host pid %d says hello (engine %.*s, max_inflight "
               "%" PRIu32 ", confinement %.*s)",
-              p->worker_id, (int)p->pid, (int)hello->engine.len,
+              p->worker_id, proc_pid(p), (int)hello->engine.len,
               hello->engine.ptr ? hello->engine.ptr : "", hello->max_inflight,
               (int)hello->confinement.len,
               hello->confinement.ptr ? hello->confinement.ptr : "");
@@ -1794,7 +1887,7 @@ on_close(struct ipc_channel *ch, enum ipc_channel_status status,
     case IPC_CHANNEL_IO:
         /* Its death, most likely: the exit says how (or LINGER_MS). */
         log_debug("worker %s: channel of host pid %d closed (%s): %s",
-                  p->worker_id, (int)p->pid, ipc_channel_status_name(status),
+                  p->worker_id, proc_pid(p), ipc_channel_status_name(status),
                   reason);
         proc_close_channel(p);
         if (p->exited)
@@ -1860,6 +1953,57 @@ classify(const struct proc *p, int *sig, int *code)
     }
 }
 
+/* Keeps one seccomp kill of the audit log (audit.h), the oldest dropped. */
+static void
+on_audit_kill(void *arg, const struct sandbox_audit_kill *k)
+{
+    struct supervisor *sv = arg;
+    const unsigned max = sizeof sv->kills / sizeof sv->kills[0];
+
+    if (sv->nkills == max) {
+        memmove(sv->kills, sv->kills + 1, (max - 1) * sizeof sv->kills[0]);
+        sv->nkills--;
+    }
+    sv->kills[sv->nkills++] = *k;
+}
+
+#ifdef WM_SANDBOX
+static void
+on_audit(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    (void)sandbox_audit_read(fd, on_audit_kill, arg);
+}
+#endif
+
+/*
+ * The system call a seccomp filter killed host pid for, from the audit
+ * log: its number, and its name in buf; -1 when the log did not name it
+ * (no audit socket, or the record lost).  The record is queued before the
+ * host's death is visible (audit.h), so it is read now, with a short wait
+ * only when it is not there yet.
+ */
+static int
+seccomp_call(struct supervisor *sv, pid_t pid, char *buf, size_t len)
+{
+    if (sv->audit_fd < 0 || pid <= 0)
+        return -1;
+    for (int tries = 0; tries < 2; tries++) {
+        (void)sandbox_audit_read(sv->audit_fd, on_audit_kill, sv);
+        for (unsigned i = sv->nkills; i-- > 0;) {
+            const struct sandbox_audit_kill *k = &sv->kills[i];
+            if (k->pid == pid) {
+                sandbox_syscall_name(k->syscall, k->arch, buf, len);
+                return k->syscall;
+            }
+        }
+        struct pollfd pfd = { .fd = sv->audit_fd, .events = POLLIN };
+        if (tries == 0 && poll(&pfd, 1, AUDIT_WAIT_MS) <= 0)
+            break;
+    }
+    return -1;
+}
+
 /* An unexpected death of w's host: a restart after the backoff, or failed
  * (crash loop, or a status that does not call for one). */
 static void
@@ -1923,13 +2067,19 @@ proc_finalize(struct proc *p)
 {
     struct supervisor *sv = p->sv;
     struct host *h = p->h;
-    char how[96], msg[320];
+    char how[128], msg[352], call[32] = "";
     int sig, code;
     const char *reason = classify(p, &sig, &code);
     enum proc_stop stop = p->stop;
     bool killed = p->kill_reason != NULL;
+    int nr = -1;
 
     supervise_wait_describe(p->wstatus, how, sizeof how);
+    if (strcmp(reason, "seccomp") == 0 &&
+        (nr = seccomp_call(sv, p->host_pid, call, sizeof call)) >= 0) {
+        size_t n = strlen(how);
+        snprintf(how + n, sizeof how - n, ", system call %s", call);
+    }
     if (killed)
         snprintf(msg, sizeof msg, "the host was killed: %s", p->kill_msg);
     else if (strcmp(reason, "oom") == 0)
@@ -1941,7 +2091,7 @@ proc_finalize(struct proc *p)
     else
         snprintf(msg, sizeof msg, "the host ended with %s", how);
     log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
-              "host pid %d of worker %s exited: %s, reason %s%s%s", (int)p->pid,
+              "host pid %d of worker %s exited: %s, reason %s%s%s", proc_pid(p),
               p->worker_id, how, reason, killed ? ": " : "",
               killed ? p->kill_msg : "");
     LIST_REMOVE(p, link);
@@ -1970,7 +2120,9 @@ proc_finalize(struct proc *p)
     snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
     w->last_exit.signal = sig;
     w->last_exit.code = code;
-    w->last_exit.syscall = -1; /* the sandbox's init will report it */
+    w->last_exit.syscall = nr;
+    snprintf(w->last_exit.syscall_name, sizeof w->last_exit.syscall_name, "%s",
+             nr >= 0 ? call : "");
     w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
 
     host_hold(h);
@@ -2028,6 +2180,10 @@ on_reaped(pid_t pid, int wstatus, void *arg)
         return false;
     p->exited = true;
     p->wstatus = wstatus;
+    /* An init's own status tells only that it ended: the host's is in its
+     * record (none when the init was killed, with its namespace). */
+    if (p->has_init && sandbox_exit_read(p->exit_fd, &p->wstatus) == 0)
+        p->wstatus = wstatus;
     /* Its timers judged a live process: the exit says how it ended. */
     proc_stop_timers(p);
     if (p->ch == NULL)
@@ -2069,7 +2225,24 @@ supervise_new(struct event_base *base, const struct conf *conf,
     LIST_INIT(&sv->hosts);
     LIST_INIT(&sv->procs);
     sv->shutdown_ev = event_new(base, -1, 0, on_shutdown_done, sv);
+    sv->audit_fd = -1;
 #ifdef WM_SANDBOX
+    if (geteuid() == 0) {
+        char why[160];
+        sv->audit_fd = sandbox_audit_open(why, sizeof why);
+        if (sv->audit_fd >= 0) {
+            sv->audit_ev = event_new(base, sv->audit_fd, EV_READ | EV_PERSIST,
+                                     on_audit, sv);
+            if (sv->audit_ev == NULL || event_add(sv->audit_ev, NULL) < 0) {
+                supervise_free(sv);
+                return NULL;
+            }
+        } else {
+            log_warning("%s: a host a seccomp filter kills is reported "
+                        "without the system call",
+                        why);
+        }
+    }
     if (geteuid() == 0 && conf->host_uid_base && conf->host_uid_count) {
         sv->uid_taken = calloc(conf->host_uid_count, 1);
         sv->cap_last = sandbox_cap_last();
@@ -2335,16 +2508,12 @@ void
 supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask)
 {
     /* No network, no System V IPC, its own host name, its own cgroup
-     * root, its own root file system; no pid namespace yet. */
-    const unsigned want =
-        SANDBOX_NS_NET | SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
+     * root, its own root file system (root.h), its own processes only
+     * (an init as PID 1, spawn.h). */
+    const unsigned want = SANDBOX_NS_MOUNT | SANDBOX_NS_PID | SANDBOX_NS_NET |
+                          SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
 
-    sv->unshare_flags = sandbox_ns_clone_flags(ns_mask & want);
-    /* A mount namespace: the host's own root (root.h). */
-    if (ns_mask & SANDBOX_NS_MOUNT) {
-        sv->private_root = true;
-        sv->unshare_flags |= sandbox_ns_clone_flags(SANDBOX_NS_MOUNT);
-    }
+    sv->namespaces = ns_mask & want;
 }
 
 const char *
@@ -2377,7 +2546,7 @@ supervise_free(struct supervisor *sv)
                 ;
             log_info("host pid %d of worker %s killed: the supervisor is "
                      "going away",
-                     (int)p->pid, p->worker_id);
+                     proc_pid(p), p->worker_id);
         }
         proc_free(p);
     }
@@ -2391,6 +2560,10 @@ supervise_free(struct supervisor *sv)
     }
     if (sv->shutdown_ev)
         event_free(sv->shutdown_ev);
+    if (sv->audit_ev)
+        event_free(sv->audit_ev);
+    if (sv->audit_fd >= 0)
+        close(sv->audit_fd);
     free(sv->uid_taken);
     free(sv);
 }

@@ -48,9 +48,10 @@ enum worker_state {
 struct worker_exit {
     bool present;
     char reason[24];
-    int signal;  /* 0 if none */
-    int code;    /* exit code, -1 if killed by a signal */
-    int syscall; /* seccomp: the offending syscall, else -1 */
+    int signal;            /* 0 if none */
+    int code;              /* exit code, -1 if killed by a signal */
+    int syscall;           /* seccomp: the offending syscall, else -1 */
+    char syscall_name[32]; /* its name ("socket"), or "" */
     int64_t at_ms;
 };
 

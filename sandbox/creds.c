@@ -83,7 +83,9 @@ sandbox_rlimits_apply(const struct sandbox_rlimits *r)
     if ((r->core_off && lower(RLIMIT_CORE, 0) < 0) ||
         (r->nofile && lower(RLIMIT_NOFILE, r->nofile) < 0) ||
         (r->nproc && lower(RLIMIT_NPROC, r->nproc) < 0) ||
-        (r->fsize && lower(RLIMIT_FSIZE, r->fsize) < 0))
+        (r->fsize && lower(RLIMIT_FSIZE, r->fsize) < 0) ||
+        (r->memlock && lower(RLIMIT_MEMLOCK, r->memlock) < 0) ||
+        (r->as && lower(RLIMIT_AS, r->as) < 0))
         return -1;
     return 0;
 }

@@ -30,10 +30,12 @@ int sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last);
 /* Limits a host runs under; 0 leaves one as it is.  Only lowered: a limit
  * above the current hard limit is left as it is. */
 struct sandbox_rlimits {
-    uint64_t nofile; /* RLIMIT_NOFILE */
-    uint64_t nproc;  /* RLIMIT_NPROC, per uid: per host with its own uid */
-    uint64_t fsize;  /* RLIMIT_FSIZE, bytes */
-    int core_off;    /* RLIMIT_CORE 0: a crash writes no core */
+    uint64_t nofile;  /* RLIMIT_NOFILE */
+    uint64_t nproc;   /* RLIMIT_NPROC, per uid: per host with its own uid */
+    uint64_t fsize;   /* RLIMIT_FSIZE, bytes */
+    uint64_t memlock; /* RLIMIT_MEMLOCK, bytes */
+    uint64_t as;      /* RLIMIT_AS, bytes (address space) */
+    int core_off;     /* RLIMIT_CORE 0: a crash writes no core */
 };
 
 /* 0, or -1 with errno. */

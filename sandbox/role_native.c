@@ -2,7 +2,16 @@
  * role_native.c — the role of wm-host-native (DESIGN §10, sandbox.h): its
  * steps and its two seccomp filters.
  *
- * Steps, in order: no_new_privs; MDWE (no mapping both writable and
+ * Steps, in order (research/sandbox.md §4.1, zygote-coldstart.md): the
+ * spawner's first, between fork and execve (spawn.c): a session of its
+ * own and the parent-death signal; its cgroup, joined before anything
+ * else runs; its namespaces; the private root, built by its pid
+ * namespace's init so that the root's procfs shows that namespace; the
+ * fork of the host by that init; the host's own uid without
+ * capabilities; its Landlock domain (after the uid: the ruleset's paths
+ * are the root's); the descriptors closed; the rlimits lowered (after the
+ * closing, which a low RLIMIT_NOFILE would bound); execve.  Then the
+ * host's own: no_new_privs; MDWE (no mapping both writable and
  * executable, nor made executable later: a worker library is mapped
  * read+exec from its file and never needs more); the first filter on
  * every thread.  The worker's library is opened under it, since its ELF
@@ -212,7 +221,11 @@ static const struct sandbox_filter native_stage2 = {
 
 const struct sandbox_role sandbox_role_native = {
     .name = "native",
-    .steps = { SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_MDWE,
+    .steps = { SANDBOX_STEP_SESSION, SANDBOX_STEP_CGROUP,
+               SANDBOX_STEP_NAMESPACES, SANDBOX_STEP_ROOT, SANDBOX_STEP_INIT,
+               SANDBOX_STEP_CREDS, SANDBOX_STEP_LANDLOCK, SANDBOX_STEP_FDS,
+               SANDBOX_STEP_RLIMITS, SANDBOX_STEP_EXEC,
+               SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_MDWE,
                SANDBOX_STEP_FILTER },
     .filter = &native_stage1,
     .strict = &native_stage2,

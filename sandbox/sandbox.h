@@ -208,25 +208,60 @@ enum sandbox_mode {
  * anything else or unset: enforce).  The daemon passes it to its hosts. */
 #define SANDBOX_DEBUG_ENV "WM_SANDBOX_DEBUG"
 
+/* The environment variable in which the spawner tells a host the level
+ * its steps before exec give ("seccomp", "ns", "full": spawn.h); the host
+ * reports the lower of that and its own in its Hello. */
+#define SANDBOX_CONFINEMENT_ENV "WM_CONFINEMENT"
+
 /* The mode named by s (NULL: enforce). */
 enum sandbox_mode sandbox_mode_parse(const char *s);
 const char *sandbox_mode_name(enum sandbox_mode mode);
 
-/* The steps of a role, in the order they are taken. */
+/*
+ * The steps of a role, in the order they are taken (DESIGN §10).  Those
+ * before SANDBOX_STEP_EXEC are the spawner's, taken between fork and
+ * execve of the host (spawn.c: a step the machine or the spawner's rights
+ * cannot give is skipped, and the host's reported level says so); those
+ * after are the host's own, taken by sandbox_role_enter() once its engine
+ * is ready to confine itself.
+ */
 enum sandbox_step {
     SANDBOX_STEP_END = 0,
+    /* spawn.c, in the child */
+    SANDBOX_STEP_SESSION,    /* signal mask and handlers reset, setsid,
+                                PR_SET_PDEATHSIG (again after a credential
+                                change, which clears it) */
+    SANDBOX_STEP_CGROUP,     /* joins the host's cgroup (cgroup.h) */
+    SANDBOX_STEP_NAMESPACES, /* mount, net, ipc, uts, cgroup namespaces;
+                                the pid namespace is the child's from its
+                                fork (its first process is its PID 1) */
+    SANDBOX_STEP_ROOT,       /* the private root (root.h), with the mount
+                                namespace */
+    SANDBOX_STEP_INIT,       /* in a pid namespace: this process stays as
+                                its PID 1 (init.c) and forks the host */
+    SANDBOX_STEP_CREDS,      /* its own uid and gid, no capability */
+    SANDBOX_STEP_LANDLOCK,   /* its Landlock domain (landlock.h) */
+    SANDBOX_STEP_FDS,        /* every descriptor closed but 0-3 */
+    SANDBOX_STEP_RLIMITS,    /* lowered rlimits (creds.h) */
+    SANDBOX_STEP_EXEC,       /* no_new_privs, execve of the host; the
+                                steps after are the host's own */
+    /* sandbox_role_enter(), in the host */
     SANDBOX_STEP_NO_NEW_PRIVS, /* PR_SET_NO_NEW_PRIVS */
     SANDBOX_STEP_MDWE,   /* PR_SET_MDWE(REFUSE_EXEC_GAIN), where the kernel
                             has it */
     SANDBOX_STEP_FILTER, /* the role's first filter, on every thread */
 };
 
-#define SANDBOX_ROLE_STEPS 8
+#define SANDBOX_ROLE_STEPS 16
+
+/* A step's name for messages ("joining its cgroup"), or "?". */
+const char *sandbox_step_name(enum sandbox_step step);
 
 /*
- * A host role: its steps before its engine starts (enter), and the
- * stricter filter the host loads on its own threads once the engine's code
- * is in (strict; NULL for none).  One const descriptor per role.
+ * A host role: its steps (spawner's, then its own: see enum sandbox_step),
+ * and the stricter filter the host loads on its own threads once the
+ * engine's code is in (strict; NULL for none).  One const descriptor per
+ * role.
  */
 struct sandbox_role {
     const char *name;
@@ -239,7 +274,8 @@ struct sandbox_role {
 extern const struct sandbox_role sandbox_role_native;
 
 /*
- * Takes role's steps in this process, in order; the filter goes on every
+ * Takes role's own steps (those after SANDBOX_STEP_EXEC) in this process,
+ * in order; the filter goes on every
  * thread (TSYNC).  Returns the level applied (SANDBOX_LEVEL_SECCOMP), or
  * SANDBOX_LEVEL_NONE when this kernel has no seccomp filters at all (err
  * says so: the host runs unconfined and should say it), or -1 with err

@@ -324,11 +324,27 @@ sandbox_role_enter(const struct sandbox_role *role, enum sandbox_mode mode,
                    char *err, size_t errlen)
 {
     int level = SANDBOX_LEVEL_NONE;
+    size_t from = 0;
 
-    for (size_t i = 0; i < SANDBOX_ROLE_STEPS; i++) {
+    /* The host's own steps: those after the spawner's exec. */
+    for (size_t i = 0; i < SANDBOX_ROLE_STEPS; i++)
+        if (role->steps[i] == SANDBOX_STEP_EXEC)
+            from = i + 1;
+    for (size_t i = from; i < SANDBOX_ROLE_STEPS; i++) {
         switch (role->steps[i]) {
         case SANDBOX_STEP_END:
             return level;
+        case SANDBOX_STEP_SESSION:
+        case SANDBOX_STEP_CGROUP:
+        case SANDBOX_STEP_NAMESPACES:
+        case SANDBOX_STEP_ROOT:
+        case SANDBOX_STEP_INIT:
+        case SANDBOX_STEP_CREDS:
+        case SANDBOX_STEP_LANDLOCK:
+        case SANDBOX_STEP_FDS:
+        case SANDBOX_STEP_RLIMITS:
+        case SANDBOX_STEP_EXEC:
+            break; /* the spawner's (spawn.c): not after an exec */
         case SANDBOX_STEP_NO_NEW_PRIVS:
             if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
                 snprintf(err, errlen, "%s: no_new_privs: %s", role->name,

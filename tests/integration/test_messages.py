@@ -166,8 +166,8 @@ def test_group_members_never_overlap(wmd):
     s = spans(got)
     for (s1, e1), (s2, e2) in zip(s, s[1:]):
         assert e1 <= s2, f"overlap: {s}"
-    pids = {e["data"]["pid"] for e in got}
-    assert len(pids) == 2, "both members took events"
+    members = {e["data"]["worker"] for e in got}
+    assert len(members) == 2, "both members took events"
     assert metric(wmd, "workmanager_grouplock_acquired_total") >= 10
     for w in (a, b):
         assert metric(wmd, "workmanager_worker_events_processed_total",

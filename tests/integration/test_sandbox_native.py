@@ -134,7 +134,7 @@ def test_running_host_is_confined(wmd, attack_package):
     # loop thread, opener (stage 1 only), one pool thread (concurrency 1)
     assert filters == [2, 1, 2], filters
     assert re.search(rf"host pid {pid} says hello \(engine native, "
-                     r"max_inflight \d+, confinement seccomp\)", wmd.log())
+                     r"max_inflight \d+, confinement (seccomp|ns|full)\)", wmd.log())
     # The daemon logged what the machine offers at start-up (the CI
     # machine kind: everything but cgroup v2 controllers).
     m = re.search(r"sandbox: machine offers confinement (\w+): ", wmd.log())

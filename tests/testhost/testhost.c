@@ -295,13 +295,18 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
     struct ipc_cloudevent ce;
-    char data[160];
+    const char *worker = getenv("WM_WORKER_ID");
+    char data[256];
 
     (void)fd;
     (void)what;
+    /* The worker's id as well: in a pid namespace of its own, every host
+     * is pid 2. */
     snprintf(data, sizeof data,
-             "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d}",
-             (long long)p->start_ns, (long long)realtime_ns(), (int)getpid());
+             "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d,"
+             "\"worker\":\"%.64s\"}",
+             (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
+             worker ? worker : "");
     pending_event(p, &ce);
     reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
