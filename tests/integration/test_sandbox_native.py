@@ -299,3 +299,194 @@ def test_log_mode_kills_nothing_and_says_so(wm_builddir, tmp_path,
             "killed" in d.log()
     finally:
         assert d.stop() == 0, d.log()
+
+
+# ---- under the spawn's confinement (a root daemon) ---------------------
+
+MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
+UID_BASE = 3000000  # host_uid_base's default (workmanager.conf(5))
+
+
+@pytest.fixture
+def rootd(wmd):
+    """wmd, when it can confine its hosts beyond their own filters (root);
+    else skip (fail with SANDBOX_MUST_WORK=1: CI runs as root)."""
+    if os.geteuid() != 0:
+        if MUST_WORK:
+            pytest.fail("SANDBOX_MUST_WORK=1 but the tests do not run as "
+                        "root")
+        pytest.skip("not root: hosts get their own filters only")
+    return wmd
+
+
+def ns_levels(st):
+    return [int(p) for p in st["NSpid"].split()]
+
+
+def test_running_host_is_fully_confined(rootd, attack_package):
+    """A root daemon's host: its own uid and gid from the range, every
+    capability set empty (the bounding set too), no_new_privs and its two
+    filters, PID 2 of a pid namespace whose PID 1 is its init (root, no
+    filter: ours), its own mount namespace with the private root (a tmpfs,
+    read-only), and the Hello says the level (full where the machine
+    offers it all)."""
+    wid = create(rootd, attack_package)
+    assert rootd.invoke(wid, "echo").status == 200
+    pid = host_pid(rootd, wid)
+    st = status(pid)
+    uid = int(st["Uid"].split()[0])
+    assert UID_BASE <= uid < UID_BASE + 65536, st["Uid"]
+    assert st["Uid"].split() == [str(uid)] * 4, st["Uid"]
+    assert st["Gid"].split() == [str(uid)] * 4, st["Gid"]
+    assert st["Groups"].strip() == "", st
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, (cap, st[cap])
+    assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+    # Two levels of pids: the daemon's view, and 2 in its own namespace.
+    levels = ns_levels(st)
+    assert levels[0] == pid and levels[1:] == [2], st["NSpid"]
+    init = int(st["PPid"])
+    ist = status(init)
+    assert ns_levels(ist)[1:] == [1], ist["NSpid"]
+    assert int(ist["PPid"]) == rootd.proc.pid, ist
+    assert os.readlink(f"/proc/{pid}/ns/pid") == \
+        os.readlink(f"/proc/{init}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    for ns in ("mnt", "net", "ipc", "uts", "cgroup"):
+        assert os.readlink(f"/proc/{pid}/ns/{ns}") != \
+            os.readlink(f"/proc/self/ns/{ns}"), ns
+    # Its root: a read-only tmpfs, /usr read-only, its own /tmp, the
+    # pid-only procfs; nothing of the machine's state.
+    mounts = {}
+    with open(f"/proc/{pid}/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            fields = left.split()
+            mounts[fields[4]] = (fields[5], right.split())
+    assert mounts["/"][1][0] == "tmpfs" and "ro" in mounts["/"][0].split(","),\
+        mounts["/"]
+    assert "ro" in mounts["/usr"][0].split(","), mounts["/usr"]
+    assert mounts["/tmp"][1][0] == "tmpfs" and \
+        "noexec" in mounts["/tmp"][0].split(","), mounts["/tmp"]
+    assert mounts["/proc"][1][0] == "proc" and \
+        "subset=pid" in mounts["/proc"][1][2], mounts["/proc"]
+    assert set(mounts) <= {"/", "/usr", "/etc/ld.so.cache", "/dev/null",
+                           "/dev/zero", "/dev/urandom", "/tmp", "/proc"}, \
+        sorted(mounts)
+    view = rootd.get(f"/v1/workers/{wid}").json
+    offered = rootd.get("/health").json["sandbox"]["level"]
+    assert view["confinement"] == offered, (view, offered)
+    assert re.search(rf"host pid {pid} says hello \(engine native, "
+                     rf"max_inflight \d+, confinement {offered}\)",
+                     rootd.log())
+    if MUST_WORK:
+        assert offered == "full", offered
+
+
+def test_two_workers_hosts_are_apart(rootd, attack_package):
+    """Two workers' hosts: two users, two pid namespaces (each is pid 2 in
+    its own), neither sees the other."""
+    a, b = create(rootd, attack_package), create(rootd, attack_package)
+    for w in (a, b):
+        assert rootd.invoke(w, "echo").status == 200
+    pa, pb = host_pid(rootd, a), host_pid(rootd, b)
+    sa, sb = status(pa), status(pb)
+    assert sa["Uid"] != sb["Uid"] and sa["Gid"] != sb["Gid"]
+    assert ns_levels(sa)[1:] == ns_levels(sb)[1:] == [2]
+    assert os.readlink(f"/proc/{pa}/ns/pid") != \
+        os.readlink(f"/proc/{pb}/ns/pid")
+
+
+def test_seccomp_death_names_the_system_call(rootd, attack_package):
+    """A call outside the table: the host dies by SIGSYS, and the kernel's
+    audit record names the call: last_exit (syscall 41, syscall_name
+    socket), the worker.error lifecycle event and the log say socket."""
+    wid = create(rootd, attack_package)
+    assert rootd.invoke(wid, "echo").status == 200
+    pid = host_pid(rootd, wid)
+    r = rootd.invoke(wid, "socket")
+    assert r.status == 422 and r.json["error"]["error_type"] == "seccomp", r
+    assert "system call socket" in r.json["error"]["message"], r
+    last = rootd.wait_for(
+        lambda: (v := rootd.get(f"/v1/workers/{wid}").json)["last_exit"]
+        and v["last_exit"], what="the exit")
+    assert last["reason"] == "seccomp" and last["signal"] == SIGSYS, last
+    assert last["syscall"] == 41 and last["syscall_name"] == "socket", last
+    errors = [e["data"] for e in rootd.lifecycle(wid)
+              if e["type"].endswith(".error")]
+    assert any(e["error_type"] == "seccomp" and e["syscall"] == 41 and
+               e["syscall_name"] == "socket" for e in errors), errors
+    assert re.search(rf"host pid {pid} of worker {wid} exited: signal 31 "
+                     r"\(SIGSYS\), system call socket, reason seccomp",
+                     rootd.log())
+
+
+def test_write_outside_tmp_is_refused(rootd, attack_package):
+    """Creating a file under /usr: the table kills an open for writing
+    (named openat), and nothing is left on the machine's /usr."""
+    wid = create(rootd, attack_package)
+    r = rootd.invoke(wid, "write_usr")
+    assert r.status == 422 and r.json["error"]["error_type"] == "seccomp", r
+    last = rootd.wait_for(
+        lambda: (v := rootd.get(f"/v1/workers/{wid}").json)["last_exit"]
+        and v["last_exit"], what="the exit")
+    assert last["syscall_name"] == "openat", last
+    assert not os.path.exists("/usr/wm-sandbox-test")
+
+
+@pytest.mark.parametrize("target", ["master", "other host"])
+def test_signal_outside_the_namespace_is_refused(rootd, attack_package,
+                                                 target):
+    """kill(2) of the master or of another worker's host, by the pid the
+    daemon knows it by: the host that tried dies (seccomp, kill), the
+    target lives on."""
+    other = create(rootd, attack_package)
+    assert rootd.invoke(other, "echo").status == 200
+    other_pid = host_pid(rootd, other)
+    victim = rootd.proc.pid if target == "master" else other_pid
+    wid = create(rootd, attack_package)
+    r = rootd.invoke(wid, "signal", data=victim)
+    assert r.status == 422 and r.json["error"]["error_type"] == "seccomp", r
+    last = rootd.wait_for(
+        lambda: (v := rootd.get(f"/v1/workers/{wid}").json)["last_exit"]
+        and v["last_exit"], what="the exit")
+    assert last["syscall_name"] == "kill", last
+    assert rootd.get("/health").status == 200
+    assert rootd.invoke(other, "echo").status == 200
+    assert host_pid(rootd, other) == other_pid
+
+
+def test_infinite_loop_is_reason_timeout(rootd, attack_package):
+    """A Process that never returns (no system call to refuse): killed at
+    the worker's deadline, reason timeout, and restarted."""
+    r = rootd.post("/v1/workers", {
+        "mime_type": MIME, "topic": "n", "limits": {"timeout_ms": 300},
+        "code": {"content": b64(attack_package)}})
+    assert r.status == 201, r
+    wid = r.json["id"]
+    r = rootd.invoke(wid, "spin")
+    assert r.status >= 400 and r.json["error"]["error_type"] == "timeout", r
+    last = rootd.wait_for(
+        lambda: (v := rootd.get(f"/v1/workers/{wid}").json)["last_exit"]
+        and v["last_exit"], what="the exit")
+    assert last["reason"] == "timeout", last
+    rootd.wait_for(lambda: rootd.invoke(wid, "echo").status == 200,
+                   what="the restarted host to answer")
+
+
+def test_init_forwards_sigterm_and_reports_the_host(rootd, attack_package):
+    """SIGTERM to a host's init reaches the host (PID 2, default
+    disposition), which dies of it; the init's exit record is the truth
+    the daemon reports (signal 15), not the init's own exit code."""
+    wid = create(rootd, attack_package)
+    assert rootd.invoke(wid, "echo").status == 200
+    pid = host_pid(rootd, wid)
+    init = int(status(pid)["PPid"])
+    os.kill(init, signal.SIGTERM)
+    last = rootd.wait_for(
+        lambda: (v := rootd.get(f"/v1/workers/{wid}").json)["last_exit"]
+        and v["last_exit"], what="the exit")
+    assert last["signal"] == int(signal.SIGTERM) and last["code"] is None, \
+        last
+    assert last["reason"] == "crash", last
+    assert re.search(rf"host pid {pid} of worker {wid} exited: signal 15 "
+                     r"\(SIGTERM\)", rootd.log())

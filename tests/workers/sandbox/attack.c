@@ -8,7 +8,8 @@
  * that does not exist, fork's child exits at once).  A call the filter
  * kills never returns: the host dies by SIGSYS.  A call that returns is
  * reported as a worker error, "<attack>: returned R, errno E (text)", so
- * the test sees what the kernel answered.  Positive controls: echo (the
+ * the test sees what the kernel answered; an attack that needs a number
+ * (signal: a pid) takes it from the event's data.  Positive controls: echo (the
  * event back) and thread (a thread started and joined, what a worker's own
  * threads need).
  */
@@ -68,7 +69,7 @@ thread_main(void *arg)
 }
 
 static long
-attack(const char *type, int *err)
+attack(const char *type, long arg, int *err)
 {
     long rc = -1;
 
@@ -94,6 +95,17 @@ attack(const char *type, int *err)
         rc = unshare(CLONE_NEWUSER);
     } else if (strcmp(type, "kill") == 0) {
         rc = kill(1, 0); /* init: signal 0 only asks whether it could */
+    } else if (strcmp(type, "signal") == 0) {
+        /* SIGKILL to a process outside its namespace (the event's data
+         * is its pid as the daemon sees it): the master, another host. */
+        rc = kill((pid_t)arg, SIGKILL);
+    } else if (strcmp(type, "write_usr") == 0) {
+        /* A file outside /tmp, created for writing. */
+        rc = open("/usr/wm-sandbox-test", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    } else if (strcmp(type, "spin") == 0) {
+        /* No system call at all, forever: only a deadline ends it. */
+        for (volatile unsigned long i = 0;; i++)
+            ;
     } else if (strcmp(type, "shadow") == 0) {
         rc = open("/etc/shadow", O_RDONLY | O_CLOEXEC);
     } else if (strcmp(type, "mmap_exec") == 0) {
@@ -116,16 +128,20 @@ attack(const char *type, int *err)
         }
 #endif
     } else if (strcmp(type, "membomb") == 0) {
-        /* 1 GiB touched a page at a time: the memory limit's OOM killer
-         * ends the host long before (or mmap fails, reported). */
-        size_t len = (size_t)1 << 30;
-        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p != MAP_FAILED) {
-            for (size_t i = 0; i < len; i += 4096)
+        /* 1 GiB in 16 MiB pieces, touched a page at a time: the memory
+         * limit's OOM killer ends the host long before (or an mmap fails
+         * under RLIMIT_AS, reported).  Kept until the end: a leak. */
+        const size_t piece = (size_t)16 << 20;
+        rc = 0;
+        for (size_t got = 0; got < (size_t)1 << 30; got += piece) {
+            char *p = mmap(NULL, piece, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) {
+                rc = -1;
+                break;
+            }
+            for (size_t i = 0; i < piece; i += 4096)
                 p[i] = 1;
-            munmap(p, len);
-            rc = 0;
         }
     } else if (strcmp(type, "threadbomb") == 0) {
         /* Threads until pthread_create fails (pids.max counts threads),
@@ -181,7 +197,11 @@ Process(const VirtufinHost *host, const uint8_t *in_buf, int32_t in_len,
              ev.type.ptr ? ev.type.ptr : "");
     if (strcmp(type, "echo") == 0)
         return virtufin_response_event(&ev, out_buf, out_len);
-    rc = attack(type, &err);
+    /* The event's data, when a number, is the attack's argument. */
+    char num[24] = "";
+    if (ev.data.len > 0 && ev.data.len < sizeof num)
+        memcpy(num, ev.data.ptr, ev.data.len);
+    rc = attack(type, strtol(num, NULL, 10), &err);
     if (strcmp(type, "thread") == 0 && rc == 0)
         return virtufin_response_event(&ev, out_buf, out_len);
     return report(type, rc, err, out_buf, out_len);
