@@ -490,3 +490,23 @@ def test_init_forwards_sigterm_and_reports_the_host(rootd, attack_package):
     assert last["reason"] == "crash", last
     assert re.search(rf"host pid {pid} of worker {wid} exited: signal 15 "
                      r"\(SIGTERM\)", rootd.log())
+
+
+def test_another_hosts_memory_is_not_in_reach(rootd, attack_package,
+                                              tmp_path):
+    """A library constructor (the worker's code, before any filter's
+    second stage) opening another worker's host's /proc/<pid>/maps and
+    mem, by the pid the daemon knows it by: not in its pid namespace's
+    procfs (ENOENT); the other host serves on."""
+    from test_confinement import probe
+    other = create(rootd, attack_package)
+    assert rootd.invoke(other, "echo").status == 200
+    pid = host_pid(rootd, other)
+    for what in ("maps", "mem"):
+        path = f"/proc/{pid}/{what}"
+        assert os.path.exists(path), path
+        (tmp_path / what).mkdir()
+        msg = probe(rootd, tmp_path / what, path)
+        assert "fd -1, errno 2 (" in msg, msg
+    assert rootd.invoke(other, "echo").status == 200
+    assert host_pid(rootd, other) == pid
