@@ -496,8 +496,9 @@ def test_another_hosts_memory_is_not_in_reach(rootd, attack_package,
                                               tmp_path):
     """A library constructor (the worker's code, before any filter's
     second stage) opening another worker's host's /proc/<pid>/maps and
-    mem, by the pid the daemon knows it by: not in its pid namespace's
-    procfs (ENOENT); the other host serves on."""
+    mem, by the pid the daemon knows it by: not in its procfs (ENOENT:
+    another pid namespace, and another user hidden by hidepid besides);
+    the other host serves on."""
     from test_confinement import probe
     other = create(rootd, attack_package)
     assert rootd.invoke(other, "echo").status == 200
