@@ -1,6 +1,8 @@
-"""wm-host-native confined (issue 7, first slice; sandbox/role_native.c):
-no_new_privs and two stacked seccomp filters, the second on every thread
-that runs the worker's code.
+"""wm-host-native confined (issue 7; sandbox/role_native.c): no_new_privs
+and two stacked seccomp filters, the second on every thread that runs the
+worker's code; under a root daemon also the spawn's steps
+(sandbox/spawn.c): its own user without capabilities, its namespaces, its
+private root, PID 2 under an init, Landlock, rlimits.
 
 The running host's /proc/<pid>/status shows it; a native attack worker
 (tests/workers/sandbox/attack.c, compiled here with `cc -shared -fPIC` and
@@ -118,7 +120,7 @@ def test_running_host_is_confined(wmd, attack_package):
     """/proc/<pid>/status of a running host: Seccomp 2 (filter mode),
     NoNewPrivs 1, on every thread; the pool threads and the loop thread
     under both filters, the opener thread under the first only; the Hello
-    said "seccomp"."""
+    said its level (seccomp, or ns or full under a root daemon)."""
     wid = create(wmd, attack_package)
     assert wmd.invoke(wid, "echo").status == 200
     pid = host_pid(wmd, wid)
