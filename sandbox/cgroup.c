@@ -42,7 +42,8 @@ static struct {
 
 struct sandbox_cg {
     unsigned n;
-    int procs[HIER_MAX]; /* cgroup.procs of each leaf, open for writing */
+    int procs[HIER_MAX]; /* each leaf's tasks (v1) or cgroup.procs (v2),
+                            open for writing: sandbox_cg_attach() */
     char dir[HIER_MAX][PATH_LEN];
 };
 
@@ -380,7 +381,12 @@ sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
         cg->n = i + 1;
         if (set_limits(h, cg->dir[i], l, &what) < 0)
             goto bad;
-        what = "cgroup.procs";
+        /* v1: the thread's file, tasks: moving one thread is what a
+         * single-threaded child between fork and exec needs, and costs
+         * about 0.5 ms where cgroup.procs waits for the hierarchy's
+         * threadgroup lock, ~15 ms on a quiet machine (bench/README.md,
+         * research/zygote-coldstart.md).  v2 has cgroup.procs only. */
+        what = cg_root.flavour == SANDBOX_CGROUP_V1 ? "tasks" : "cgroup.procs";
         snprintf(path, sizeof path, "%s/%s", cg->dir[i], what);
         cg->procs[i] = open(path, O_WRONLY | O_CLOEXEC);
         if (cg->procs[i] < 0)

@@ -65,7 +65,10 @@ struct sandbox_cg *sandbox_cg_create(const char *leaf,
  * Moves process pid (0: the caller) into cg in every hierarchy, through
  * descriptors opened by sandbox_cg_create(): async-signal-safe, so that a
  * child may join between fork() and execve(), before it runs anything
- * else.  0, or -1 with errno.
+ * else.  In v1 hierarchies the descriptor is the leaf's tasks file, which
+ * moves the one thread named (much faster than cgroup.procs there): call
+ * it for a single-threaded process, as such a child is.  0, or -1 with
+ * errno.
  */
 int sandbox_cg_attach(const struct sandbox_cg *cg, pid_t pid);
 
