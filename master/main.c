@@ -450,7 +450,7 @@ main(int argc, char **argv)
         goto out;
     }
     if (d.sandbox_built)
-        supervise_set_namespaces(d.sv, d.sandbox.namespaces);
+        supervise_set_sandbox(d.sv, &d.sandbox);
     d.api = api_new(&d, err, sizeof err);
     if (d.api == NULL) {
         log_err("api: %s", err);

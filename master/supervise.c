@@ -230,7 +230,7 @@ struct supervisor {
     unsigned char *uid_taken;
     int cap_last;
     int landlock_abi;    /* 0: hosts get no Landlock domain */
-    unsigned namespaces; /* SANDBOX_NS_* a host gets (supervise_set_...) */
+    unsigned namespaces; /* SANDBOX_NS_* a host gets (supervise_set_sandbox) */
     int audit_fd;        /* seccomp kills' records (audit.h), or -1 */
     struct event *audit_ev;
     /* The latest seccomp kills the audit log named, newest last. */
@@ -1158,8 +1158,6 @@ host_fail(struct host *h, const char *type, const char *msg)
     host_release(h);
 }
 
-/* Spawns a host process for h (state starting); the Load follows its
- * Hello.  On failure the worker is failed with the reason. */
 /* The Landlock ruleset of a host run from host_path (landlock.h): its
  * descriptor, or -1 with a message.  The rule is on the directory of the
  * binary itself: Landlock judges the file a symbolic link leads to. */
@@ -1295,6 +1293,8 @@ proc_make_cgroup(struct proc *p, const struct worker *w, char *err,
     return 0;
 }
 
+/* Spawns a host process for h (state starting); the Load follows its
+ * Hello.  On failure the worker is failed with the reason. */
 static void
 host_start(struct host *h)
 {
@@ -1422,7 +1422,7 @@ host_start(struct host *h)
                  p->validator ? " to validate the in-process library" : "",
                  (int)pid);
     if (h->ip == NULL) { /* else the library in the master still runs */
-        w->pid = p->host_pid > 0 ? p->host_pid : pid;
+        w->pid = proc_pid(p);
         set_state(sv, w, WORKER_STATE_STARTING);
     }
     if (p->ch == NULL) /* the descriptor is closed: the exit follows */
@@ -2247,7 +2247,6 @@ supervise_new(struct event_base *base, const struct conf *conf,
         sv->uid_taken = calloc(conf->host_uid_count, 1);
         sv->cap_last = sandbox_cap_last();
     }
-    sv->landlock_abi = sandbox_landlock_abi();
 #endif
     sv->reaper = supervise_reaper_new(base, on_reaped, sv);
     if (sv->shutdown_ev == NULL || sv->reaper == NULL) {
@@ -2505,7 +2504,7 @@ supervise_hosts(const struct supervisor *sv)
 }
 
 void
-supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask)
+supervise_set_sandbox(struct supervisor *sv, const struct sandbox_support *s)
 {
     /* No network, no System V IPC, its own host name, its own cgroup
      * root, its own root file system (root.h), its own processes only
@@ -2513,7 +2512,8 @@ supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask)
     const unsigned want = SANDBOX_NS_MOUNT | SANDBOX_NS_PID | SANDBOX_NS_NET |
                           SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
 
-    sv->namespaces = ns_mask & want;
+    sv->namespaces = s->namespaces & want;
+    sv->landlock_abi = s->landlock_abi;
 }
 
 const char *

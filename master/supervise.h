@@ -106,11 +106,14 @@ void supervise_forget(struct supervisor *sv, struct worker *w);
 void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
 
-/* The namespace types (SANDBOX_NS_* of sandbox.h) the machine lets the
- * daemon create: hosts that drop to their own user get new net, ipc, uts,
- * cgroup and mount namespaces of those, the last with a private root
- * (sandbox/root.h).  0 (the default) creates none. */
-void supervise_set_namespaces(struct supervisor *sv, unsigned ns_mask);
+/* What start-up detection found (sandbox.h), for a build with the
+ * sandbox: hosts that drop to their own user get new mount (with a
+ * private root, sandbox/root.h), pid (with an init), net, ipc, uts and
+ * cgroup namespaces of the types found, and every host a Landlock domain
+ * of the ABI found.  Never called (a build --without-sandbox): none. */
+struct sandbox_support;
+void supervise_set_sandbox(struct supervisor *sv,
+                           const struct sandbox_support *s);
 
 /* Number of live host processes (for /health and tests). */
 size_t supervise_hosts(const struct supervisor *sv);

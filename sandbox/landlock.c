@@ -52,15 +52,6 @@ fs_rights(int abi)
     return (1ull << n) - 1;
 }
 
-int
-sandbox_landlock_abi(void)
-{
-    long v = syscall(SYS_landlock_create_ruleset, NULL, 0,
-                     LANDLOCK_CREATE_RULESET_VERSION);
-
-    return v > 0 ? (int)v : 0;
-}
-
 /* One rule: rights (masked to what the ruleset handles) beneath path.
  * 0, or -1 with errno; a path that does not exist is no error. */
 static int

@@ -18,8 +18,8 @@
 
 #include <stddef.h>
 
-/* The kernel's Landlock ABI version, 0 when it has none. */
-int sandbox_landlock_abi(void);
+/* The kernel's Landlock ABI is found by start-up detection
+ * (sandbox.h, landlock_abi of struct sandbox_support). */
 
 /*
  * A ruleset for a host whose binary is in host_dir, for ABI abi: its
