@@ -1211,11 +1211,11 @@ host_as(const struct worker *w)
  * with a Landlock domain and a cgroup too; seccomp otherwise. */
 static enum sandbox_level
 spawn_level(const struct supervisor *sv, unsigned ns,
-            const struct sandbox_cg *cg, bool landlock_fd)
+            const struct sandbox_cg *cg)
 {
     if ((ns & SANDBOX_NS_ISOLATE) != SANDBOX_NS_ISOLATE)
         return SANDBOX_LEVEL_SECCOMP;
-    if (cg && (sv->landlock_abi > 0 || landlock_fd))
+    if (cg && sv->landlock_abi > 0)
         return SANDBOX_LEVEL_FULL;
     return SANDBOX_LEVEL_NS;
 }
@@ -1389,7 +1389,7 @@ host_start(struct host *h)
                      .memlock = HOST_MEMLOCK,
                      .as = host_as(w),
                      .core_off = 1 },
-        .level = spawn_level(sv, ns, p->cg, landlock >= 0),
+        .level = spawn_level(sv, ns, p->cg),
     };
     struct sandbox_child child;
     int rc = supervise_host_spawn(&s, &child, err, sizeof err);
