@@ -77,6 +77,7 @@
  * | `restart_max_delay_ms` | duration (ms), 1–86400000 | `30000` | `WM_RESTART_MAX_DELAY_MS` | Cap of the restart delay. |
  * | `crash_loop_max` | integer, 1–1000 | `5` | `WM_CRASH_LOOP_MAX` | Restarts within crash_loop_window_s after which a worker is left failed. |
  * | `crash_loop_window_s` | duration (s), 1–86400 | `60` | `WM_CRASH_LOOP_WINDOW_S` | Window in which crash_loop_max restarts mean a crash loop. |
+ * | `user` | string | `workmanager` | `WM_USER` | User the master becomes after start-up when started as root (a name, or uid[:gid]); the launcher alone keeps root, to start and confine hosts; root keeps the master privileged (not recommended). |
  * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
  * | `cgroup_parent` | string | `workmanager` | `WM_CGROUP_PARENT` | Directory under each cgroup hierarchy that holds this daemon's groups (one per host). |
  * | `host_pids_max` | integer, 0–4194304 | `256` | `WM_HOST_PIDS_MAX` | Processes and threads one host may have (cgroup pids.max); 0 = no limit. |
@@ -290,6 +291,27 @@ bad:
     return errbuf_set(why, whylen,
                       "'%s' is not a word (1 to 32 lowercase letters, "
                       "digits, '_', '-')",
+                      v);
+}
+
+/* user: a user name (as useradd takes them) or uid[:gid]; whether it
+ * exists is checked at start-up, as root (privdrop.c). */
+static int
+check_user(const char *v, char *why, size_t whylen)
+{
+    size_t n = strlen(v);
+
+    if (n == 0 || n > 32)
+        goto bad;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)v[i]) && v[i] != '_' && v[i] != '-' &&
+            v[i] != '.' && v[i] != ':')
+            goto bad;
+    return 0;
+bad:
+    return errbuf_set(why, whylen,
+                      "'%s' is not a user (a name of 1 to 32 letters, "
+                      "digits, '_', '-', '.', or uid[:gid])",
                       v);
 }
 
@@ -611,6 +633,18 @@ static const struct conf_key keys[] = {
                "hosts under.",
         .offset = AT(min_confinement, char *),
         .check = check_word,
+    },
+    {
+        .name = "user",
+        .type = CONF_STRING,
+        .def = "workmanager",
+        .env = "WM_USER",
+        .doc = "User the master becomes after start-up when started as root "
+               "(a name, or uid[:gid]); the launcher alone keeps root, to "
+               "start and confine hosts; root keeps the master privileged "
+               "(not recommended).",
+        .offset = AT(user, char *),
+        .check = check_user,
     },
     {
         .name = "cgroup_parent",

@@ -143,6 +143,7 @@ struct conf {
     unsigned crash_loop_max;
     uint64_t crash_loop_window_s;
     char *min_confinement;
+    char *user; /* the master's after start-up, as root (privdrop.h) */
     char *cgroup_parent;
     unsigned host_pids_max;
     unsigned host_uid_base;

@@ -48,6 +48,7 @@ struct daemon {
     unsigned recovered;      /* workers restored by the last recovery */
     unsigned recovery_fails; /* of which failed */
     bool stopping;
+    int exit_status; /* workmanagerd's: 1 when the launcher was lost */
     int64_t started_at_ms;
     /* What the machine offers for confinement, detected at start-up; its
      * level is "none" in a build --without-sandbox (hosts confine

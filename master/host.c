@@ -1,12 +1,12 @@
 /*
- * host.c — spawning and killing host processes, and the sealed memfd that
- * carries their code (host.h).
+ * host.c — the master's side of the launcher (host.h): starting it, its
+ * requests and answers, and the sealed memfd that carries a host's code.
  *
- * A thin caller of the sandbox's spawn (sandbox/spawn.h), which forks,
- * confines and execs in the order of the host's role: here only what the
- * master decides is made, before the fork (argv, the scrubbed environment,
- * the descriptor the binary is exec'd through), so that a privileged
- * launcher can later spawn for an unprivileged master (DESIGN §2).
+ * The launcher answers requests in order, one message each, on a
+ * SOCK_SEQPACKET socket, and sends a death report whenever one of its
+ * hosts ends; a spawn waits for its answer (as a fork and exec in the
+ * master did: a host start takes about 2 ms), keeping the death reports
+ * that come first for the supervisor's next read.
  */
 #include "config.h"
 
@@ -14,128 +14,250 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/spawn.h"
+#include "master/conf.h"
+#include "master/engines.h"
+#include "sandbox/sandbox.h"
 
-/* Sanitizer options pass through the scrubbed environment so that a
- * sanitizer build of a host honours the test run's settings, and so does
- * the sandbox's debug mode (sandbox.h: SANDBOX_DEBUG_ENV). */
-static const char *const passthrough[] = {
-    "ASAN_OPTIONS",
-    "UBSAN_OPTIONS",
-    "LSAN_OPTIONS",
-    "WM_SANDBOX_DEBUG",
+/* How long a spawn waits for the launcher's answer: far beyond any start
+ * (a cold one with every layer takes under 3 ms here). */
+#define SPAWN_ANSWER_MS 30000
+
+struct host_launcher {
+    pid_t pid;
+    int fd;
+    /* Death reports read while a spawn waited, oldest first. */
+    struct launcher_death *kept;
+    size_t nkept, capkept;
 };
-/* PATH, LANG, WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, the pass-through
- * ones, NULL. */
-#define ENV_MAX (5 + sizeof passthrough / sizeof passthrough[0] + 1)
 
-/* Builds "NAME=value" into a malloc'd string, or NULL. */
-static char *
-env_pair(const char *name, const char *value)
+struct host_launcher *
+host_launcher_start(const struct engines *engines,
+                    const struct sandbox_support *s, const struct conf *conf,
+                    char *err, size_t errlen)
 {
-    size_t n = strlen(name) + strlen(value) + 2;
-    char *s = malloc(n);
+    /* No network, no System V IPC, its own host name, its own cgroup
+     * root, its own root file system (sandbox/root.h), its own processes
+     * only (an init as PID 1, sandbox/spawn.h). */
+    const unsigned want = SANDBOX_NS_MOUNT | SANDBOX_NS_PID | SANDBOX_NS_NET |
+                          SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
+    struct host_launcher *l = calloc(1, sizeof *l);
+    struct sandbox_launcher_engine *v =
+        calloc(engines->n ? engines->n : 1, sizeof *v);
+    size_t n = 0;
 
-    if (s)
-        snprintf(s, n, "%s=%s", name, value);
-    return s;
-}
-
-int
-supervise_host_spawn(const struct supervise_spawn *s,
-                     struct sandbox_child *child, char *err, size_t errlen)
-{
-    char *envp[ENV_MAX] = { NULL };
-    char *argv[2] = { (char *)(uintptr_t)s->path, NULL };
-    size_t nenv = 0;
-    int binfd = -1;
-    int rc = -1, saved = 0;
-    char why[400];
-
-    envp[nenv++] = env_pair("PATH", "/usr/local/bin:/usr/bin:/bin");
-    envp[nenv++] = env_pair("LANG", "C.UTF-8");
-    envp[nenv++] = env_pair("WM_WORKER_ID", s->worker_id);
-    if (s->engine)
-        envp[nenv++] = env_pair("WM_ENGINE", s->engine);
-    envp[nenv++] =
-        env_pair(SANDBOX_CONFINEMENT_ENV, sandbox_level_name(s->level));
-    for (size_t i = 0; i < sizeof passthrough / sizeof passthrough[0]; i++) {
-        const char *v = getenv(passthrough[i]);
-        if (v)
-            envp[nenv++] = env_pair(passthrough[i], v);
+    if (l == NULL || v == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(l);
+        free(v);
+        return NULL;
     }
-    for (size_t i = 0; i < nenv; i++) {
-        if (envp[i] == NULL) {
-            saved = ENOMEM;
-            snprintf(err, errlen, "out of memory");
-            goto out;
-        }
+    for (size_t i = 0; i < engines->n; i++) {
+        const struct engines_entry *e = &engines->v[i];
+        if (e->host_path == NULL)
+            continue;
+        /* Every engine's host is native code with the native host's
+         * steps and table until a descriptor names another role. */
+        v[n++] = (struct sandbox_launcher_engine){
+            .name = e->name,
+            .path = e->host_path,
+            .role = &sandbox_role_native,
+        };
     }
-    /* A host that drops to its own user is exec'd through a descriptor
-     * opened here, with the daemon's rights: its user need not be able
-     * to reach the binary's directory (a build tree, a test's directory). */
-    if (s->drop && (binfd = open(s->path, O_PATH | O_CLOEXEC)) < 0) {
-        saved = errno;
-        snprintf(err, errlen, "opening %s: %s", s->path, strerror(saved));
-        goto out;
-    }
-    const struct sandbox_spawn sp = {
-        .role = s->role,
-        .path = s->path,
-        .argv = argv,
-        .envp = envp,
-        .channel_fd = s->fd,
-        .exec_fd = binfd,
-        .cg = s->cg,
-        .namespaces = s->namespaces,
-        .landlock_abi = s->landlock_abi,
-        .landlock_fd = s->landlock_fd,
-        .drop = s->drop,
-        .uid = s->uid,
-        .gid = (gid_t)s->uid,
-        .cap_last = s->cap_last,
-        .rlimits = s->rlimits,
+    const struct sandbox_launcher_config c = {
+        .engines = v,
+        .nengines = n,
+        .confine = s != NULL,
+        .namespaces = s ? s->namespaces & want : 0,
+        .landlock_abi = s ? s->landlock_abi : 0,
+        .uid_base = (uint32_t)conf->host_uid_base,
+        .uid_count = (uint32_t)conf->host_uid_count,
+        .pids_max = (uint32_t)conf->host_pids_max,
+        .cpu_percent = (uint32_t)conf->host_cpu_percent,
     };
-    if (sandbox_spawn(&sp, child, why, sizeof why) < 0) {
-        saved = errno;
-        snprintf(err, errlen, "%s: %s", s->path, why);
-        goto out;
+    l->fd = -1;
+    l->pid = sandbox_launcher_start(&c, &l->fd, err, errlen);
+    free(v); /* the launcher has its own copy, from the fork */
+    if (l->pid < 0) {
+        free(l);
+        return NULL;
     }
-    /* The process group is the child's own session's (setsid). */
-    rc = 0;
-out:
-    if (binfd >= 0)
-        close(binfd);
-    for (size_t i = 0; i < nenv; i++)
-        free(envp[i]);
-    if (rc < 0)
-        errno = saved ? saved : EIO;
-    return rc;
+    return l;
 }
 
 int
-supervise_host_kill(pid_t pid)
+host_launcher_fd(const struct host_launcher *l)
 {
-    int rc;
+    return l->fd;
+}
 
-    if (pid <= 0) {
-        errno = EINVAL;
+pid_t
+host_launcher_pid(const struct host_launcher *l)
+{
+    return l->pid;
+}
+
+static int
+keep_death(struct host_launcher *l, const struct launcher_death *d)
+{
+    if (l->nkept == l->capkept) {
+        size_t cap = l->capkept ? 2 * l->capkept : 8;
+        struct launcher_death *v = realloc(l->kept, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        l->kept = v;
+        l->capkept = cap;
+    }
+    l->kept[l->nkept++] = *d;
+    return 0;
+}
+
+/* One message from the launcher into m: its type, 0 when none is there
+ * (non-blocking), -1 when the launcher is gone (or sent what it never
+ * sends). */
+static int
+receive(struct host_launcher *l, void *m, size_t len, int flags)
+{
+    ssize_t n;
+
+    do
+        n = recv(l->fd, m, len, flags);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (n < (ssize_t)sizeof(uint32_t))
+        return -1;
+    uint32_t type;
+    memcpy(&type, m, sizeof type);
+    if ((type == LAUNCHER_SPAWNED && n == sizeof(struct launcher_spawned)) ||
+        (type == LAUNCHER_DEATH && n == sizeof(struct launcher_death)))
+        return (int)type;
+    return -1;
+}
+
+int
+host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
+                    int chan, struct launcher_spawned *r, char *err,
+                    size_t errlen)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { .iov_base = (void *)(uintptr_t)q,
+                         .iov_len = sizeof *q };
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctl.buf,
+                          .msg_controllen = sizeof ctl.buf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    ssize_t n;
+
+    memset(&ctl, 0, sizeof ctl);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &chan, sizeof chan);
+    do
+        n = sendmsg(l->fd, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof *q) {
+        snprintf(err, errlen, "the launcher is gone: %s",
+                 n < 0 ? strerror(errno) : "short send");
         return -1;
     }
-    /* The group first: what the host forked dies with it.  ESRCH when the
-     * child has not yet reached setpgid() and the parent's call failed. */
-    (void)kill(-pid, SIGKILL);
-    rc = kill(pid, SIGKILL);
-    if (rc < 0 && errno == ESRCH)
-        rc = 0; /* a zombie (or already gone): nothing to kill */
-    return rc;
+    for (;;) {
+        union {
+            struct launcher_spawned spawned;
+            struct launcher_death death;
+        } m;
+        struct pollfd p = { .fd = l->fd, .events = POLLIN };
+        int rc = poll(&p, 1, SPAWN_ANSWER_MS);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc == 0) {
+            snprintf(err, errlen, "the launcher did not answer within %d ms",
+                     SPAWN_ANSWER_MS);
+            return -1;
+        }
+        switch (receive(l, &m, sizeof m, MSG_DONTWAIT)) {
+        case 0:
+            continue;
+        case LAUNCHER_DEATH:
+            if (keep_death(l, &m.death) < 0) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            continue;
+        case LAUNCHER_SPAWNED:
+            if (m.spawned.seq != q->seq)
+                break;
+            m.spawned.fail_type[sizeof m.spawned.fail_type - 1] = '\0';
+            m.spawned.why[sizeof m.spawned.why - 1] = '\0';
+            *r = m.spawned;
+            return 0;
+        default:
+            break;
+        }
+        snprintf(err, errlen,
+                 "the launcher is gone (or answered out of "
+                 "turn)");
+        return -1;
+    }
+}
+
+int
+host_launcher_kill(struct host_launcher *l, uint32_t seq)
+{
+    const struct launcher_kill k = { .type = LAUNCHER_KILL, .seq = seq };
+    ssize_t n;
+
+    do
+        n = send(l->fd, &k, sizeof k, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof k ? 0 : -1;
+}
+
+int
+host_launcher_death(struct host_launcher *l, struct launcher_death *d)
+{
+    if (l->nkept) {
+        *d = l->kept[0];
+        memmove(l->kept, l->kept + 1, --l->nkept * sizeof *l->kept);
+        return 1;
+    }
+    switch (receive(l, d, sizeof *d, MSG_DONTWAIT)) {
+    case 0:
+        return 0;
+    case LAUNCHER_DEATH:
+        d->syscall_name[sizeof d->syscall_name - 1] = '\0';
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+void
+host_launcher_stop(struct host_launcher *l)
+{
+    if (l == NULL)
+        return;
+    if (l->fd >= 0)
+        close(l->fd);
+    if (l->pid > 0)
+        while (waitpid(l->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    free(l->kept);
+    free(l);
 }
 
 int

@@ -1,64 +1,63 @@
 /*
- * host.h — the operating-system side of a host process: spawning it with
- * its channel on fd 3, killing it, and the sealed memfd that carries its
- * code (DESIGN §2, §3).  Private to the supervisor (supervise.c).
+ * host.h — the operating-system side of host processes, as the master
+ * sees it: the privileged launcher it asks to start and kill them
+ * (sandbox/launcher.h; DESIGN §2), and the sealed memfd that carries
+ * their code (DESIGN §3).  Private to the supervisor (supervise.c).
  */
 #ifndef WM_MASTER_HOST_H
 #define WM_MASTER_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <stdbool.h>
+#include "sandbox/launcher.h"
 
-#include "sandbox/creds.h"
-#include "sandbox/sandbox.h"
-#include "sandbox/spawn.h"
-
-struct sandbox_cg;
-
-/* What to exec for one host. */
-struct supervise_spawn {
-    const struct sandbox_role *role; /* its steps (sandbox.h) */
-    const char *path;      /* the host binary (absolute); also argv[0] */
-    const char *worker_id; /* WM_WORKER_ID */
-    const char *engine;    /* WM_ENGINE, may be NULL */
-    int fd;                /* the host's end of the channel: becomes fd 3 */
-    const struct sandbox_cg *cg; /* joined before execve, or NULL */
-    int landlock_fd; /* a Landlock ruleset entered before execve, or -1 */
-    /* Its own user (creds.h): uid and gid, no capability (cap_last: the
-     * kernel's highest); drop false keeps the daemon's. */
-    bool drop;
-    unsigned namespaces; /* SANDBOX_NS_*: mount brings the private root,
-                            pid the init (spawn.h) */
-    int landlock_abi;    /* > 0: with the private root, the child builds and
-                            enters its Landlock domain (landlock.h) */
-    uid_t uid;
-    int cap_last;
-    struct sandbox_rlimits rlimits;
-    enum sandbox_level level; /* what these steps give, with the host's
-                                 filter: WM_CONFINEMENT for its Hello */
-};
+struct conf;
+struct engines;
+struct sandbox_support;
+struct host_launcher;
 
 /*
- * Starts s->path by the sandbox's spawn (spawn.h): s->fd as fd 3,
- * /dev/null as stdin, stdout and stderr shared with the master, every
- * other descriptor closed, its own session, PR_SET_PDEATHSIG SIGKILL, the
- * role's confinement and a scrubbed environment (PATH, LANG=C.UTF-8,
- * WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, and the sanitizers'
- * *SAN_OPTIONS and WM_SANDBOX_DEBUG when set).  The caller keeps s->fd
- * (and closes it).  Returns 0 with *child filled once the exec succeeded,
- * or -1 with errno and a message in err naming the step that failed.
+ * Forks the launcher with what decides how hosts are confined: every
+ * engine of engines by name, and with s (what start-up detection found;
+ * NULL for a build --without-sandbox: hosts unconfined) the namespaces
+ * and Landlock ABI, conf's host users and pids and cpu limits.  NULL with
+ * a message in err.
  */
-int supervise_host_spawn(const struct supervise_spawn *s,
-                         struct sandbox_child *child, char *err, size_t errlen);
+struct host_launcher *host_launcher_start(const struct engines *engines,
+                                          const struct sandbox_support *s,
+                                          const struct conf *conf, char *err,
+                                          size_t errlen);
 
-/* SIGKILL to the host's process group and to the host itself (a host that
- * left its group still dies); for a host with an init, pid is the init's,
- * and its namespace dies with it.  Only for a pid not yet reaped.  Returns 0,
- * or -1 with errno. */
-int supervise_host_kill(pid_t pid);
+/* Its socket (to watch for death reports) and its pid. */
+int host_launcher_fd(const struct host_launcher *l);
+pid_t host_launcher_pid(const struct host_launcher *l);
+
+/*
+ * Asks the launcher to start q->engine for q->worker_id with chan (the
+ * host's end of the channel; the caller keeps and closes it) and waits
+ * for its answer in *r (r->error 0: started).  Death reports that arrive
+ * meanwhile are kept for host_launcher_death().  0, or -1 with a message
+ * in err when the launcher did not answer (it is gone).
+ */
+int host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
+                        int chan, struct launcher_spawned *r, char *err,
+                        size_t errlen);
+
+/* Asks the launcher to SIGKILL the host of spawn seq (its init and so its
+ * pid namespace, its process group).  0, or -1 with errno. */
+int host_launcher_kill(struct host_launcher *l, uint32_t seq);
+
+/* The next death report, kept or on the socket, without blocking: 1 and
+ * *d, 0 when there is none now, -1 when the launcher is gone. */
+int host_launcher_death(struct host_launcher *l, struct launcher_death *d);
+
+/* Closes the socket (the launcher then kills every host, removes the
+ * daemon's cgroups and exits), waits for the launcher, frees l.  NULL is
+ * fine. */
+void host_launcher_stop(struct host_launcher *l);
 
 /* A memfd named `name` holding data[0..len), sealed against every change
  * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), offset 0,

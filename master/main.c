@@ -2,9 +2,12 @@
  * main.c — workmanagerd: start-up, signals, readiness, shutdown.
  *
  * Start-up order: configuration (any error stops here, naming the key) →
- * logging → state and runtime directories → engines → store → audit trail
- * → registry → supervisor → API (the control socket answers from here on,
- * /health Degraded) → recovery → READY=1 (systemd) once recovery is done.
+ * logging → state and runtime directories → engines → sandbox detection
+ * and cgroups → supervisor, which forks the privileged launcher → API
+ * sockets bound → the master drops to its user (privdrop.h) → store →
+ * audit trail → broker → registry → the loop (the control socket answers
+ * from here on, /health Degraded) → recovery → READY=1 (systemd) once
+ * recovery is done.
  *
  * Shutdown (SIGTERM, SIGINT): STOPPING=1, stop accepting connections,
  * Shutdown to every host with shutdown_grace_ms, SIGKILL after it, drain
@@ -37,6 +40,7 @@
 #include "master/journal.h"
 #include "master/lifecycle.h"
 #include "master/log.h"
+#include "master/privdrop.h"
 #include "master/recovery.h"
 #include "master/registry.h"
 #include "master/store.h"
@@ -143,12 +147,28 @@ on_heartbeat(struct worker *w, void *arg)
                                    "name", w->name, "pid", (int)w->pid));
 }
 
+static void begin_shutdown(struct daemon *d);
+
+/* Without the launcher no host can start again: the daemon ends, with a
+ * failure status (systemd restarts it, launcher and all). */
+static void
+on_launcher_lost(const char *why, void *arg)
+{
+    struct daemon *d = arg;
+
+    log_err("the launcher %s: shutting down to be restarted", why);
+    d->exit_status = 1;
+    if (!d->stopping)
+        begin_shutdown(d);
+}
+
 static const struct supervise_hooks hooks = {
     .on_state = on_state,
     .code = code_of,
     .gateway = on_gateway,
     .heartbeat = on_heartbeat,
     .stuck = on_stuck,
+    .launcher_lost = on_launcher_lost,
 };
 
 /* Group lock changes become infra events. */
@@ -242,9 +262,15 @@ on_signal(evutil_socket_t sig, short what, void *arg)
         log_notice("signal %d again: still stopping", (int)sig);
         return;
     }
-    d->stopping = true;
     log_notice("signal %d: shutting down (grace %llu ms)", (int)sig,
                (unsigned long long)d->conf->shutdown_grace_ms);
+    begin_shutdown(d);
+}
+
+static void
+begin_shutdown(struct daemon *d)
+{
+    d->stopping = true;
     sd_notify(0, "STOPPING=1");
     api_stop_listening(d->api);
     supervise_shutdown(d->sv, (unsigned)d->conf->shutdown_grace_ms,
@@ -420,6 +446,36 @@ main(int argc, char **argv)
     if (d.sandbox_built &&
         sandbox_cg_init(&d.sandbox, conf.cgroup_parent, err, sizeof err) != 0)
         log_warning("%s: hosts run without cgroup limits", err);
+    /* The launcher, forked now, keeps the rights to start and confine
+     * hosts; then the master drops them (privdrop.h), before it opens
+     * anything clients reach. */
+    d.sv = supervise_new(d.base, &conf, d.engines,
+                         d.sandbox_built ? &d.sandbox : NULL, &hooks, &d, err,
+                         sizeof err);
+    if (d.sv == NULL) {
+        log_err("cannot start the launcher: %s", err);
+        goto out;
+    }
+    /* Its sockets are bound and the token read with the daemon's rights
+     * (a port below 1024, a token file only root reads); nothing is read
+     * from a client before the loop runs, unprivileged. */
+    d.api = api_new(&d, err, sizeof err);
+    if (d.api == NULL) {
+        log_err("api: %s", err);
+        goto out;
+    }
+    int dropped;
+    if (privdrop_master(&conf, &dropped, err, sizeof err) != 0) {
+        log_err("%s", err);
+        rc = 2; /* as a configuration error: no restart fixes it */
+        goto out;
+    }
+    if (dropped)
+        log_notice("master runs as user %s (uid %d); hosts are started by "
+                   "the launcher",
+                   conf.user, (int)getuid());
+    else if (geteuid() == 0)
+        log_warning("user = %s: the master keeps root privileges", conf.user);
     static const char *const fsync_words[] = {
         [CONF_FSYNC_ALWAYS] = "always",
         [CONF_FSYNC_BATCH] = "batch",
@@ -444,16 +500,8 @@ main(int argc, char **argv)
         goto out;
     }
     d.registry = registry_new();
-    d.sv = supervise_new(d.base, &conf, &hooks, &d);
-    if (d.registry == NULL || d.sv == NULL) {
+    if (d.registry == NULL) {
         log_err("out of memory");
-        goto out;
-    }
-    if (d.sandbox_built)
-        supervise_set_sandbox(d.sv, &d.sandbox);
-    d.api = api_new(&d, err, sizeof err);
-    if (d.api == NULL) {
-        log_err("api: %s", err);
         goto out;
     }
 
@@ -481,7 +529,7 @@ main(int argc, char **argv)
 
     event_base_dispatch(d.base);
     log_notice("stopped");
-    rc = 0;
+    rc = d.exit_status;
 
     event_free(sigterm);
     event_free(sigint);
@@ -491,8 +539,9 @@ out:
     if (d.api)
         api_free(d.api);
     if (d.sv)
-        supervise_free(d.sv);
-    sandbox_cg_fini(); /* the hosts' groups are gone with them */
+        supervise_free(d.sv); /* the launcher removes the cgroups */
+    else
+        sandbox_cg_fini();
     if (d.locks)
         grouplocks_free(d.locks);
     dispatch_free(d.dispatch);

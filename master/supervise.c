@@ -90,10 +90,6 @@
 #include "master/inproc.h"
 #include "master/log.h"
 #include "master/reap.h"
-#include "sandbox/audit.h"
-#include "sandbox/cgroup.h"
-#include "sandbox/creds.h"
-#include "sandbox/landlock.h"
 #include "sandbox/sandbox.h"
 
 /* How long the channel of an exited host may stay open (a descendant
@@ -101,9 +97,6 @@
  * has to exit (else shutdown_grace_ms: a dying runtime may take its time,
  * an interpreter's finalization or a sanitizer's leak check). */
 #define LINGER_MS 1000u
-/* How long a seccomp death waits for its audit record, at most (it is
- * normally there already: audit.h). */
-#define AUDIT_WAIT_MS 50
 /* The most concurrent events a host may ask for in its Hello. */
 #define MAX_INFLIGHT_CAP 1024u
 /* The largest backoff exponent (2^20 × any base is past any cap). */
@@ -152,15 +145,18 @@ struct proc {
     pid_t pid;
     char worker_id[sizeof((struct worker *)0)->id];
     struct ipc_channel *ch; /* NULL once closed */
+    int ch_fd;              /* its descriptor, while ch is open */
+    int hold_fd;            /* a killed host's channel kept open, or -1 */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
-    char confinement[16];  /* what its Hello says it applied; "" before */
-    struct sandbox_cg *cg; /* its cgroup (cgroup.h), or NULL */
-    bool has_init;         /* pid is its pid namespace's init (spawn.h) */
-    int exit_fd;           /* the init's exit pipe, or -1 */
-    pid_t host_pid;        /* the host itself: pid, or its init's child */
-    int uid_slot;          /* its user: host_uid_base + slot; -1: none */
-    int memfd;             /* the code for the first Load, until sent */
+    char confinement[16]; /* what its Hello says it applied; "" before */
+    uint32_t seq;         /* its spawn's, which names it to the launcher */
+    bool has_init;        /* pid is its pid namespace's init (spawn.h) */
+    pid_t host_pid;       /* the host itself: pid, or its init's child */
+    bool oom;             /* its cgroup's OOM killer killed in it */
+    int syscall;          /* what a seccomp filter killed it for, or -1 */
+    char syscall_name[32];
+    int memfd; /* the code for the first Load, until sent */
     uint64_t code_len;
     uint32_t code_version; /* the version in memfd */
     bool loaded;           /* some version is loaded */
@@ -223,19 +219,12 @@ struct supervisor {
     const struct conf *conf;
     struct supervise_hooks hooks;
     void *arg;
-    struct supervise_reaper *reaper;
-    /* Hosts' own users (creds.h): which of host_uid_count are taken;
-     * NULL when hosts keep the daemon's user (not root, no sandbox, or
-     * host_uid_base 0). */
-    unsigned char *uid_taken;
-    int cap_last;
-    int landlock_abi;    /* 0: hosts get no Landlock domain */
-    unsigned namespaces; /* SANDBOX_NS_* a host gets (supervise_set_sandbox) */
-    int audit_fd;        /* seccomp kills' records (audit.h), or -1 */
-    struct event *audit_ev;
-    /* The latest seccomp kills the audit log named, newest last. */
-    struct sandbox_audit_kill kills[32];
-    unsigned nkills;
+    struct supervise_reaper *reaper; /* of the launcher */
+    /* The privileged launcher that starts, kills and reaps hosts
+     * (host.h), and its death reports. */
+    struct host_launcher *launcher;
+    struct event *launcher_ev;
+    uint32_t spawn_seq;
     LIST_HEAD(, host) hosts;
     LIST_HEAD(, proc) procs;
     size_t nprocs;
@@ -519,8 +508,14 @@ proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
     va_end(ap);
     log_warning("worker %s: killing host pid %d (%s): %s", p->worker_id,
                 proc_pid(p), reason, p->kill_msg);
-    if (!p->exited && supervise_host_kill(p->pid) < 0)
-        log_errno_err("worker %s: kill(%d)", p->worker_id, (int)p->pid);
+    if (!p->exited && host_launcher_kill(p->sv->launcher, p->seq) < 0)
+        log_errno_err("worker %s: asking the launcher to kill pid %d",
+                      p->worker_id, (int)p->pid);
+    /* The launcher kills it in a moment: until it is reaped its channel
+     * stays open, lest it see the end of it first and exit on its own
+     * (its death is the SIGKILL's). */
+    if (!p->exited && p->ch && p->hold_fd < 0)
+        p->hold_fd = fcntl(p->ch_fd, F_DUPFD_CLOEXEC, 0);
     proc_close_channel(p);
     proc_stop_timers(p);
     if (p->memfd >= 0) {
@@ -1098,11 +1093,8 @@ proc_free(struct proc *p)
         c->p = NULL; /* its answer is dropped */
     }
     proc_close_channel(p);
-    sandbox_cg_destroy(p->cg);
-    if (p->exit_fd >= 0)
-        close(p->exit_fd);
-    if (p->uid_slot >= 0)
-        p->sv->uid_taken[p->uid_slot] = 0;
+    if (p->hold_fd >= 0)
+        close(p->hold_fd);
     if (p->memfd >= 0)
         close(p->memfd);
     struct event *evs[] = { p->linger, p->grace,      p->load_timer,
@@ -1120,8 +1112,8 @@ proc_new(struct supervisor *sv, struct host *h)
 
     if (p == NULL)
         return NULL;
-    p->uid_slot = -1;
-    p->exit_fd = -1;
+    p->syscall = -1;
+    p->hold_fd = -1;
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
@@ -1156,141 +1148,6 @@ host_fail(struct host *h, const char *type, const char *msg)
     if (!h->forgotten)
         finish_gones(h);
     host_release(h);
-}
-
-/* The Landlock ruleset of a host run from host_path (landlock.h): its
- * descriptor, or -1 with a message.  The rule is on the directory of the
- * binary itself: Landlock judges the file a symbolic link leads to. */
-static int
-host_landlock(const struct supervisor *sv, const char *host_path, char *err,
-              size_t errlen)
-{
-    char real[PATH_MAX], why[512];
-    char *slash;
-    int fd;
-
-    if (realpath(host_path, real) == NULL) {
-        snprintf(err, errlen, "cannot confine its paths: %s: %s", host_path,
-                 strerror(errno));
-        return -1;
-    }
-    slash = strrchr(real, '/');
-    if (slash == real)
-        slash[1] = '\0'; /* a binary in / */
-    else
-        *slash = '\0';
-    fd = sandbox_landlock_ruleset(sv->landlock_abi, real, why, sizeof why);
-    if (fd < 0)
-        snprintf(err, errlen, "cannot confine its paths: %s", why);
-    return fd;
-}
-
-/* A host's descriptors and file size (creds.h): room for its channel,
- * memfds, eventfd, epoll and the worker's own; no core files. */
-#define HOST_NOFILE 256
-#define HOST_FSIZE (1ull << 30)
-
-/* Locked memory: none needed (the host locks nothing). */
-#define HOST_MEMLOCK (64u << 10)
-
-/* The address space of a host of w: with limits.memory_mb, room for
- * twice that (the cgroup's limit kills on resident memory; this one only
- * stops a runaway reservation early, with ENOMEM the worker can handle)
- * plus 1 GiB for the host's own mappings, thread stacks and malloc arenas
- * (each thread's arena reserves 64 MiB); 0 (none) without. */
-static uint64_t
-host_as(const struct worker *w)
-{
-    if (w->limits.memory_mb == 0)
-        return 0;
-    return ((uint64_t)w->limits.memory_mb << 21) + (1ull << 30);
-}
-
-/* The level the spawn steps give a host, with its own filter (sandbox.h):
- * ns with every isolating namespace (mount, pid, net, ipc, uts), full
- * with a Landlock domain and a cgroup too; seccomp otherwise. */
-static enum sandbox_level
-spawn_level(const struct supervisor *sv, unsigned ns,
-            const struct sandbox_cg *cg)
-{
-    if ((ns & SANDBOX_NS_ISOLATE) != SANDBOX_NS_ISOLATE)
-        return SANDBOX_LEVEL_SECCOMP;
-    if (cg && sv->landlock_abi > 0)
-        return SANDBOX_LEVEL_FULL;
-    return SANDBOX_LEVEL_NS;
-}
-
-/* The host an init forked (its only child), as this process sees it: from
- * /proc/<init>/task/<init>/children.  It exists: the spawn returns once
- * the host exec'd.  0 when it cannot be read. */
-static pid_t
-init_child(pid_t init)
-{
-    char path[64], buf[64];
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init,
-             (int)init);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    long v = strtol(buf, NULL, 10);
-    return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
-}
-
-/* p's own user, the first free of the daemon's range, when hosts get one:
- * 0, or -1 with a message when every one is taken. */
-static int
-proc_take_uid(struct proc *p, char *err, size_t errlen)
-{
-    const struct conf *c = p->sv->conf;
-
-    if (p->sv->uid_taken == NULL)
-        return 0;
-    for (unsigned i = 0; i < c->host_uid_count; i++) {
-        if (!p->sv->uid_taken[i]) {
-            p->sv->uid_taken[i] = 1;
-            p->uid_slot = (int)i;
-            return 0;
-        }
-    }
-    snprintf(err, errlen,
-             "no free host user: all %u of host_uid_count (from "
-             "host_uid_base %u) are running hosts",
-             c->host_uid_count, c->host_uid_base);
-    return -1;
-}
-
-/* p's cgroup (cgroup.h), with w's memory limit and the daemon's pids and
- * cpu limits, when the daemon set cgroups up: 0, or -1 with a message. */
-static int
-proc_make_cgroup(struct proc *p, const struct worker *w, char *err,
-                 size_t errlen)
-{
-    static unsigned seq;
-    const struct conf *c = p->sv->conf;
-    const struct sandbox_cg_limits l = {
-        .memory_bytes = (uint64_t)w->limits.memory_mb << 20,
-        .pids_max = c->host_pids_max,
-        .cpu_percent = c->host_cpu_percent,
-    };
-    char leaf[128], why[384];
-
-    /* The worker's id and a number: a restart's group is a new one, while
-     * the old one may still be removed. */
-    snprintf(leaf, sizeof leaf, "%s-%u", w->id, ++seq);
-    p->cg = sandbox_cg_create(leaf, &l, why, sizeof why);
-    if (p->cg == NULL && why[0]) {
-        snprintf(err, errlen, "cannot make its cgroup: %s", why);
-        return -1;
-    }
-    return 0;
 }
 
 /* Spawns a host process for h (state starting); the Load follows its
@@ -1342,74 +1199,40 @@ host_start(struct host *h)
         host_fail(h, "load_error", err);
         return;
     }
-    if (proc_make_cgroup(p, w, err, sizeof err) != 0) {
-        proc_free(p);
-        host_fail(h, "crash", err);
-        return;
-    }
-    if (proc_take_uid(p, err, sizeof err) != 0) {
-        proc_free(p);
-        host_fail(h, "crash", err);
-        return;
-    }
-    /* Namespaces and the private root for a host of its own user (they
-     * hide nothing from a host that shares the daemon's). */
-    unsigned ns = p->uid_slot >= 0 ? sv->namespaces : 0;
-    int landlock = -1; /* in a private root, the child builds its own */
-    if (sv->landlock_abi > 0 && !(ns & SANDBOX_NS_MOUNT) &&
-        (landlock = host_landlock(sv, e->host_path, err, sizeof err)) < 0) {
-        proc_free(p);
-        host_fail(h, "engine_unavailable", err); /* as a failed exec */
-        return;
-    }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
-        if (landlock >= 0)
-            close(landlock);
         proc_free(p);
         host_fail(h, "crash", err);
         return;
     }
-    const struct supervise_spawn s = {
-        .role = &sandbox_role_native, /* the only host role there is */
-        .path = e->host_path,
-        .worker_id = w->id,
-        .engine = e->name,
-        .fd = sp[1],
-        .cg = p->cg,
-        .landlock_fd = landlock,
-        .drop = p->uid_slot >= 0,
-        .namespaces = ns,
-        .landlock_abi = sv->landlock_abi,
-        .uid = (uid_t)(sv->conf->host_uid_base + (unsigned)p->uid_slot),
-        .cap_last = sv->cap_last,
-        .rlimits = { .nofile = HOST_NOFILE,
-                     .nproc = sv->conf->host_pids_max,
-                     .fsize = HOST_FSIZE,
-                     .memlock = HOST_MEMLOCK,
-                     .as = host_as(w),
-                     .core_off = 1 },
-        .level = spawn_level(sv, ns, p->cg),
-    };
-    struct sandbox_child child;
-    int rc = supervise_host_spawn(&s, &child, err, sizeof err);
+    /* The launcher decides the rest: the binary, the user, the
+     * namespaces, the cgroup's other limits (sandbox/launcher.h). */
+    struct launcher_spawn q = { .type = LAUNCHER_SPAWN,
+                                .seq = ++sv->spawn_seq,
+                                .memory_mb = w->limits.memory_mb };
+    struct launcher_spawned r;
+    snprintf(q.engine, sizeof q.engine, "%s", e->name);
+    snprintf(q.worker_id, sizeof q.worker_id, "%s", w->id);
+    int rc = host_launcher_spawn(sv->launcher, &q, sp[1], &r, err, sizeof err);
     close(sp[1]);
-    if (landlock >= 0)
-        close(landlock);
-    if (rc < 0) {
+    if (rc < 0 || r.error) {
         close(sp[0]);
         proc_free(p);
-        host_fail(h, "engine_unavailable", err);
+        if (rc < 0)
+            host_fail(h, "crash", err);
+        else
+            host_fail(h, r.fail_type, r.why);
         return;
     }
-    pid = child.pid;
+    pid = r.pid;
+    p->seq = q.seq;
     p->pid = pid;
-    p->has_init = child.init;
-    p->exit_fd = child.exit_fd;
-    p->host_pid = child.init ? init_child(pid) : pid;
+    p->has_init = r.init != 0;
+    p->host_pid = r.host_pid > 0 ? r.host_pid : pid;
     LIST_INSERT_HEAD(&sv->procs, p, link);
     sv->nprocs++;
     h->proc = p;
+    p->ch_fd = sp[0];
     p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
     int saved = errno;
     if (p->has_init)
@@ -1933,7 +1756,7 @@ classify(const struct proc *p, int *sig, int *code)
     if (p->kill_reason)
         return p->kill_reason;
     /* The memory limit's OOM killer sends SIGKILL; its group counts it. */
-    if (WIFSIGNALED(st) && *sig == SIGKILL && sandbox_cg_oom_kills(p->cg) > 0)
+    if (WIFSIGNALED(st) && *sig == SIGKILL && p->oom)
         return "oom";
     if (WIFSIGNALED(st))
         return *sig == SIGSYS ? "seccomp" : "crash";
@@ -1951,57 +1774,6 @@ classify(const struct proc *p, int *sig, int *code)
     default:
         return "stopped";
     }
-}
-
-/* Keeps one seccomp kill of the audit log (audit.h), the oldest dropped. */
-static void
-on_audit_kill(void *arg, const struct sandbox_audit_kill *k)
-{
-    struct supervisor *sv = arg;
-    const unsigned max = sizeof sv->kills / sizeof sv->kills[0];
-
-    if (sv->nkills == max) {
-        memmove(sv->kills, sv->kills + 1, (max - 1) * sizeof sv->kills[0]);
-        sv->nkills--;
-    }
-    sv->kills[sv->nkills++] = *k;
-}
-
-#ifdef WM_SANDBOX
-static void
-on_audit(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    (void)sandbox_audit_read(fd, on_audit_kill, arg);
-}
-#endif
-
-/*
- * The system call a seccomp filter killed host pid for, from the audit
- * log: its number, and its name in buf; -1 when the log did not name it
- * (no audit socket, or the record lost).  The record is queued before the
- * host's death is visible (audit.h), so it is read now, with a short wait
- * only when it is not there yet.
- */
-static int
-seccomp_call(struct supervisor *sv, pid_t pid, char *buf, size_t len)
-{
-    if (sv->audit_fd < 0 || pid <= 0)
-        return -1;
-    for (int tries = 0; tries < 2; tries++) {
-        (void)sandbox_audit_read(sv->audit_fd, on_audit_kill, sv);
-        for (unsigned i = sv->nkills; i-- > 0;) {
-            const struct sandbox_audit_kill *k = &sv->kills[i];
-            if (k->pid == pid) {
-                sandbox_syscall_name(k->syscall, k->arch, buf, len);
-                return k->syscall;
-            }
-        }
-        struct pollfd pfd = { .fd = sv->audit_fd, .events = POLLIN };
-        if (tries == 0 && poll(&pfd, 1, AUDIT_WAIT_MS) <= 0)
-            break;
-    }
-    return -1;
 }
 
 /* An unexpected death of w's host: a restart after the backoff, or failed
@@ -2067,18 +1839,17 @@ proc_finalize(struct proc *p)
 {
     struct supervisor *sv = p->sv;
     struct host *h = p->h;
-    char how[128], msg[352], call[32] = "";
+    char how[128], msg[352];
     int sig, code;
     const char *reason = classify(p, &sig, &code);
     enum proc_stop stop = p->stop;
     bool killed = p->kill_reason != NULL;
-    int nr = -1;
+    int nr = strcmp(reason, "seccomp") == 0 ? p->syscall : -1;
 
     supervise_wait_describe(p->wstatus, how, sizeof how);
-    if (strcmp(reason, "seccomp") == 0 &&
-        (nr = seccomp_call(sv, p->host_pid, call, sizeof call)) >= 0) {
+    if (nr >= 0) {
         size_t n = strlen(how);
-        snprintf(how + n, sizeof how - n, ", system call %s", call);
+        snprintf(how + n, sizeof how - n, ", system call %s", p->syscall_name);
     }
     if (killed)
         snprintf(msg, sizeof msg, "the host was killed: %s", p->kill_msg);
@@ -2122,7 +1893,7 @@ proc_finalize(struct proc *p)
     w->last_exit.code = code;
     w->last_exit.syscall = nr;
     snprintf(w->last_exit.syscall_name, sizeof w->last_exit.syscall_name, "%s",
-             nr >= 0 ? call : "");
+             nr >= 0 ? p->syscall_name : "");
     w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
 
     host_hold(h);
@@ -2167,29 +1938,101 @@ out:
     shutdown_check(sv);
 }
 
-static bool
-on_reaped(pid_t pid, int wstatus, void *arg)
+/* p ended, as the launcher reports (d) or as its loss implies. */
+static void
+proc_exited(struct proc *p, int wstatus)
 {
-    struct supervisor *sv = arg;
-    struct proc *p;
-
-    LIST_FOREACH (p, &sv->procs, link)
-        if (p->pid == pid && !p->exited)
-            break;
-    if (p == NULL)
-        return false;
     p->exited = true;
     p->wstatus = wstatus;
-    /* An init's own status tells only that it ended: the host's is in its
-     * record (none when the init was killed, with its namespace). */
-    if (p->has_init && sandbox_exit_read(p->exit_fd, &p->wstatus) == 0)
-        p->wstatus = wstatus;
     /* Its timers judged a live process: the exit says how it ended. */
     proc_stop_timers(p);
     if (p->ch == NULL)
         proc_finalize(p);
     else /* read what it wrote before dying, then finalize */
         timer_ms(p->linger, LINGER_MS);
+}
+
+/* The launcher is gone: its hosts died with it (they die with their
+ * parent), and no host can start any more.  Every proc ends as killed;
+ * the daemon is told (hooks.launcher_lost). */
+static void
+launcher_lost(struct supervisor *sv, const char *why)
+{
+    struct proc *p, *next;
+
+    if (sv->launcher_ev == NULL)
+        return; /* told already */
+    event_free(sv->launcher_ev);
+    sv->launcher_ev = NULL;
+    log_err("the launcher (pid %d) %s: no host can be started any more",
+            (int)host_launcher_pid(sv->launcher), why);
+    for (p = LIST_FIRST(&sv->procs); p; p = next) {
+        next = LIST_NEXT(p, link);
+        if (p->exited)
+            continue;
+        if (p->kill_reason == NULL) {
+            p->kill_reason = "crash";
+            snprintf(p->kill_msg, sizeof p->kill_msg,
+                     "the launcher that started it %s", why);
+        }
+        proc_exited(p, SIGKILL); /* a wait status: killed by SIGKILL */
+    }
+    if (sv->hooks.launcher_lost)
+        sv->hooks.launcher_lost(why, sv->arg);
+}
+
+/* The launcher's death reports (host.h). */
+static void
+on_launcher(evutil_socket_t fd, short what, void *arg)
+{
+    struct supervisor *sv = arg;
+    struct launcher_death d;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    while ((rc = host_launcher_death(sv->launcher, &d)) == 1) {
+        struct proc *p;
+        LIST_FOREACH (p, &sv->procs, link)
+            if (p->seq == d.seq && !p->exited)
+                break;
+        if (p == NULL)
+            continue; /* cannot happen: the launcher reports its own */
+        p->oom = d.oom != 0;
+        p->syscall = d.syscall;
+        snprintf(p->syscall_name, sizeof p->syscall_name, "%s", d.syscall_name);
+        proc_exited(p, d.wstatus);
+    }
+    if (rc < 0) {
+        /* It is ending: how, when it ends within a second. */
+        char how[128], why[160] = "closed its socket";
+        pid_t pid = host_launcher_pid(sv->launcher);
+        int st;
+        for (int i = 0; i < 100; i++) {
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                supervise_wait_describe(st, how, sizeof how);
+                snprintf(why, sizeof why, "ended with %s", how);
+                break;
+            }
+            usleep(10 * 1000);
+        }
+        launcher_lost(sv, why);
+    }
+}
+
+/* The master's own children: the launcher only. */
+static bool
+on_reaped(pid_t pid, int wstatus, void *arg)
+{
+    struct supervisor *sv = arg;
+    char how[128];
+
+    if (sv->launcher == NULL || pid != host_launcher_pid(sv->launcher))
+        return false;
+    supervise_wait_describe(wstatus, how, sizeof how);
+    char why[160];
+    snprintf(why, sizeof why, "ended with %s", how);
+    launcher_lost(sv, why);
     return true;
 }
 
@@ -2211,12 +2054,16 @@ on_shutdown_done(evutil_socket_t fd, short what, void *arg)
 
 struct supervisor *
 supervise_new(struct event_base *base, const struct conf *conf,
-              const struct supervise_hooks *hooks, void *arg)
+              const struct engines *engines, const struct sandbox_support *s,
+              const struct supervise_hooks *hooks, void *arg, char *err,
+              size_t errlen)
 {
     struct supervisor *sv = calloc(1, sizeof *sv);
 
-    if (sv == NULL)
+    if (sv == NULL) {
+        snprintf(err, errlen, "out of memory");
         return NULL;
+    }
     sv->base = base;
     sv->conf = conf;
     if (hooks)
@@ -2224,35 +2071,22 @@ supervise_new(struct event_base *base, const struct conf *conf,
     sv->arg = arg;
     LIST_INIT(&sv->hosts);
     LIST_INIT(&sv->procs);
-    sv->shutdown_ev = event_new(base, -1, 0, on_shutdown_done, sv);
-    sv->audit_fd = -1;
-#ifdef WM_SANDBOX
-    if (geteuid() == 0) {
-        char why[160];
-        sv->audit_fd = sandbox_audit_open(why, sizeof why);
-        if (sv->audit_fd >= 0) {
-            sv->audit_ev = event_new(base, sv->audit_fd, EV_READ | EV_PERSIST,
-                                     on_audit, sv);
-            if (sv->audit_ev == NULL || event_add(sv->audit_ev, NULL) < 0) {
-                supervise_free(sv);
-                return NULL;
-            }
-        } else {
-            log_warning("%s: a host a seccomp filter kills is reported "
-                        "without the system call",
-                        why);
-        }
-    }
-    if (geteuid() == 0 && conf->host_uid_base && conf->host_uid_count) {
-        sv->uid_taken = calloc(conf->host_uid_count, 1);
-        sv->cap_last = sandbox_cap_last();
-    }
-#endif
-    sv->reaper = supervise_reaper_new(base, on_reaped, sv);
-    if (sv->shutdown_ev == NULL || sv->reaper == NULL) {
+    sv->launcher = host_launcher_start(engines, s, conf, err, errlen);
+    if (sv->launcher == NULL) {
         supervise_free(sv);
         return NULL;
     }
+    sv->shutdown_ev = event_new(base, -1, 0, on_shutdown_done, sv);
+    sv->launcher_ev = event_new(base, host_launcher_fd(sv->launcher),
+                                EV_READ | EV_PERSIST, on_launcher, sv);
+    sv->reaper = supervise_reaper_new(base, on_reaped, sv);
+    if (sv->shutdown_ev == NULL || sv->launcher_ev == NULL ||
+        sv->reaper == NULL || event_add(sv->launcher_ev, NULL) < 0) {
+        snprintf(err, errlen, "out of memory");
+        supervise_free(sv);
+        return NULL;
+    }
+    log_info("launcher started, pid %d", (int)host_launcher_pid(sv->launcher));
     return sv;
 }
 
@@ -2503,19 +2337,6 @@ supervise_hosts(const struct supervisor *sv)
     return sv->nprocs;
 }
 
-void
-supervise_set_sandbox(struct supervisor *sv, const struct sandbox_support *s)
-{
-    /* No network, no System V IPC, its own host name, its own cgroup
-     * root, its own root file system (root.h), its own processes only
-     * (an init as PID 1, spawn.h). */
-    const unsigned want = SANDBOX_NS_MOUNT | SANDBOX_NS_PID | SANDBOX_NS_NET |
-                          SANDBOX_NS_IPC | SANDBOX_NS_UTS | SANDBOX_NS_CGROUP;
-
-    sv->namespaces = s->namespaces & want;
-    sv->landlock_abi = s->landlock_abi;
-}
-
 const char *
 supervise_confinement(const struct worker *w)
 {
@@ -2532,38 +2353,31 @@ supervise_free(struct supervisor *sv)
 
     if (sv == NULL)
         return;
-    /* Every host dies now and is reaped here: no zombie, no callback
-     * after this returns. */
+    /* Every host dies now: the launcher kills and reaps them when its
+     * socket closes, then exits; no callback after this returns. */
     while ((p = LIST_FIRST(&sv->procs)) != NULL) {
         LIST_REMOVE(p, link);
         sv->nprocs--;
         p->h = NULL;
         proc_close_channel(p);
-        if (!p->exited) {
-            if (supervise_host_kill(p->pid) < 0)
-                log_errno_err("kill(%d)", (int)p->pid);
-            while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        if (!p->exited)
             log_info("host pid %d of worker %s killed: the supervisor is "
                      "going away",
                      proc_pid(p), p->worker_id);
-        }
         proc_free(p);
     }
     while ((h = LIST_FIRST(&sv->hosts)) != NULL) {
         h->proc = NULL;
         host_forget(h, "stopped", "the supervisor is going away");
     }
+    if (sv->launcher_ev)
+        event_free(sv->launcher_ev);
+    host_launcher_stop(sv->launcher);
     if (sv->reaper) {
-        supervise_reaper_poll(sv->reaper); /* orphans of hosts */
+        supervise_reaper_poll(sv->reaper);
         supervise_reaper_free(sv->reaper);
     }
     if (sv->shutdown_ev)
         event_free(sv->shutdown_ev);
-    if (sv->audit_ev)
-        event_free(sv->audit_ev);
-    if (sv->audit_fd >= 0)
-        close(sv->audit_fd);
-    free(sv->uid_taken);
     free(sv);
 }

@@ -11,8 +11,10 @@
  *
  * Hosts are untrusted: a malformed frame, a protocol violation, a missed
  * handshake or heartbeat, or an overrun deadline gets the host killed and
- * classified, never a master crash.  The master is a child subreaper, so
- * every exit, of children and grandchildren, is reaped and logged with pid,
+ * classified, never a master crash.  Hosts are started, killed and reaped
+ * by the privileged launcher (sandbox/launcher.h, through host.h), which
+ * the supervisor forks as it is made: every exit, of hosts and of what
+ * they started, is reaped there and reported here, logged with pid,
  * worker, signal or code and reason.
  */
 #ifndef WM_MASTER_SUPERVISE_H
@@ -26,6 +28,8 @@
 
 struct event_base;
 struct conf;
+struct engines;
+struct sandbox_support;
 struct supervisor;
 struct supervise_call;
 
@@ -47,6 +51,10 @@ struct supervise_hooks {
     /* An in-process call of w overran its deadline and goes on, as
      * nothing can stop it: no host exit will report it (may be NULL). */
     void (*stuck)(struct worker *w, const char *message, void *arg);
+    /* The launcher is gone (why: "ended with signal 9 (SIGKILL)"): every
+     * host died with it and none can start again; the daemon should exit
+     * (may be NULL). */
+    void (*launcher_lost)(const char *why, void *arg);
 };
 
 /* Answers a GatewayCall (see supervise_hooks.gateway) and frees c; a host
@@ -64,10 +72,21 @@ typedef void (*supervise_done_cb)(struct worker *w, const struct ipc_result *r,
                                   const char *error_type, const char *message,
                                   void *arg);
 
+/*
+ * A supervisor, and its launcher forked now with what decides how hosts
+ * are confined (host.h): the engines' host binaries by name and, for a
+ * build with the sandbox, s (what start-up detection found: hosts of
+ * their own user get new mount (a private root), pid (an init), net, ipc,
+ * uts and cgroup namespaces of the types found, and a Landlock domain of
+ * the ABI found); NULL: hosts unconfined.  Made before the daemon drops
+ * its privileges.  NULL with a message in err.
+ */
 struct supervisor *supervise_new(struct event_base *base,
                                  const struct conf *conf,
-                                 const struct supervise_hooks *hooks,
-                                 void *arg);
+                                 const struct engines *engines,
+                                 const struct sandbox_support *s,
+                                 const struct supervise_hooks *hooks, void *arg,
+                                 char *err, size_t errlen);
 void supervise_free(struct supervisor *sv);
 
 /* Starts w's host if none runs and loads w->version's code into it (a
@@ -105,15 +124,6 @@ void supervise_forget(struct supervisor *sv, struct worker *w);
  * done. */
 void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
-
-/* What start-up detection found (sandbox.h), for a build with the
- * sandbox: hosts that drop to their own user get new mount (with a
- * private root, sandbox/root.h), pid (with an init), net, ipc, uts and
- * cgroup namespaces of the types found, and every host a Landlock domain
- * of the ABI found.  Never called (a build --without-sandbox): none. */
-struct sandbox_support;
-void supervise_set_sandbox(struct supervisor *sv,
-                           const struct sandbox_support *s);
 
 /* Number of live host processes (for /health and tests). */
 size_t supervise_hosts(const struct supervisor *sv);

@@ -42,6 +42,13 @@ sandbox_cap_last(void)
 int
 sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last)
 {
+    return sandbox_creds_drop_groups(uid, gid, NULL, 0, cap_last);
+}
+
+int
+sandbox_creds_drop_groups(uid_t uid, gid_t gid, const gid_t *groups,
+                          size_t ngroups, int cap_last)
+{
     struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
     struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = { 0 };
 
@@ -52,7 +59,7 @@ sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last)
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
         errno != EINVAL)
         return -1;
-    if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+    if (syscall(SYS_setgroups, ngroups, groups) < 0 ||
         syscall(SYS_setresgid, gid, gid, gid) < 0 ||
         syscall(SYS_setresuid, uid, uid, uid) < 0)
         return -1;

@@ -10,6 +10,7 @@
 #ifndef WM_SANDBOX_CREDS_H
 #define WM_SANDBOX_CREDS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,6 +27,11 @@ int sandbox_cap_last(void);
  * root (CAP_SETPCAP, CAP_SETUID, CAP_SETGID).  0, or -1 with errno.
  */
 int sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last);
+
+/* The same with groups[0..ngroups) as the supplementary groups (the
+ * master's drop, DESIGN §2: it keeps the control socket's group). */
+int sandbox_creds_drop_groups(uid_t uid, gid_t gid, const gid_t *groups,
+                              size_t ngroups, int cap_last);
 
 /* Limits a host runs under; 0 leaves one as it is.  Only lowered: a limit
  * above the current hard limit is left as it is. */

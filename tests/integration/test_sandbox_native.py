@@ -350,7 +350,12 @@ def test_running_host_is_fully_confined(rootd, attack_package):
     init = int(st["PPid"])
     ist = status(init)
     assert ns_levels(ist)[1:] == [1], ist["NSpid"]
-    assert int(ist["PPid"]) == rootd.proc.pid, ist
+    # the init's parent: the launcher, the master's child (privilege
+    # separation)
+    launcher = int(ist["PPid"])
+    lst = status(launcher)
+    assert lst["Name"] == "wm-launcher", lst
+    assert int(lst["PPid"]) == rootd.proc.pid, lst
     assert os.readlink(f"/proc/{pid}/ns/pid") == \
         os.readlink(f"/proc/{init}/ns/pid") != os.readlink("/proc/self/ns/pid")
     for ns in ("mnt", "net", "ipc", "uts", "cgroup"):

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,10 +60,35 @@ def b64(text):
     return base64.b64encode(text).decode()
 
 
+# The user a daemon started as root runs its master as (workmanager.conf(5)
+# `user`): a number, so that no account need exist on the test machine; in
+# no range of host users (host_uid_base is 3000000).
+MASTER_USER = 2990000
+
+
+def traversable(path):
+    """Lets every user search (not list) the directories from the temp
+    directory down to path, as a master that dropped to MASTER_USER must
+    reach its state under a test's temp dir (pytest makes them 0700)."""
+    top = Path(tempfile.gettempdir()).resolve()
+    path = Path(path).resolve()
+    for d in [path, *path.parents]:
+        if d == top or top not in d.parents:
+            break
+        mode = d.stat().st_mode
+        # g+x too: a master in group root (control_socket_group) is judged
+        # by the group's bits of root's directories
+        if mode & 0o011 != 0o011:
+            os.chmod(d, (mode & 0o7777) | 0o011)
+
+
 class Daemon:
     def __init__(self, builddir, tmp, options=None, env=None, engines=None):
         self.builddir = Path(builddir)
         self.tmp = Path(tmp)
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            traversable(self.tmp)
         self.state = self.tmp / "state"
         self.run = self.tmp / "run"
         self.socket = self.run / "control.sock"
@@ -115,6 +141,8 @@ class Daemon:
             "log_level": "debug",
             "token_file": str(self.tmp / "token"),
         }
+        if os.geteuid() == 0:
+            opts["user"] = str(MASTER_USER)
         opts.update(self.options)
         argv = [str(self.binary), "--foreground",
                 "--config", str(self.tmp / "none.conf")]

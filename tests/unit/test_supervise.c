@@ -62,7 +62,9 @@ static char host_bin[PATH_MAX];
 static char tmpdir[PATH_MAX];
 static char nohello_bin[PATH_MAX + 32];
 static char badproto_bin[PATH_MAX + 32];
-static struct engines_entry engine, engine_nohello, engine_badproto;
+/* The engines the launcher knows (by name: each its own). */
+static struct engines_entry engine, engine_nohello, engine_badproto,
+    engine_missing;
 
 /* A worker with the code the hook hands out and the states it went
  * through. */
@@ -282,34 +284,53 @@ finish(struct tw *t)
     CHECK_EQ(supervise_hosts(sv), 0);
 }
 
-/* Processes (live or zombie) whose parent is this one. */
+/* The parent of process pid (as named in /proc), with *launcher true when
+ * it is the supervisor's launcher (its name: sandbox/launcher.c); -1. */
+static int
+parent_of(const char *pid, bool *launcher)
+{
+    char path[300], buf[512];
+
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    /* pid (comm) state ppid: comm may hold spaces, so after the last
+     * ')'. */
+    char *rp = strrchr(buf, ')');
+    int ppid;
+    char state;
+    *launcher = strstr(buf, "(wm-launcher)") != NULL;
+    if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2)
+        return ppid;
+    return -1;
+}
+
+/* Processes (live or zombie) this one's supervisor started: its children
+ * but the launcher, and the launcher's (hosts and their orphans). */
 static unsigned
 count_children(void)
 {
     DIR *d = opendir("/proc");
     struct dirent *de;
     unsigned n = 0;
-    pid_t me = getpid();
+    pid_t me = getpid(), launcher = 0;
+    bool is_launcher;
 
     if (d == NULL)
         return 0;
+    while ((de = readdir(d)) != NULL)
+        if (parent_of(de->d_name, &is_launcher) == me && is_launcher)
+            launcher = (pid_t)atoi(de->d_name);
+    rewinddir(d);
     while ((de = readdir(d)) != NULL) {
-        char path[300], buf[512];
         if (de->d_name[0] < '0' || de->d_name[0] > '9')
             continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        /* pid (comm) state ppid: comm may hold spaces, so after the last
-         * ')'. */
-        char *rp = strrchr(buf, ')');
-        int ppid;
-        char state;
-        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
+        int ppid = parent_of(de->d_name, &is_launcher);
+        if ((ppid == me && !is_launcher) || (launcher && ppid == launcher))
             n++;
     }
     closedir(d);
@@ -402,11 +423,9 @@ test_no_hello(void)
 static void
 test_spawn_fail(void)
 {
-    struct engines_entry missing = engine;
-    struct tw *t = tw_new("echo", &missing);
+    struct tw *t = tw_new("echo", &engine_missing);
     struct outcome o;
 
-    missing.host_path = (char *)(uintptr_t) "/nonexistent/wm-host-test";
     load(t, &o);
     CHECK(strcmp(o.type, "engine_unavailable") == 0);
     CHECK(strstr(o.msg, "No such file") != NULL);
@@ -924,9 +943,14 @@ setup(int argc, char **argv)
         .available = true,
     };
     engine_nohello = engine;
+    engine_nohello.name = (char *)(uintptr_t) "test-nohello";
     engine_nohello.host_path = nohello_bin;
     engine_badproto = engine;
+    engine_badproto.name = (char *)(uintptr_t) "test-badproto";
     engine_badproto.host_path = badproto_bin;
+    engine_missing = engine;
+    engine_missing.name = (char *)(uintptr_t) "test-missing";
+    engine_missing.host_path = (char *)(uintptr_t) "/nonexistent/wm-host-test";
 
     conf.message_timeout_ms = T_MESSAGE_MS;
     conf.handshake_timeout_ms = T_HANDSHAKE_MS;
@@ -955,9 +979,16 @@ main(int argc, char **argv)
     tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
     if (base == NULL || tick == NULL || event_add(tick, &tv) < 0)
         return 1;
-    sv = supervise_new(base, &conf, &hooks, NULL);
+    struct engines_entry list[] = { engine, engine_nohello, engine_badproto,
+                                    engine_missing };
+    const struct engines engines = { .v = list, .n = 4 };
+    char err[512];
+    /* Hosts unconfined: this test is about supervision (the sandbox's
+     * own tests confine). */
+    sv = supervise_new(base, &conf, &engines, NULL, &hooks, NULL, err,
+                       sizeof err);
     if (sv == NULL) {
-        perror("supervise_new");
+        fprintf(stderr, "supervise_new: %s\n", err);
         return 1;
     }
 

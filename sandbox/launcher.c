@@ -1,0 +1,685 @@
+/*
+ * launcher.c — the privileged launcher's process (launcher.h): one poll
+ * loop over the master's socket, a signalfd for SIGCHLD and the kernel's
+ * audit socket.
+ *
+ * What a host gets is decided here, from the configuration the daemon
+ * started the launcher with, never from the master's request: the binary
+ * (by engine name, from the launcher's table), the user (the first free
+ * slot of the range), the namespaces, the Landlock domain, the cgroup's
+ * pids and cpu limits, the rlimits.  The request brings only the engine's
+ * name, the worker's id (checked: it names the cgroup and goes into the
+ * host's environment), the memory limit and the channel.
+ */
+#include "config.h"
+
+#include "sandbox/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/audit.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/creds.h"
+#include "sandbox/landlock.h"
+#include "sandbox/spawn.h"
+
+/* A host's descriptors and file size (creds.h): room for its channel,
+ * memfds, eventfd, epoll and the worker's own; no core files. */
+#define HOST_NOFILE 256
+#define HOST_FSIZE (1ull << 30)
+/* Locked memory: none needed (the host locks nothing). */
+#define HOST_MEMLOCK (64u << 10)
+/* How long a seccomp death waits for its audit record, at most (it is
+ * normally there already: audit.h). */
+#define AUDIT_WAIT_MS 50
+
+/* Sanitizer options pass through the scrubbed environment so that a
+ * sanitizer build of a host honours the test run's settings, and so does
+ * the sandbox's debug mode (sandbox.h: SANDBOX_DEBUG_ENV). */
+static const char *const passthrough[] = {
+    "ASAN_OPTIONS",
+    "UBSAN_OPTIONS",
+    "LSAN_OPTIONS",
+    SANDBOX_DEBUG_ENV,
+};
+/* PATH, LANG, WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, the pass-through
+ * ones, NULL. */
+#define ENV_MAX (5 + sizeof passthrough / sizeof passthrough[0] + 1)
+
+/* A host the launcher started and has not reaped. */
+struct lhost {
+    uint32_t seq;
+    struct sandbox_child child;
+    pid_t host_pid;
+    struct sandbox_cg *cg;
+    int slot; /* its user's, or -1 */
+};
+
+static struct {
+    const struct sandbox_launcher_config *c;
+    int sock;
+    int audit_fd;
+    int cap_last;
+    bool root;
+    unsigned char *slots; /* uid_count, when hosts get their own users */
+    struct lhost *hosts;
+    size_t nhosts, cap;
+    unsigned cg_seq;
+    /* The latest seccomp kills the audit log named, newest last. */
+    struct sandbox_audit_kill kills[32];
+    unsigned nkills;
+} L;
+
+/* A line on the daemon's stderr (the launcher has no log of its own:
+ * what the master must know comes back in its answers). */
+static void
+say(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    dprintf(2, "workmanagerd launcher[%d]: %s\n", (int)getpid(), buf);
+}
+
+/* Whether s, within n bytes, is NUL-terminated, non-empty and of
+ * [A-Za-z0-9._-] only: it names a cgroup and an environment value. */
+static bool
+plain_word(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+
+    if (len == 0 || len == n)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return s[0] != '.';
+}
+
+static const struct sandbox_launcher_engine *
+find_engine(const char *name)
+{
+    for (size_t i = 0; i < L.c->nengines; i++)
+        if (strcmp(L.c->engines[i].name, name) == 0)
+            return &L.c->engines[i];
+    return NULL;
+}
+
+static struct lhost *
+find_host(uint32_t seq)
+{
+    for (size_t i = 0; i < L.nhosts; i++)
+        if (L.hosts[i].seq == seq)
+            return &L.hosts[i];
+    return NULL;
+}
+
+/* Builds "NAME=value" into a malloc'd string, or NULL. */
+static char *
+env_pair(const char *name, const char *value)
+{
+    size_t n = strlen(name) + strlen(value) + 2;
+    char *s = malloc(n);
+
+    if (s)
+        snprintf(s, n, "%s=%s", name, value);
+    return s;
+}
+
+/* The Landlock ruleset of a host run from host_path outside a private
+ * root (landlock.h): its descriptor, or -1 with a message.  The rule is
+ * on the directory of the binary itself: Landlock judges the file a
+ * symbolic link leads to. */
+static int
+host_landlock(const char *host_path, char *err, size_t errlen)
+{
+    char real[PATH_MAX], why[512];
+    char *slash;
+    int fd;
+
+    if (realpath(host_path, real) == NULL) {
+        snprintf(err, errlen, "cannot confine its paths: %s: %s", host_path,
+                 strerror(errno));
+        return -1;
+    }
+    slash = strrchr(real, '/');
+    if (slash == real)
+        slash[1] = '\0'; /* a binary in / */
+    else
+        *slash = '\0';
+    fd = sandbox_landlock_ruleset(L.c->landlock_abi, real, why, sizeof why);
+    if (fd < 0)
+        snprintf(err, errlen, "cannot confine its paths: %s", why);
+    return fd;
+}
+
+/* The address space of a host limited to memory_mb: room for twice that
+ * (the cgroup's limit kills on resident memory; this one only stops a
+ * runaway reservation early, with ENOMEM the worker can handle) plus
+ * 1 GiB for the host's own mappings, thread stacks and malloc arenas
+ * (each thread's arena reserves 64 MiB); 0 (none) without. */
+static uint64_t
+host_as(uint32_t memory_mb)
+{
+    if (memory_mb == 0)
+        return 0;
+    return ((uint64_t)memory_mb << 21) + (1ull << 30);
+}
+
+/* The level the spawn steps give a host, with its own filter (sandbox.h):
+ * ns with every isolating namespace (mount, pid, net, ipc, uts), full
+ * with a Landlock domain and a cgroup too; seccomp otherwise (none in a
+ * build without the sandbox: the host then loads no filter either). */
+static enum sandbox_level
+spawn_level(unsigned ns, const struct sandbox_cg *cg)
+{
+    if (!L.c->confine)
+        return SANDBOX_LEVEL_NONE;
+    if ((ns & SANDBOX_NS_ISOLATE) != SANDBOX_NS_ISOLATE)
+        return SANDBOX_LEVEL_SECCOMP;
+    if (cg && L.c->landlock_abi > 0)
+        return SANDBOX_LEVEL_FULL;
+    return SANDBOX_LEVEL_NS;
+}
+
+/* The host an init forked (its only child): from
+ * /proc/<init>/task/<init>/children.  It exists: the spawn returns once
+ * the host exec'd.  0 when it cannot be read. */
+static pid_t
+init_child(pid_t init)
+{
+    char path[64], buf[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init,
+             (int)init);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long v = strtol(buf, NULL, 10);
+    return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
+}
+
+/* A free user slot, taken: its index, or -1 when every one is taken (or
+ * hosts keep the launcher's user: *none). */
+static int
+take_slot(bool *none)
+{
+    *none = L.slots == NULL;
+    if (L.slots == NULL)
+        return -1;
+    for (uint32_t i = 0; i < L.c->uid_count; i++) {
+        if (!L.slots[i]) {
+            L.slots[i] = 1;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static void
+send_msg(const void *msg, size_t len)
+{
+    while (send(L.sock, msg, len, MSG_NOSIGNAL) < 0 && errno == EINTR)
+        ;
+}
+
+static void refuse(struct launcher_spawned *r, int error, const char *type,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+refuse(struct launcher_spawned *r, int error, const char *type, const char *fmt,
+       ...)
+{
+    va_list ap;
+
+    r->error = error ? error : EIO;
+    snprintf(r->fail_type, sizeof r->fail_type, "%s", type);
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
+}
+
+/* Starts what q asks, with chan as its channel; fills r. */
+static void
+spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
+{
+    const struct sandbox_launcher_engine *e;
+    char *envp[ENV_MAX] = { NULL };
+    char *argv[2] = { NULL, NULL };
+    char err[LAUNCHER_WHY_MAX];
+    size_t nenv = 0;
+    int binfd = -1, landlock = -1, slot = -1;
+    bool shared_user;
+    struct lhost h = { .seq = q->seq, .slot = -1 };
+
+    if (!plain_word(q->engine, sizeof q->engine) ||
+        (e = find_engine(q->engine)) == NULL) {
+        refuse(r, ENOENT, "engine_unavailable",
+               "the launcher has no engine named %.*s", LAUNCHER_ENGINE_MAX,
+               q->engine);
+        return;
+    }
+    if (!plain_word(q->worker_id, sizeof q->worker_id)) {
+        refuse(r, EINVAL, "crash",
+               "refused: a worker id of other than "
+               "[A-Za-z0-9._-]");
+        return;
+    }
+    if (find_host(q->seq)) {
+        refuse(r, EEXIST, "crash", "refused: spawn %u is running", q->seq);
+        return;
+    }
+    if (L.nhosts == L.cap) {
+        size_t cap = L.cap ? 2 * L.cap : 16;
+        struct lhost *v = realloc(L.hosts, cap * sizeof *v);
+        if (v == NULL) {
+            refuse(r, ENOMEM, "crash", "out of memory");
+            return;
+        }
+        L.hosts = v;
+        L.cap = cap;
+    }
+    if (L.c->confine) {
+        /* The worker's id and a number: a restart's group is a new one,
+         * while the old one may still be being removed. */
+        const struct sandbox_cg_limits lim = {
+            .memory_bytes = (uint64_t)q->memory_mb << 20,
+            .pids_max = L.c->pids_max,
+            .cpu_percent = L.c->cpu_percent,
+        };
+        char leaf[128];
+        snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
+        h.cg = sandbox_cg_create(leaf, &lim, err, sizeof err);
+        if (h.cg == NULL && err[0]) {
+            refuse(r, EIO, "crash", "cannot make its cgroup: %s", err);
+            return;
+        }
+    }
+    slot = take_slot(&shared_user);
+    if (slot < 0 && !shared_user) {
+        refuse(r, EAGAIN, "crash",
+               "no free host user: all %u of host_uid_count (from "
+               "host_uid_base %u) are running hosts",
+               L.c->uid_count, L.c->uid_base);
+        goto fail;
+    }
+    h.slot = slot;
+    /* Namespaces and the private root for a host of its own user (they
+     * hide nothing from a host that shares the daemon's). */
+    unsigned ns = slot >= 0 ? L.c->namespaces : 0;
+    if (L.c->landlock_abi > 0 && !(ns & SANDBOX_NS_MOUNT) &&
+        (landlock = host_landlock(e->path, err, sizeof err)) < 0) {
+        refuse(r, EACCES, "engine_unavailable", "%s", err);
+        goto fail;
+    }
+    enum sandbox_level level = spawn_level(ns, h.cg);
+    argv[0] = (char *)(uintptr_t)e->path;
+    envp[nenv++] = env_pair("PATH", "/usr/local/bin:/usr/bin:/bin");
+    envp[nenv++] = env_pair("LANG", "C.UTF-8");
+    envp[nenv++] = env_pair("WM_WORKER_ID", q->worker_id);
+    envp[nenv++] = env_pair("WM_ENGINE", e->name);
+    envp[nenv++] = env_pair(SANDBOX_CONFINEMENT_ENV, sandbox_level_name(level));
+    for (size_t i = 0; i < sizeof passthrough / sizeof passthrough[0]; i++) {
+        const char *v = getenv(passthrough[i]);
+        if (v)
+            envp[nenv++] = env_pair(passthrough[i], v);
+    }
+    for (size_t i = 0; i < nenv; i++) {
+        if (envp[i] == NULL) {
+            refuse(r, ENOMEM, "crash", "out of memory");
+            goto fail;
+        }
+    }
+    /* A host of its own user is exec'd through a descriptor opened here,
+     * with the launcher's rights: its user need not be able to reach the
+     * binary's directory (a build tree, a test's directory). */
+    if (slot >= 0 && (binfd = open(e->path, O_PATH | O_CLOEXEC)) < 0) {
+        refuse(r, errno, "engine_unavailable", "%s: opening it: %s", e->path,
+               strerror(errno));
+        goto fail;
+    }
+    uid_t uid = slot >= 0 ? (uid_t)(L.c->uid_base + (uint32_t)slot) : getuid();
+    const struct sandbox_spawn sp = {
+        .role = e->role,
+        .path = e->path,
+        .argv = argv,
+        .envp = envp,
+        .channel_fd = chan,
+        .exec_fd = binfd,
+        .cg = h.cg,
+        .namespaces = ns,
+        .landlock_abi = L.c->landlock_abi,
+        .landlock_fd = landlock,
+        .drop = slot >= 0,
+        .uid = uid,
+        .gid = (gid_t)uid,
+        .cap_last = L.cap_last,
+        .rlimits = { .nofile = HOST_NOFILE,
+                     .nproc = L.c->pids_max,
+                     .fsize = HOST_FSIZE,
+                     .memlock = HOST_MEMLOCK,
+                     .as = host_as(q->memory_mb),
+                     .core_off = 1 },
+    };
+    if (sandbox_spawn(&sp, &h.child, err, sizeof err) < 0) {
+        refuse(r, errno, "engine_unavailable", "%s: %s", e->path, err);
+        goto fail;
+    }
+    h.host_pid = h.child.init ? init_child(h.child.pid) : h.child.pid;
+    L.hosts[L.nhosts++] = h;
+    r->pid = h.child.pid;
+    r->host_pid = h.host_pid;
+    r->init = h.child.init;
+    r->level = level;
+    r->uid = uid;
+    goto out;
+
+fail:
+    if (slot >= 0)
+        L.slots[slot] = 0;
+    sandbox_cg_destroy(h.cg);
+out:
+    if (binfd >= 0)
+        close(binfd);
+    if (landlock >= 0)
+        close(landlock);
+    for (size_t i = 0; i < nenv; i++)
+        free(envp[i]);
+}
+
+/* SIGKILL to the host's process group and to it (for a host with an
+ * init, the init: its namespace dies with it). */
+static void
+kill_host(const struct lhost *h)
+{
+    (void)kill(-h->child.pid, SIGKILL);
+    (void)kill(h->child.pid, SIGKILL);
+}
+
+/* Keeps one seccomp kill of the audit log (audit.h), the oldest dropped. */
+static void
+on_audit_kill(void *arg, const struct sandbox_audit_kill *k)
+{
+    const unsigned max = sizeof L.kills / sizeof L.kills[0];
+
+    (void)arg;
+    if (L.nkills == max) {
+        memmove(L.kills, L.kills + 1, (max - 1) * sizeof L.kills[0]);
+        L.nkills--;
+    }
+    L.kills[L.nkills++] = *k;
+}
+
+/* The system call a seccomp filter killed host pid for, from the audit
+ * log, into d; -1 in d->syscall when the log did not name it.  The record
+ * is queued before the death is visible (audit.h), so it is read now,
+ * with a short wait only when it is not there yet. */
+static void
+seccomp_call(pid_t pid, struct launcher_death *d)
+{
+    d->syscall = -1;
+    if (L.audit_fd < 0 || pid <= 0)
+        return;
+    for (int tries = 0; tries < 2; tries++) {
+        (void)sandbox_audit_read(L.audit_fd, on_audit_kill, NULL);
+        for (unsigned i = L.nkills; i-- > 0;) {
+            const struct sandbox_audit_kill *k = &L.kills[i];
+            if (k->pid == pid) {
+                d->syscall = k->syscall;
+                sandbox_syscall_name(k->syscall, k->arch, d->syscall_name,
+                                     sizeof d->syscall_name);
+                return;
+            }
+        }
+        struct pollfd pfd = { .fd = L.audit_fd, .events = POLLIN };
+        if (tries == 0 && poll(&pfd, 1, AUDIT_WAIT_MS) <= 0)
+            break;
+    }
+}
+
+/* Releases what h held: its cgroup, its user, its exit pipe. */
+static void
+release(struct lhost *h)
+{
+    sandbox_cg_destroy(h->cg);
+    if (h->slot >= 0)
+        L.slots[h->slot] = 0;
+    if (h->child.exit_fd >= 0)
+        close(h->child.exit_fd);
+}
+
+/* Reaps every child that ended; one death report per host of ours
+ * (orphans of hosts, reparented here, are only reaped). */
+static void
+reap(void)
+{
+    int wstatus;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+        size_t i;
+        for (i = 0; i < L.nhosts; i++)
+            if (L.hosts[i].child.pid == pid)
+                break;
+        if (i == L.nhosts)
+            continue;
+        struct lhost *h = &L.hosts[i];
+        struct launcher_death d = { .type = LAUNCHER_DEATH, .seq = h->seq };
+        int st = wstatus;
+        /* An init's own status tells only that it ended: the host's is in
+         * its record (none when the init was killed, with its
+         * namespace). */
+        if (h->child.init && sandbox_exit_read(h->child.exit_fd, &st) == 0)
+            st = wstatus;
+        d.wstatus = st;
+        /* The memory limit's OOM killer sends SIGKILL; its group counts
+         * it. */
+        d.oom = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+                sandbox_cg_oom_kills(h->cg) > 0;
+        d.syscall = -1;
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
+            seccomp_call(h->host_pid, &d);
+        release(h);
+        L.hosts[i] = L.hosts[--L.nhosts];
+        send_msg(&d, sizeof d);
+    }
+}
+
+/* The master is gone: every host dies, is reaped, and its group with it;
+ * then the daemon's cgroups; the launcher exits. */
+static void __attribute__((noreturn)) finish(void)
+{
+    for (size_t i = 0; i < L.nhosts; i++)
+        kill_host(&L.hosts[i]);
+    for (size_t i = 0; i < L.nhosts; i++) {
+        while (waitpid(L.hosts[i].child.pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        release(&L.hosts[i]);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    sandbox_cg_fini();
+    _exit(0);
+}
+
+/* One message from the master: acted on when it passes every check. */
+static void
+on_request(void)
+{
+    union {
+        struct launcher_spawn spawn;
+        struct launcher_kill kill;
+        uint32_t type;
+        char raw[sizeof(struct launcher_spawn) + 1];
+    } m;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { .iov_base = &m, .iov_len = sizeof m };
+    struct msghdr msg = { .msg_iov = &iov,
+                          .msg_iovlen = 1,
+                          .msg_control = ctl.buf,
+                          .msg_controllen = sizeof ctl.buf };
+    int fds[4], nfds = 0;
+    ssize_t n;
+
+    memset(&m, 0, sizeof m);
+    n = recvmsg(L.sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0)
+        finish(); /* the master's end closed */
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t j = 0; j < k && nfds < 4; j++)
+            memcpy(&fds[nfds++], CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+    }
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+        say("a truncated request was dropped");
+    else if (m.type == LAUNCHER_SPAWN && n == sizeof m.spawn && nfds == 1) {
+        struct launcher_spawned r = { .type = LAUNCHER_SPAWNED,
+                                      .seq = m.spawn.seq };
+        spawn_host(&m.spawn, fds[0], &r);
+        send_msg(&r, sizeof r);
+    } else if (m.type == LAUNCHER_KILL && n == sizeof m.kill && nfds == 0) {
+        struct lhost *h = find_host(m.kill.seq);
+        if (h)
+            kill_host(h); /* else it ended: its report is on its way */
+    } else {
+        say("a request of type %u and %zd bytes with %d descriptors was "
+            "refused",
+            m.type, n, nfds);
+    }
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+static void __attribute__((noreturn))
+run(const struct sandbox_launcher_config *c, int sock)
+{
+    sigset_t chld;
+    int sigfd;
+
+    L.c = c;
+    L.audit_fd = -1;
+    L.root = geteuid() == 0;
+    (void)prctl(PR_SET_NAME, "wm-launcher", 0, 0, 0);
+    /* The orphans of hosts come back here to be reaped. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    /* Nothing of the master's but stdin, stdout, stderr and the socket. */
+    if (sock != 3) {
+        if (dup2(sock, 3) < 0)
+            _exit(1);
+        close(sock);
+        sock = 3;
+    }
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0) {
+        for (int fd = 4; fd < 1024; fd++)
+            (void)close(fd);
+    }
+    (void)fcntl(sock, F_SETFD, FD_CLOEXEC);
+    L.sock = sock;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &chld, NULL) < 0 ||
+        (sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+        say("cannot watch its hosts' exits: %s", strerror(errno));
+        _exit(1);
+    }
+    if (c->confine && L.root) {
+        char why[160];
+        L.audit_fd = sandbox_audit_open(why, sizeof why);
+        if (L.audit_fd < 0)
+            say("%s: a host a seccomp filter kills is reported without the "
+                "system call",
+                why);
+        L.cap_last = sandbox_cap_last();
+        if (c->uid_count && c->uid_base &&
+            (L.slots = calloc(c->uid_count, 1)) == NULL) {
+            say("out of memory");
+            _exit(1);
+        }
+    }
+    for (;;) {
+        struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
+                               { .fd = sigfd, .events = POLLIN },
+                               { .fd = L.audit_fd, .events = POLLIN } };
+        if (poll(p, L.audit_fd >= 0 ? 3 : 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            say("poll: %s", strerror(errno));
+            finish();
+        }
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof si) == sizeof si)
+                ;
+            reap();
+        }
+        if (L.audit_fd >= 0 && p[2].revents)
+            (void)sandbox_audit_read(L.audit_fd, on_audit_kill, NULL);
+        if (p[0].revents)
+            on_request();
+    }
+}
+
+pid_t
+sandbox_launcher_start(const struct sandbox_launcher_config *c, int *fd,
+                       char *err, size_t errlen)
+{
+    int sv[2];
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        run(c, sv[1]);
+    }
+    close(sv[1]);
+    *fd = sv[0];
+    return pid;
+}
