@@ -86,6 +86,8 @@ static struct {
 
 /* A line on the daemon's stderr (the launcher has no log of its own:
  * what the master must know comes back in its answers). */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void
 say(const char *fmt, ...)
 {
