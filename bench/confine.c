@@ -183,6 +183,8 @@ start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
         .namespaces = ns,
         .landlock_abi = abi,
         .landlock_fd = -1,
+        .net_fd = -1,
+        .filters_fd = -1,
         .drop = l >= L_CREDS,
         .uid = 3999999,
         .gid = 3999999,

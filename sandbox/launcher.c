@@ -35,6 +35,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/creds.h"
 #include "sandbox/landlock.h"
+#include "sandbox/netpool.h"
 #include "sandbox/spawn.h"
 
 /* A host's descriptors and file size (creds.h): room for its channel,
@@ -75,6 +76,8 @@ static struct {
     int audit_fd;
     int cap_last;
     bool root;
+    bool netpool;         /* hosts' network namespaces are made ahead */
+    int *filters;         /* per engine: its role's filters compiled, or -1 */
     unsigned char *slots; /* uid_count, when hosts get their own users */
     struct lhost *hosts;
     size_t nhosts, cap;
@@ -277,7 +280,7 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
     char *argv[2] = { NULL, NULL };
     char err[LAUNCHER_WHY_MAX];
     size_t nenv = 0;
-    int binfd = -1, landlock = -1, slot = -1;
+    int binfd = -1, landlock = -1, slot = -1, netfd = -1;
     bool shared_user;
     struct lhost h = { .seq = q->seq, .slot = -1 };
 
@@ -324,6 +327,7 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
             return;
         }
     }
+    int filters = L.filters ? L.filters[e - L.c->engines] : -1;
     slot = take_slot(&shared_user);
     if (slot < 0 && !shared_user) {
         refuse(r, EAGAIN, "crash",
@@ -368,6 +372,8 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         goto fail;
     }
     uid_t uid = slot >= 0 ? (uid_t)(L.c->uid_base + (uint32_t)slot) : getuid();
+    if ((ns & SANDBOX_NS_NET) && L.netpool)
+        netfd = sandbox_netpool_take();
     const struct sandbox_spawn sp = {
         .role = e->role,
         .path = e->path,
@@ -379,6 +385,8 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         .namespaces = ns,
         .landlock_abi = L.c->landlock_abi,
         .landlock_fd = landlock,
+        .net_fd = netfd,
+        .filters_fd = filters,
         .drop = slot >= 0,
         .uid = uid,
         .gid = (gid_t)uid,
@@ -412,6 +420,8 @@ out:
         close(binfd);
     if (landlock >= 0)
         close(landlock);
+    if (netfd >= 0)
+        close(netfd); /* the host holds it now, or it is gone */
     for (size_t i = 0; i < nenv; i++)
         free(envp[i]);
 }
@@ -531,6 +541,35 @@ static void __attribute__((noreturn)) finish(void)
     _exit(0);
 }
 
+/* Each engine's role's filters, compiled once for every host of it
+ * (sandbox.h, sandbox_role_compile()), in the hosts' mode
+ * (SANDBOX_DEBUG_ENV, which they get too).  An engine whose filters
+ * cannot be compiled here gets none: its hosts compile their own, and
+ * fail there if it cannot be done. */
+static void
+compile_filters(void)
+{
+#ifdef WM_SANDBOX
+    enum sandbox_mode mode = sandbox_mode_parse(getenv(SANDBOX_DEBUG_ENV));
+    char err[256];
+
+    L.filters = calloc(L.c->nengines ? L.c->nengines : 1, sizeof *L.filters);
+    if (L.filters == NULL)
+        return;
+    for (size_t i = 0; i < L.c->nengines; i++) {
+        const struct sandbox_role *role = L.c->engines[i].role;
+        L.filters[i] = -1;
+        for (size_t j = 0; j < i && L.filters[i] < 0; j++)
+            if (L.c->engines[j].role == role && L.filters[j] >= 0)
+                L.filters[i] = L.filters[j]; /* the same role's */
+        if (L.filters[i] < 0 && role->filter &&
+            (L.filters[i] = sandbox_role_compile(role, mode, err, sizeof err)) <
+                0)
+            say("%s: its hosts compile their own filters", err);
+    }
+#endif
+}
+
 /* One message from the master: acted on when it passes every check. */
 static void
 on_request(void)
@@ -573,6 +612,9 @@ on_request(void)
                                       .seq = m.spawn.seq };
         spawn_host(&m.spawn, fds[0], &r);
         send_msg(&r, sizeof r);
+        /* The next host's network namespace, after this one's start. */
+        if (L.netpool)
+            L.netpool = sandbox_netpool_fill();
     } else if (m.type == LAUNCHER_KILL && n == sizeof m.kill && nfds == 0) {
         struct lhost *h = find_host(m.kill.seq);
         if (h)
@@ -630,12 +672,16 @@ run(const struct sandbox_launcher_config *c, int sock)
                 "system call",
                 why);
         L.cap_last = sandbox_cap_last();
+        if (c->namespaces & SANDBOX_NS_NET)
+            L.netpool = sandbox_netpool_fill();
         if (c->uid_count && c->uid_base &&
             (L.slots = calloc(c->uid_count, 1)) == NULL) {
             say("out of memory");
             _exit(1);
         }
     }
+    if (c->confine)
+        compile_filters();
     for (;;) {
         struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
                                { .fd = sigfd, .events = POLLIN },

@@ -304,4 +304,14 @@ unsigned sandbox_filter_unknown(const struct sandbox_filter *f,
 int sandbox_filter_export(const struct sandbox_filter *f,
                           enum sandbox_mode mode, int fd);
 
+/*
+ * role's filters (its filter and its strict one) compiled for mode, in a
+ * sealed memfd for its hosts' SANDBOX_FILTERS_FD (spawn.h): a host given
+ * it loads the programs without compiling them (sandbox_filter_load()
+ * finds them by the filter's name and mode).  The descriptor
+ * (close-on-exec), or -1 with err set.
+ */
+int sandbox_role_compile(const struct sandbox_role *role,
+                         enum sandbox_mode mode, char *err, size_t errlen);
+
 #endif

@@ -26,17 +26,31 @@
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "sandbox/spawn.h"
 
 /* Syscall numbers the trap handler can name (x86-64 and arm64 stay well
  * below; a larger number is printed without a name). */
 #define TRAP_NAMES 512
+
+/* The pid a rule's condition compares with (a signal to itself only) is
+ * the process's own; filters compiled ahead (see below) hold this
+ * stand-in instead, which the loading host replaces with its pid: no pid
+ * reaches it (pid_max is at most 2^22), and no table may use it. */
+#define COMPILED_SELF 0x5eedf00dull
 
 static char *trap_names[TRAP_NAMES];
 static bool trap_ready;
@@ -183,7 +197,7 @@ cmp_of(enum sandbox_cmp c)
 
 static int
 add_rule(scmp_filter_ctx ctx, const struct sandbox_rule *r, uint32_t dflt,
-         enum sandbox_mode mode, char *err, size_t errlen)
+         enum sandbox_mode mode, uint64_t self, char *err, size_t errlen)
 {
     struct scmp_arg_cmp a[SANDBOX_RULE_CONDS];
     uint32_t act = action_of(r->verdict, r->err, mode);
@@ -201,7 +215,14 @@ add_rule(scmp_filter_ctx ctx, const struct sandbox_rule *r, uint32_t dflt,
     }
     for (unsigned i = 0; i < r->nconds; i++) {
         const struct sandbox_cond *c = &r->conds[i];
-        uint64_t v = c->value_is_pid ? (uint64_t)getpid() : c->value;
+        uint64_t v = c->value_is_pid ? self : c->value;
+        if (!c->value_is_pid && v == COMPILED_SELF) {
+            snprintf(err, errlen,
+                     "%s: its value %#llx is the compiled "
+                     "filters' stand-in for the pid",
+                     r->syscall, (unsigned long long)v);
+            return -1;
+        }
         a[i].arg = c->arg;
         a[i].op = cmp_of(c->cmp);
         if (c->cmp == SANDBOX_CMP_MASKED_EQ) {
@@ -220,10 +241,11 @@ add_rule(scmp_filter_ctx ctx, const struct sandbox_rule *r, uint32_t dflt,
     return 0;
 }
 
-/* f as a libseccomp context; NULL with err set. */
+/* f as a libseccomp context, self the pid its conditions compare with;
+ * NULL with err set. */
 static scmp_filter_ctx
 build(const struct sandbox_filter *f, enum sandbox_mode mode, bool all,
-      char *err, size_t errlen)
+      uint64_t self, char *err, size_t errlen)
 {
     uint32_t dflt = action_of(f->fallback, f->fallback_err, mode);
     uint32_t badarch =
@@ -245,7 +267,7 @@ build(const struct sandbox_filter *f, enum sandbox_mode mode, bool all,
     for (size_t l = 0; l < SANDBOX_FILTER_LISTS && f->lists[l]; l++) {
         for (const struct sandbox_rule *r = f->lists[l]; r->syscall; r++) {
             char why[200];
-            if (add_rule(ctx, r, dflt, mode, why, sizeof why) < 0) {
+            if (add_rule(ctx, r, dflt, mode, self, why, sizeof why) < 0) {
                 snprintf(err, errlen, "%s: %s", f->name, why);
                 goto fail;
             }
@@ -257,16 +279,210 @@ fail:
     return NULL;
 }
 
+/* ---- filters compiled ahead ------------------------------------------
+ *
+ * Compiling a table with libseccomp costs a host about 70 % of its two
+ * filters' load (bench/README.md, "The filters, compiled ahead"): the
+ * launcher compiles each role's filters once, into a sealed memfd that
+ * every host of the role gets as SANDBOX_FILTERS_FD, and the host loads
+ * the programs as they are.  The memfd: a head, then per program its
+ * filter's name, mode and length in instructions, then the instructions
+ * (struct sock_filter, as seccomp_export_bpf() writes them).  A host
+ * without it (started by hand, or a program the memfd lacks) compiles
+ * its own, as before.
+ */
+
+#define COMPILED_MAGIC 0x66626d77u /* "wmbf" */
+#define COMPILED_MAX (1u << 20)
+
+struct compiled_head {
+    uint32_t magic;
+    uint32_t count;
+};
+
+struct compiled_prog {
+    char name[48];
+    uint32_t mode;
+    uint32_t len; /* instructions */
+};
+
+/* The compiled filters this process was given, read once. */
+static struct {
+    bool read;
+    unsigned char *buf;
+    size_t len;
+} compiled;
+
+static int
+compile_one(int fd, const struct sandbox_filter *f, enum sandbox_mode mode,
+            char *err, size_t errlen)
+{
+    struct compiled_prog p = { .mode = (uint32_t)mode };
+    scmp_filter_ctx ctx = build(f, mode, false, COMPILED_SELF, err, errlen);
+    off_t at = lseek(fd, 0, SEEK_CUR), end;
+    int rc;
+
+    if (ctx == NULL)
+        return -1;
+    snprintf(p.name, sizeof p.name, "%s", f->name);
+    if (at < 0 || write(fd, &p, sizeof p) != (ssize_t)sizeof p) {
+        snprintf(err, errlen, "%s: writing it: %s", f->name, strerror(errno));
+        seccomp_release(ctx);
+        return -1;
+    }
+    rc = seccomp_export_bpf(ctx, fd);
+    seccomp_release(ctx);
+    end = lseek(fd, 0, SEEK_CUR);
+    if (rc < 0 || end < 0) {
+        snprintf(err, errlen, "%s: exporting it: %s", f->name,
+                 strerror(rc < 0 ? -rc : errno));
+        return -1;
+    }
+    p.len = (uint32_t)((size_t)(end - at - (off_t)sizeof p) /
+                       sizeof(struct sock_filter));
+    if (pwrite(fd, &p, sizeof p, at) != (ssize_t)sizeof p) {
+        snprintf(err, errlen, "%s: writing it: %s", f->name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+sandbox_role_compile(const struct sandbox_role *role, enum sandbox_mode mode,
+                     char *err, size_t errlen)
+{
+    const struct sandbox_filter *fs[] = { role->filter, role->strict };
+    struct compiled_head h = { COMPILED_MAGIC, 0 };
+    const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+    int fd = memfd_create("wm-filters", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: memfd_create: %s", role->name,
+                 strerror(errno));
+        return -1;
+    }
+    if (write(fd, &h, sizeof h) != (ssize_t)sizeof h)
+        goto fail_errno;
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        if (fs[i] == NULL)
+            continue;
+        if (compile_one(fd, fs[i], mode, err, errlen) < 0)
+            goto fail;
+        h.count++;
+    }
+    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        fcntl(fd, F_ADD_SEALS, seals) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+        goto fail_errno;
+    return fd;
+
+fail_errno:
+    snprintf(err, errlen, "%s: %s", role->name, strerror(errno));
+fail:
+    close(fd);
+    return -1;
+}
+
+/* Reads SANDBOX_FILTERS_FD once, when it is a sealed memfd of compiled
+ * filters (anything else there is left alone), and closes it. */
+static void
+compiled_read(void)
+{
+    const int fd = SANDBOX_FILTERS_FD;
+    struct compiled_head h;
+    struct stat st;
+    int seals;
+
+    if (compiled.read)
+        return;
+    compiled.read = true;
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_WRITE) || fstat(fd, &st) < 0 ||
+        st.st_size < (off_t)sizeof h || st.st_size > (off_t)COMPILED_MAX ||
+        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        h.magic != COMPILED_MAGIC)
+        return;
+    compiled.buf = malloc((size_t)st.st_size);
+    if (compiled.buf == NULL ||
+        pread(fd, compiled.buf, (size_t)st.st_size, 0) != st.st_size) {
+        free(compiled.buf);
+        compiled.buf = NULL;
+        return;
+    }
+    compiled.len = (size_t)st.st_size;
+    close(fd);
+}
+
+/* f's program for mode among those given: 1 and *prog, else 0. */
+static int
+compiled_find(const struct sandbox_filter *f, enum sandbox_mode mode,
+              struct sock_fprog *prog)
+{
+    struct compiled_head h;
+    size_t at = sizeof h;
+
+    compiled_read();
+    if (compiled.buf == NULL)
+        return 0;
+    memcpy(&h, compiled.buf, sizeof h);
+    for (uint32_t i = 0; i < h.count; i++) {
+        struct compiled_prog p;
+        if (compiled.len - at < sizeof p)
+            return 0;
+        memcpy(&p, compiled.buf + at, sizeof p);
+        at += sizeof p;
+        size_t bytes = (size_t)p.len * sizeof(struct sock_filter);
+        if (p.len == 0 || p.len > BPF_MAXINSNS || compiled.len - at < bytes)
+            return 0;
+        if (p.mode == (uint32_t)mode &&
+            strnlen(p.name, sizeof p.name) < sizeof p.name &&
+            strcmp(p.name, f->name) == 0) {
+            /* This process's pid in the place of the stand-in: every
+             * comparison with a constant (libseccomp compares a 64-bit
+             * argument as two 32-bit words, the high one 0 here). */
+            struct sock_filter *insn =
+                (struct sock_filter *)(void *)(compiled.buf + at);
+            for (uint32_t k = 0; k < p.len; k++)
+                if (BPF_CLASS(insn[k].code) == BPF_JMP &&
+                    BPF_SRC(insn[k].code) == BPF_K &&
+                    insn[k].k == (uint32_t)COMPILED_SELF)
+                    insn[k].k = (uint32_t)getpid();
+            prog->len = (unsigned short)p.len;
+            prog->filter = insn;
+            return 1;
+        }
+        at += bytes;
+    }
+    return 0;
+}
+
 int
 sandbox_filter_load(const struct sandbox_filter *f, enum sandbox_mode mode,
                     bool all, char *err, size_t errlen)
 {
     scmp_filter_ctx ctx;
-    int rc;
+    struct sock_fprog prog;
+    int rc = 0;
 
     if (mode == SANDBOX_MODE_TRAP && trap_install(err, errlen) < 0)
         return -1;
-    ctx = build(f, mode, all, err, errlen);
+    if (compiled_find(f, mode, &prog)) {
+        /* As libseccomp loads its own: no_new_privs first; TSYNC for
+         * every thread (a thread it cannot sync: its id, > 0); LOG for
+         * the errno answers in log mode. */
+        unsigned flags =
+            (all ? SECCOMP_FILTER_FLAG_TSYNC : 0) |
+            (mode == SANDBOX_MODE_LOG ? SECCOMP_FILTER_FLAG_LOG : 0);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            (rc = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags,
+                               &prog)) != 0) {
+            snprintf(err, errlen, "%s: loading the compiled filter: %s",
+                     f->name,
+                     rc > 0 ? "a thread could not be synced" : strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    ctx = build(f, mode, all, (uint64_t)getpid(), err, errlen);
     if (ctx == NULL)
         return -1;
     rc = seccomp_load(ctx);
@@ -300,7 +516,8 @@ sandbox_filter_export(const struct sandbox_filter *f, enum sandbox_mode mode,
                       int fd)
 {
     char err[256];
-    scmp_filter_ctx ctx = build(f, mode, false, err, sizeof err);
+    scmp_filter_ctx ctx =
+        build(f, mode, false, (uint64_t)getpid(), err, sizeof err);
     int rc;
 
     if (ctx == NULL) {

@@ -122,13 +122,11 @@ close_from_to(int from, int to)
     return 0;
 }
 
-/* Closes everything above SANDBOX_CHANNEL_FD but keep[0..n) (ascending,
- * -1 entries ignored). */
+/* Closes everything from `from` on but keep[0..n) (ascending, -1 entries
+ * ignored). */
 static int
-close_but(const int *keep, int n)
+close_but(int from, const int *keep, int n)
 {
-    int from = SANDBOX_CHANNEL_FD + 1;
-
     for (int i = 0; i < n; i++) {
         if (keep[i] < from)
             continue;
@@ -169,29 +167,33 @@ static void
 child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
 {
     struct child_error ce = { PRE_FD, 0, "" };
-    int execfd = s->exec_fd, llfd = -1, chfd, devnull;
+    int execfd = s->exec_fd, llfd = -1, ffd = -1, chfd, devnull;
     pid_t parent = getppid(); /* 0 in a pid namespace: the parent is out */
     const char *detail = NULL;
     bool have[3];
 
-    /* Every descriptor the child keeps moves above 3 first, so that
-     * none is clobbered by the dup2() onto 3 (any may be 0 to 3). */
-    errfd = fcntl(errfd, F_DUPFD_CLOEXEC, SANDBOX_CHANNEL_FD + 1);
+    /* Every descriptor the child keeps moves above 4 first, so that
+     * none is clobbered by the dup2() onto 3 or 4 (any may be 0 to 4). */
+    errfd = fcntl(errfd, F_DUPFD_CLOEXEC, SANDBOX_FILTERS_FD + 1);
     if (errfd < 0)
         _exit(127);
-    chfd = fcntl(s->channel_fd, F_DUPFD_CLOEXEC, SANDBOX_CHANNEL_FD + 1);
+    chfd = fcntl(s->channel_fd, F_DUPFD_CLOEXEC, SANDBOX_FILTERS_FD + 1);
     if (chfd < 0)
         goto fail;
     if (execfd >= 0 &&
-        (execfd = fcntl(execfd, F_DUPFD_CLOEXEC, SANDBOX_CHANNEL_FD + 1)) < 0)
+        (execfd = fcntl(execfd, F_DUPFD_CLOEXEC, SANDBOX_FILTERS_FD + 1)) < 0)
         goto fail;
     if (s->landlock_fd >= 0 && (llfd = fcntl(s->landlock_fd, F_DUPFD_CLOEXEC,
-                                             SANDBOX_CHANNEL_FD + 1)) < 0)
+                                             SANDBOX_FILTERS_FD + 1)) < 0)
         goto fail;
     if (exitfd >= 0 &&
-        (exitfd = fcntl(exitfd, F_DUPFD_CLOEXEC, SANDBOX_CHANNEL_FD + 1)) < 0)
+        (exitfd = fcntl(exitfd, F_DUPFD_CLOEXEC, SANDBOX_FILTERS_FD + 1)) < 0)
         goto fail;
-    if (dup2(chfd, SANDBOX_CHANNEL_FD) < 0)
+    if (s->filters_fd >= 0 && (ffd = fcntl(s->filters_fd, F_DUPFD_CLOEXEC,
+                                           SANDBOX_FILTERS_FD + 1)) < 0)
+        goto fail;
+    if (dup2(chfd, SANDBOX_CHANNEL_FD) < 0 ||
+        (ffd >= 0 && dup2(ffd, SANDBOX_FILTERS_FD) < 0))
         goto fail;
     /* stdin is /dev/null; stdout and stderr stay the spawner's, or become
      * /dev/null where it has none.  Which were open is noted before the
@@ -202,7 +204,7 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
     devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull < 0)
         goto fail;
-    devnull = fcntl(devnull, F_DUPFD_CLOEXEC, SANDBOX_CHANNEL_FD + 1);
+    devnull = fcntl(devnull, F_DUPFD_CLOEXEC, SANDBOX_FILTERS_FD + 1);
     if (devnull < 0)
         goto fail;
     for (int fd = 0; fd <= 2; fd++)
@@ -248,8 +250,17 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
             const unsigned mask = SANDBOX_NS_MOUNT | SANDBOX_NS_NET |
                                   SANDBOX_NS_IPC | SANDBOX_NS_UTS |
                                   SANDBOX_NS_CGROUP;
-            int flags = sandbox_ns_clone_flags(s->namespaces & mask);
+            unsigned ns = s->namespaces & mask;
 
+            /* A network namespace made before (launcher.c keeps a few
+             * ready: making one costs about 0.5 ms), entered instead of
+             * a new one. */
+            if ((ns & SANDBOX_NS_NET) && s->net_fd >= 0) {
+                if (setns(s->net_fd, CLONE_NEWNET) < 0)
+                    goto fail;
+                ns &= ~SANDBOX_NS_NET;
+            }
+            int flags = sandbox_ns_clone_flags(ns);
             if (flags && unshare(flags) < 0)
                 goto fail;
             break;
@@ -293,7 +304,9 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
             int keep[3] = { errfd, execfd, exitfd };
 
             sort3(keep);
-            if (close_but(keep, 3) < 0)
+            if (close_but(ffd >= 0 ? SANDBOX_FILTERS_FD + 1
+                                   : SANDBOX_CHANNEL_FD + 1,
+                          keep, 3) < 0)
                 goto fail;
             llfd = -1; /* closed, if it was open */
             break;

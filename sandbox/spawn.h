@@ -35,6 +35,9 @@ struct sandbox_cg;
 
 /* The channel's descriptor in every host (ipc/PROTOCOL.md). */
 #define SANDBOX_CHANNEL_FD 3
+/* The host's seccomp filters compiled by the launcher, when it has them
+ * (sandbox.h, sandbox_role_compile()). */
+#define SANDBOX_FILTERS_FD 4
 
 /* What to start, and how confined. */
 struct sandbox_spawn {
@@ -51,6 +54,11 @@ struct sandbox_spawn {
     int landlock_abi; /* > 0, with the private root: the child builds its
                          Landlock domain from the root's paths */
     int landlock_fd;  /* else a ruleset built before (landlock.h), or -1 */
+    int filters_fd;   /* the role's filters compiled (sandbox.h): fd 4 of
+                         the host; -1: none */
+    int net_fd;       /* with SANDBOX_NS_NET: a new network namespace made
+                         before (nothing else in it), entered instead of
+                         unsharing one; -1: unshare */
     bool drop;        /* its own uid and gid, no capability (creds.h) */
     uid_t uid;
     gid_t gid;
@@ -79,7 +87,8 @@ struct sandbox_exit {
 /*
  * Forks and starts s->path confined by the spawner's steps of s->role.
  * The child's descriptors are 0 (/dev/null), 1 and 2 (the caller's, or
- * /dev/null where it has none), 3 (the channel); nothing else.  Returns 0
+ * /dev/null where it has none), 3 (the channel), 4 (the compiled filters,
+ * when given); nothing else.  Returns 0
  * with *c filled once the host is exec'd, or -1 with errno and a message
  * in err naming the step that failed (the child reaped).
  */

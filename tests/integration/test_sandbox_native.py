@@ -391,7 +391,9 @@ def test_running_host_is_fully_confined(rootd, attack_package):
 
 def test_two_workers_hosts_are_apart(rootd, attack_package):
     """Two workers' hosts: two users, two pid namespaces (each is pid 2 in
-    its own), neither sees the other."""
+    its own), neither sees the other; and every namespace apart, the
+    network ones too (the launcher makes those ahead: each is one host's),
+    a restarted host's included."""
     a, b = create(rootd, attack_package), create(rootd, attack_package)
     for w in (a, b):
         assert rootd.invoke(w, "echo").status == 200
@@ -399,8 +401,22 @@ def test_two_workers_hosts_are_apart(rootd, attack_package):
     sa, sb = status(pa), status(pb)
     assert sa["Uid"] != sb["Uid"] and sa["Gid"] != sb["Gid"]
     assert ns_levels(sa)[1:] == ns_levels(sb)[1:] == [2]
-    assert os.readlink(f"/proc/{pa}/ns/pid") != \
-        os.readlink(f"/proc/{pb}/ns/pid")
+    seen = set()
+    for ns in ("pid", "net", "ipc", "uts", "mnt", "cgroup"):
+        na = os.readlink(f"/proc/{pa}/ns/{ns}")
+        nb = os.readlink(f"/proc/{pb}/ns/{ns}")
+        assert na != nb, ns
+        seen.add((ns, na))
+        seen.add((ns, nb))
+    # a third host, after a's restart: a network namespace of its own
+    # again (made ahead while a's and b's lived, so its number cannot be
+    # one of theirs reused)
+    os.kill(pa, signal.SIGKILL)
+    rootd.wait_for(lambda: rootd.invoke(a, "echo").status == 200,
+                   what="a's host restarted")
+    pc = host_pid(rootd, a)
+    assert pc != pa
+    assert ("net", os.readlink(f"/proc/{pc}/ns/net")) not in seen
 
 
 def test_seccomp_death_names_the_system_call(rootd, attack_package):

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "sandbox/sandbox.h"
+#include "sandbox/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -382,6 +383,74 @@ test_mode_names(void)
     CHECK(strcmp(sandbox_mode_name(SANDBOX_MODE_TRAP), "trap") == 0);
 }
 
+/* ---- filters compiled ahead (sandbox_role_compile) ---------------------- */
+
+static int compiled_fd = -1;
+
+/* A filter named as the native role's second that allows everything: a
+ * host that loads it by name gets the compiled program, which kills
+ * socket() and lets a signal to itself through (its pid put in when
+ * loaded); one that compiles it itself would allow it all. */
+static void
+body_compiled(void)
+{
+    const struct sandbox_filter impostor = {
+        .name = sandbox_role_native.strict->name,
+        .fallback = SANDBOX_ALLOW,
+    };
+    char err[256];
+
+    if (dup2(compiled_fd, SANDBOX_FILTERS_FD) < 0)
+        _exit(102);
+    if (sandbox_filter_load(&impostor, SANDBOX_MODE_ENFORCE, false, err,
+                            sizeof err) < 0) {
+        fprintf(stderr, "compiled: %s\n", err);
+        _exit(103);
+    }
+    /* Read and closed by the first load. */
+    if (fcntl(SANDBOX_FILTERS_FD, F_GETFD) >= 0)
+        _exit(104);
+    /* A signal to itself: allowed, the program compiled ahead holding
+     * this process's pid now. */
+    if (kill(getpid(), 0) != 0)
+        _exit(105);
+    reached();
+    (void)socket(AF_INET, SOCK_STREAM, 0);
+    _exit(11);
+}
+
+/* Without the memfd, the same impostor compiles as written: allowed. */
+static void
+body_not_compiled(void)
+{
+    const struct sandbox_filter impostor = {
+        .name = sandbox_role_native.strict->name,
+        .fallback = SANDBOX_ALLOW,
+    };
+    char err[256];
+
+    if (sandbox_filter_load(&impostor, SANDBOX_MODE_ENFORCE, false, err,
+                            sizeof err) < 0)
+        _exit(103);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    _exit(fd >= 0 ? 0 : 12);
+}
+
+static void
+test_compiled_filters_are_loaded_as_given(void)
+{
+    char err[256];
+
+    compiled_fd = sandbox_role_compile(&sandbox_role_native,
+                                       SANDBOX_MODE_ENFORCE, err, sizeof err);
+    REQUIRE(compiled_fd >= 0);
+    /* Sealed: no host can change what the next host loads. */
+    CHECK(fcntl(compiled_fd, F_GET_SEALS) & F_SEAL_WRITE);
+    check_killed(body_compiled, "compiled stage 2, socket");
+    check_exit0(child(body_not_compiled), "compiled by the host");
+    close(compiled_fd);
+}
+
 int
 main(void)
 {
@@ -405,5 +474,6 @@ main(void)
     RUN(test_escapes_are_killed);
     RUN(test_trap_mode_names_the_call);
     RUN(test_log_mode_kills_nothing);
+    RUN(test_compiled_filters_are_loaded_as_given);
     return check_result();
 }

@@ -61,6 +61,8 @@ run_sh(const struct sandbox_role *role, const char *script, int channel,
         .exec_fd = -1,
         .namespaces = ns,
         .landlock_fd = landlock_fd,
+        .net_fd = -1,
+        .filters_fd = -1,
     };
     return sandbox_spawn(&s, c, err, errlen);
 }
@@ -132,6 +134,8 @@ test_failing_step_is_named(void)
         .channel_fd = 2,
         .exec_fd = -1,
         .landlock_fd = -1,
+        .net_fd = -1,
+        .filters_fd = -1,
     };
     CHECK(sandbox_spawn(&s, &c, err, sizeof err) < 0 && errno == ENOENT);
     CHECK(strcmp(err, "execve: No such file or directory") == 0);
