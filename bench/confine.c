@@ -38,6 +38,7 @@
 
 #include "sandbox/cgroup.h"
 #include "sandbox/creds.h"
+#include "sandbox/netpool.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn.h"
 
@@ -142,9 +143,12 @@ report(const char *name, double *t, int n, double before)
     return med;
 }
 
-/* One start of level l: 0, or -1 with a message. */
+/* One start of level l: 0, or -1 with a message.  pool: its network
+ * namespace made before the clock starts, as the launcher's pool does
+ * (sandbox/netpool.h); else unshared by the child. */
 static int
-start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
+start(enum level l, int binfd, int cap_last, int abi, int i, bool pool,
+      double *ms)
 {
     static char arg0[] = "true";
     char *const argv[] = { arg0, NULL };
@@ -163,6 +167,12 @@ start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
         ns |= SANDBOX_NS_MOUNT;
     if (l >= L_INIT)
         ns |= SANDBOX_NS_PID;
+    int netfd = pool && (ns & SANDBOX_NS_NET) ? sandbox_netns_make() : -1;
+    if (pool && (ns & SANDBOX_NS_NET) && netfd < 0) {
+        fprintf(stderr, "confine: a network namespace: %s\n",
+                strerror(errno));
+        return -1;
+    }
     double t0 = now_ms();
     if (l >= L_CGROUP) {
         snprintf(leaf, sizeof leaf, "b%d-%d", (int)l, i);
@@ -183,7 +193,7 @@ start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
         .namespaces = ns,
         .landlock_abi = abi,
         .landlock_fd = -1,
-        .net_fd = -1,
+        .net_fd = netfd,
         .filters_fd = -1,
         .drop = l >= L_CREDS,
         .uid = 3999999,
@@ -195,7 +205,10 @@ start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
                      .memlock = 64u << 10,
                      .core_off = 1 },
     };
-    if (sandbox_spawn(&s, &c, err, sizeof err) < 0) {
+    int rc = sandbox_spawn(&s, &c, err, sizeof err);
+    if (netfd >= 0)
+        close(netfd);
+    if (rc < 0) {
         fprintf(stderr, "confine: level %s: %s\n", names[l], err);
         return -1;
     }
@@ -216,9 +229,12 @@ start(enum level l, int binfd, int cap_last, int abi, int i, double *ms)
     return 0;
 }
 
-/* fork, (the native role's two filters,) _exit, wait: ms. */
+/* fork, (the native role's two filters,) _exit, wait: ms.  compiled >= 0:
+ * the filters compiled ahead (sandbox_role_compile()), given as the
+ * launcher gives them; -1: compiled by the child, as a host without them
+ * does. */
 static double
-filters(bool load)
+filters(bool load, int compiled)
 {
     double t0 = now_ms();
     int st;
@@ -227,6 +243,8 @@ filters(bool load)
     if (pid == 0) {
 #ifdef WM_SANDBOX
         char err[256];
+        if (compiled >= 0 && dup2(compiled, SANDBOX_FILTERS_FD) < 0)
+            _exit(1);
         if (load &&
             (sandbox_role_enter(&sandbox_role_native, SANDBOX_MODE_ENFORCE, err,
                                 sizeof err) != SANDBOX_LEVEL_SECCOMP ||
@@ -236,6 +254,7 @@ filters(bool load)
             _exit(1);
 #else
         (void)load;
+        (void)compiled;
 #endif
         _exit(0);
     }
@@ -313,30 +332,63 @@ main(int argc, char **argv)
     for (int l = 0; l < L_COUNT; l++) {
         for (int i = 0; i < runs; i++) {
             gap(gap_ms);
-            if (start((enum level)l, binfd, cap_last, abi, i, &t[i]) < 0)
+            if (start((enum level)l, binfd, cap_last, abi, i, true, &t[i]) <
+                0)
                 return 1;
         }
         med[l] = report(names[l], t, runs, l ? med[l - 1] : -1);
     }
     printf("  all spawn layers add %.3f ms (median) to a start\n",
            med[L_COUNT - 1] - med[L_BARE]);
-
-    double *f = calloc((size_t)runs, sizeof *f);
-    if (f == NULL)
-        return 1;
     for (int i = 0; i < runs; i++) {
         gap(gap_ms);
-        t[i] = filters(false);
+        if (start(L_NS, binfd, cap_last, abi, i, false, &t[i]) < 0)
+            return 1;
+    }
+    report("(ns: the net ns unshared)", t, runs, med[L_NS]);
+    for (int i = 0; i < runs; i++) {
         gap(gap_ms);
-        f[i] = filters(true);
-        if (t[i] < 0 || f[i] < 0) {
+        double t0 = now_ms();
+        int fd = sandbox_netns_make();
+        if (fd < 0)
+            return 1;
+        t[i] = now_ms() - t0;
+        close(fd);
+    }
+    report("(a net ns for the pool, ahead)", t, runs, -1);
+
+    double *f = calloc((size_t)runs, sizeof *f);
+    double *g = calloc((size_t)runs, sizeof *g);
+    if (f == NULL || g == NULL)
+        return 1;
+    int compiled = -1;
+#ifdef WM_SANDBOX
+    compiled = sandbox_role_compile(&sandbox_role_native, SANDBOX_MODE_ENFORCE,
+                                    err, sizeof err);
+    if (compiled < 0) {
+        fprintf(stderr, "confine: %s\n", err);
+        return 1;
+    }
+#endif
+    for (int i = 0; i < runs; i++) {
+        gap(gap_ms);
+        t[i] = filters(false, -1);
+        gap(gap_ms);
+        f[i] = filters(true, compiled);
+        gap(gap_ms);
+        g[i] = filters(true, -1);
+        if (t[i] < 0 || f[i] < 0 || g[i] < 0) {
             fprintf(stderr, "confine: the filters' child failed\n");
             return 1;
         }
     }
     double fork_med = report("fork + _exit + wait", t, runs, -1);
     double filt_med =
-        report("+ the native role's two filters", f, runs, fork_med);
+        report("+ the two filters, compiled ahead", f, runs, fork_med);
+    report("(+ the two filters, compiled by the host)", g, runs, fork_med);
+    if (compiled >= 0)
+        close(compiled);
+    free(g);
     printf("  with the filters, confinement adds %.3f ms (median) to a "
            "start\n",
            med[L_COUNT - 1] - med[L_BARE] + filt_med - fork_med);
