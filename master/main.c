@@ -31,6 +31,7 @@
 #include "master/daemon.h"
 #include "master/dispatch.h"
 #include "master/engines.h"
+#include "master/fetch.h"
 #include "master/gateway.h"
 #include "master/grouplock.h"
 #include "master/ids.h"
@@ -247,6 +248,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
                (unsigned long long)d->conf->shutdown_grace_ms);
     sd_notify(0, "STOPPING=1");
     api_stop_listening(d->api);
+    /* Creates and reloads waiting for a fetch answer 503 now. */
+    fetch_cancel_all(d->fetcher);
     supervise_shutdown(d->sv, (unsigned)d->conf->shutdown_grace_ms,
                        on_hosts_gone, d);
 }
@@ -451,6 +454,11 @@ main(int argc, char **argv)
     }
     if (d.sandbox_built)
         supervise_set_sandbox(d.sv, &d.sandbox);
+    d.fetcher = fetch_new(d.base, &conf, err, sizeof err);
+    if (d.fetcher == NULL) {
+        log_err("%s", err);
+        goto out;
+    }
     d.api = api_new(&d, err, sizeof err);
     if (d.api == NULL) {
         log_err("api: %s", err);
@@ -488,6 +496,9 @@ main(int argc, char **argv)
     if (watchdog)
         event_free(watchdog);
 out:
+    /* Before the API and the supervisor: a fetch still running answers
+     * its request and undoes its worker through them. */
+    fetch_free(d.fetcher);
     if (d.api)
         api_free(d.api);
     if (d.sv)
