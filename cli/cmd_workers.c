@@ -476,7 +476,7 @@ int
 cmd_history(struct wmctl *ctl, int argc, char **argv)
 {
     static const char *const header[] = { "VERSION", "CREATED", "SHA256",
-                                          "SIZE", "SOURCE", "ADDRESS" };
+                                          "SIZE",    "SOURCE",  "ADDRESS" };
     json_t *answer, *v;
     size_t i;
     int rc = WMCTL_EXIT_OK;

@@ -44,7 +44,7 @@ struct daemon {
     struct dispatch *dispatch;
     struct grouplocks *locks;
     struct fetcher *fetcher; /* code from URLs (fetch.h) */
-    char holder[160]; /* "<instance>/<boot id>": group locks' holder */
+    char holder[160];        /* "<instance>/<boot id>": group locks' holder */
     enum daemon_recovery recovery;
     char recovery_error[512];
     unsigned recovered;      /* workers restored by the last recovery */

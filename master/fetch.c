@@ -60,7 +60,7 @@
 /* Credentials of one code source host (code_source_credentials_file). */
 struct cred {
     char *host;
-    bool bearer; /* else basic */
+    bool bearer;  /* else basic */
     char *secret; /* the token, or USER:PASSWORD */
 };
 
@@ -105,8 +105,8 @@ struct hop {
 
 /* ---- the rules without the network --------------------------------- */
 
-static enum fetch_status
-fail(char *why, size_t whylen, enum fetch_status st, const char *fmt, ...)
+static enum fetch_status fail(char *why, size_t whylen, enum fetch_status st,
+                              const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static enum fetch_status
@@ -160,8 +160,8 @@ fetch_url_check(const struct fetch_policy *p, const char *url,
      * schemes parse, to be refused by name below. */
     uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
     if (uc != CURLUE_OK) {
-        st = fail(why, whylen, FETCH_INVALID, "%s is not an absolute URL: %s", url,
-             curl_url_strerror(uc));
+        st = fail(why, whylen, FETCH_INVALID, "%s is not an absolute URL: %s",
+                  url, curl_url_strerror(uc));
         goto out;
     }
     if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
@@ -171,24 +171,25 @@ fetch_url_check(const struct fetch_policy *p, const char *url,
     }
     if (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0) {
         st = fail(why, whylen, FETCH_INVALID,
-             "%s: scheme %s is not supported: code comes over https (or "
-             "http when code_source_allow_http is set)",
-             url, scheme);
+                  "%s: scheme %s is not supported: code comes over https (or "
+                  "http when code_source_allow_http is set)",
+                  url, scheme);
         goto out;
     }
     if (strcmp(scheme, "http") == 0 && !p->allow_http) {
         st = fail(why, whylen, FETCH_REFUSED,
-             "%s: http is refused: code comes over https unless "
-             "code_source_allow_http is set",
-             url);
+                  "%s: http is refused: code comes over https unless "
+                  "code_source_allow_http is set",
+                  url);
         goto out;
     }
     if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
         curl_url_get(u, CURLUPART_PASSWORD, &pass, 0) == CURLUE_OK) {
-        st = fail(why, whylen, FETCH_INVALID,
-             "the URL carries user:password: credentials for a code source "
-             "come from the operator's code_source_credentials_file, never "
-             "from a request");
+        st =
+            fail(why, whylen, FETCH_INVALID,
+                 "the URL carries user:password: credentials for a code source "
+                 "come from the operator's code_source_credentials_file, never "
+                 "from a request");
         goto out;
     }
     if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) !=
@@ -218,7 +219,7 @@ fetch_url_check(const struct fetch_policy *p, const char *url,
             ok = host_equal(p->allowed_hosts[i], out->host);
         if (!ok) {
             st = fail(why, whylen, FETCH_REFUSED,
-                 "host %s is not in allowed_code_source_hosts", out->host);
+                      "host %s is not in allowed_code_source_hosts", out->host);
             goto out;
         }
     }
@@ -277,8 +278,7 @@ same_addr(const struct sockaddr *a, const struct sockaddr *b)
 
 /* Resolves u->host and checks every address; fills h->addrs. */
 static enum fetch_status
-hop_resolve(struct hop *h, const struct fetch_url *u, char *why,
-            size_t whylen)
+hop_resolve(struct hop *h, const struct fetch_url *u, char *why, size_t whylen)
 {
     const struct fetch_policy *p = &h->j->f->policy;
     struct addrinfo hints = { .ai_family = AF_UNSPEC,
@@ -289,15 +289,15 @@ hop_resolve(struct hop *h, const struct fetch_url *u, char *why,
     int rc = getaddrinfo(u->host, NULL, &hints, &res);
     if (rc != 0)
         return fail(why, whylen, FETCH_FAILED, "cannot resolve host %s: %s",
-                    u->host, rc == EAI_SYSTEM ? strerror(errno)
-                                              : gai_strerror(rc));
+                    u->host,
+                    rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
     h->naddrs = 0;
     for (struct addrinfo *ai = res; ai && st == FETCH_OK; ai = ai->ai_next) {
         char range[64], text[FETCH_ADDR_MAX];
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
-        enum netrange_kind k = netrange_classify(ai->ai_addr, range,
-                                                 sizeof range);
+        enum netrange_kind k =
+            netrange_classify(ai->ai_addr, range, sizeof range);
         netrange_addr_format(ai->ai_addr, text, sizeof text);
         if (k != NETRANGE_PUBLIC && !allowed_net(p, ai->ai_addr)) {
             st = fail(why, whylen, FETCH_REFUSED,
@@ -308,8 +308,8 @@ hop_resolve(struct hop *h, const struct fetch_url *u, char *why,
         }
         bool seen = false;
         for (size_t i = 0; i < h->naddrs && !seen; i++)
-            seen = same_addr((const struct sockaddr *)&h->addrs[i],
-                             ai->ai_addr);
+            seen =
+                same_addr((const struct sockaddr *)&h->addrs[i], ai->ai_addr);
         if (seen)
             continue;
         if (h->naddrs == HOP_MAX_ADDRS) {
@@ -573,9 +573,8 @@ job_fetch(struct job *j, char *why, size_t whylen)
             break;
         }
         if (hops == FETCH_MAX_REDIRECTS) {
-            st = fail(why, whylen, FETCH_REFUSED,
-                      "%s: more than %d redirects", j->url,
-                      FETCH_MAX_REDIRECTS);
+            st = fail(why, whylen, FETCH_REFUSED, "%s: more than %d redirects",
+                      j->url, FETCH_MAX_REDIRECTS);
             free(next);
             break;
         }
@@ -772,10 +771,10 @@ creds_load(struct fetcher *f, const char *path, char *err, size_t errlen)
             continue;
         char *sp = value + strcspn(value, " \t");
         char *secret = sp + strspn(sp, " \t");
-        bool bearer = (size_t)(sp - value) == 6 &&
-                      strncasecmp(value, "bearer", 6) == 0;
-        bool basic = (size_t)(sp - value) == 5 &&
-                     strncasecmp(value, "basic", 5) == 0;
+        bool bearer =
+            (size_t)(sp - value) == 6 && strncasecmp(value, "bearer", 6) == 0;
+        bool basic =
+            (size_t)(sp - value) == 5 && strncasecmp(value, "basic", 5) == 0;
         if ((!bearer && !basic) || *secret == '\0' ||
             (basic && strchr(secret, ':') == NULL)) {
             snprintf(err, errlen,
@@ -786,8 +785,8 @@ creds_load(struct fetcher *f, const char *path, char *err, size_t errlen)
             break;
         }
         if (cred_find(f, key)) {
-            snprintf(err, errlen, "%s:%u: host %s is given twice", path,
-                     lineno, key);
+            snprintf(err, errlen, "%s:%u: host %s is given twice", path, lineno,
+                     key);
             rc = -1;
             break;
         }
@@ -842,7 +841,8 @@ fetch_new(struct event_base *base, const struct conf *conf, char *err,
     f->policy.allow_http = conf->code_source_allow_http;
     f->policy.allowed_hosts = conf->allowed_code_source_hosts.v;
     f->policy.nallowed_hosts = conf->allowed_code_source_hosts.n;
-    f->policy.allowed_nets = calloc(nets->n + 1, sizeof *f->policy.allowed_nets);
+    f->policy.allowed_nets =
+        calloc(nets->n + 1, sizeof *f->policy.allowed_nets);
     if (f->policy.allowed_nets == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;

@@ -75,9 +75,9 @@ struct fetch_result {
     char message[512]; /* the cause, when status != FETCH_OK */
     uint8_t *body;
     size_t len;
-    char sha256[65];                /* of body, lowercase hex */
-    char address[FETCH_ADDR_MAX];   /* the address the body came from */
-    char final_url[FETCH_URL_MAX];  /* after redirects; "" when none */
+    char sha256[65];               /* of body, lowercase hex */
+    char address[FETCH_ADDR_MAX];  /* the address the body came from */
+    char final_url[FETCH_URL_MAX]; /* after redirects; "" when none */
 };
 
 typedef void (*fetch_done_cb)(struct fetch_result *r, void *arg);
@@ -88,9 +88,9 @@ typedef void (*fetch_done_cb)(struct fetch_result *r, void *arg);
  * Fills *out and returns FETCH_OK, or FETCH_INVALID / FETCH_REFUSED with
  * the cause in why.  Pure: any thread, no I/O.
  */
-enum fetch_status fetch_url_check(const struct fetch_policy *p,
-                                  const char *url, struct fetch_url *out,
-                                  char *why, size_t whylen);
+enum fetch_status fetch_url_check(const struct fetch_policy *p, const char *url,
+                                  struct fetch_url *out, char *why,
+                                  size_t whylen);
 
 /*
  * Checks a 64-digit hex SHA-256 and writes it lowercase into out.

@@ -46,7 +46,10 @@ static const struct range ranges[] = {
     { AF_INET, { 240 }, 4, NETRANGE_RESERVED, "240.0.0.0/4" },
     { AF_INET6, { 0 }, 128, NETRANGE_UNSPECIFIED, "::/128" },
     { AF_INET6, { [15] = 1 }, 128, NETRANGE_LOOPBACK, "::1/128" },
-    { AF_INET6, { [10] = 0xff, [11] = 0xff }, 96, NETRANGE_IPV4_MAPPED,
+    { AF_INET6,
+      { [10] = 0xff, [11] = 0xff },
+      96,
+      NETRANGE_IPV4_MAPPED,
       "::ffff:0:0/96" },
     { AF_INET6, { 0 }, 96, NETRANGE_RESERVED, "::/96 (IPv4-compatible)" },
     { AF_INET6, { 0xfc }, 7, NETRANGE_UNIQUE_LOCAL, "fc00::/7" },
@@ -76,8 +79,8 @@ addr_bytes(const struct sockaddr *addr, int *family)
 {
     *family = addr->sa_family;
     if (addr->sa_family == AF_INET)
-        return (const uint8_t *)&((const struct sockaddr_in *)(const void *)
-                                      addr)
+        return (const uint8_t *)&(
+                   (const struct sockaddr_in *)(const void *)addr)
             ->sin_addr;
     if (addr->sa_family == AF_INET6)
         return ((const struct sockaddr_in6 *)(const void *)addr)

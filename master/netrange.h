@@ -20,14 +20,14 @@ struct sockaddr;
  * machine of the daemon's own network or no single machine at all. */
 enum netrange_kind {
     NETRANGE_PUBLIC = 0,
-    NETRANGE_UNSPECIFIED, /* 0.0.0.0/8, ::/128 */
-    NETRANGE_LOOPBACK,    /* 127.0.0.0/8, ::1/128 */
-    NETRANGE_PRIVATE,     /* 10/8, 172.16/12, 192.168/16 */
-    NETRANGE_LINK_LOCAL,  /* 169.254/16, fe80::/10 */
-    NETRANGE_CGNAT,       /* 100.64.0.0/10 (RFC 6598 shared space) */
-    NETRANGE_MULTICAST,   /* 224.0.0.0/4, ff00::/8 */
-    NETRANGE_RESERVED,    /* 240.0.0.0/4 (broadcast included), ::/96 */
-    NETRANGE_IPV4_MAPPED, /* ::ffff:0:0/96 */
+    NETRANGE_UNSPECIFIED,  /* 0.0.0.0/8, ::/128 */
+    NETRANGE_LOOPBACK,     /* 127.0.0.0/8, ::1/128 */
+    NETRANGE_PRIVATE,      /* 10/8, 172.16/12, 192.168/16 */
+    NETRANGE_LINK_LOCAL,   /* 169.254/16, fe80::/10 */
+    NETRANGE_CGNAT,        /* 100.64.0.0/10 (RFC 6598 shared space) */
+    NETRANGE_MULTICAST,    /* 224.0.0.0/4, ff00::/8 */
+    NETRANGE_RESERVED,     /* 240.0.0.0/4 (broadcast included), ::/96 */
+    NETRANGE_IPV4_MAPPED,  /* ::ffff:0:0/96 */
     NETRANGE_UNIQUE_LOCAL, /* fc00::/7 */
     NETRANGE_SITE_LOCAL,   /* fec0::/10 (deprecated, still routed inside) */
     NETRANGE_NAT64,        /* 64:ff9b::/96 embedding a non-public IPv4 */

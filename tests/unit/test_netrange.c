@@ -202,9 +202,9 @@ test_url_rules(void)
     CHECK(strcmp(u.scheme, "https") == 0);
     CHECK(strcmp(u.host, "code.example.com") == 0);
     CHECK_EQ(u.port, 443);
-    CHECK_EQ(fetch_url_check(&open, "https://[::1]:8443/x", &u, why,
-                             sizeof why),
-             FETCH_OK);
+    CHECK_EQ(
+        fetch_url_check(&open, "https://[::1]:8443/x", &u, why, sizeof why),
+        FETCH_OK);
     CHECK(strcmp(u.host, "::1") == 0);
     CHECK_EQ(u.port, 8443);
 
@@ -212,25 +212,25 @@ test_url_rules(void)
     CHECK_EQ(fetch_url_check(&open, "http://code.example.com/w", &u, why,
                              sizeof why),
              FETCH_REFUSED);
-    CHECK(check_has_all(why, "http is refused", "code_source_allow_http",
-                        NULL));
+    CHECK(
+        check_has_all(why, "http is refused", "code_source_allow_http", NULL));
     CHECK_EQ(fetch_url_check(&http, "http://code.example.com/w", &u, why,
                              sizeof why),
              FETCH_OK);
     CHECK_EQ(u.port, 80);
 
     /* other schemes, relative URLs, credentials, blanks */
-    CHECK_EQ(fetch_url_check(&http, "ftp://code.example.com/w", &u, why,
-                             sizeof why),
-             FETCH_INVALID);
+    CHECK_EQ(
+        fetch_url_check(&http, "ftp://code.example.com/w", &u, why, sizeof why),
+        FETCH_INVALID);
     CHECK(check_has_all(why, "scheme ftp", NULL));
     CHECK_EQ(fetch_url_check(&http, "file:///etc/passwd", &u, why, sizeof why),
              FETCH_INVALID);
     CHECK_EQ(fetch_url_check(&open, "/w.zip", &u, why, sizeof why),
              FETCH_INVALID);
-    CHECK_EQ(fetch_url_check(&open, "code.example.com/w.zip", &u, why,
-                             sizeof why),
-             FETCH_INVALID);
+    CHECK_EQ(
+        fetch_url_check(&open, "code.example.com/w.zip", &u, why, sizeof why),
+        FETCH_INVALID);
     CHECK_EQ(fetch_url_check(&open, "https://u:p@code.example.com/w", &u, why,
                              sizeof why),
              FETCH_INVALID);
@@ -258,12 +258,12 @@ test_url_rules(void)
              FETCH_REFUSED);
     CHECK(check_has_all(why, "evil.example.com", "allowed_code_source_hosts",
                         NULL));
-    CHECK_EQ(fetch_url_check(&strict, "https://code.example.com.evil.net/w",
-                             &u, why, sizeof why),
+    CHECK_EQ(fetch_url_check(&strict, "https://code.example.com.evil.net/w", &u,
+                             why, sizeof why),
              FETCH_REFUSED);
-    CHECK_EQ(fetch_url_check(&strict, "https://127.0.0.1/w", &u, why,
-                             sizeof why),
-             FETCH_REFUSED);
+    CHECK_EQ(
+        fetch_url_check(&strict, "https://127.0.0.1/w", &u, why, sizeof why),
+        FETCH_REFUSED);
 
     char big[FETCH_URL_MAX + 10];
     memset(big, 'a', sizeof big - 1);
