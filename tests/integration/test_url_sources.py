@@ -627,3 +627,97 @@ def test_wmctl_create_and_history(local, https, package, wm_built):
             MIME, "--topic", "n", expect=1)
     assert p.stderr.startswith("wmctl: security_rejected: code.url"), \
         p.stderr
+
+
+# ---- DNS rebinding ---------------------------------------------------------
+
+class RebindingDNS:
+    """A DNS server on 127.0.0.1:53 (glibc's resolver takes no other
+    port) that answers the first A query for a name with 127.0.0.1 and
+    every later one with 10.0.0.1, as a rebinding attacker's would; AAAA
+    queries get no answer.  Counts the A queries per name."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.bind(("127.0.0.1", 53))
+        except OSError as e:
+            self.sock.close()
+            pytest.fail(f"the rebinding test needs 127.0.0.1:53: {e}")
+        self.queries = {}
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                data, peer = self.sock.recvfrom(512)
+            except OSError:
+                return
+            try:
+                self.sock.sendto(self.answer(data), peer)
+            except (OSError, IndexError, ValueError):
+                pass
+
+    def answer(self, q):
+        i, labels = 12, []
+        while q[i]:
+            labels.append(q[i + 1:i + 1 + q[i]].decode())
+            i += 1 + q[i]
+        qtype = int.from_bytes(q[i + 1:i + 3], "big")
+        question = q[12:i + 5]
+        name = ".".join(labels).lower()
+        records = b""
+        if qtype == 1:
+            n = self.queries[name] = self.queries.get(name, 0) + 1
+            addr = bytes([127, 0, 0, 1]) if n == 1 else bytes([10, 0, 0, 1])
+            records = (b"\xc0\x0c" + (1).to_bytes(2, "big")
+                       + (1).to_bytes(2, "big") + (0).to_bytes(4, "big")
+                       + (4).to_bytes(2, "big") + addr)
+        header = (q[:2] + b"\x81\x80" + (1).to_bytes(2, "big")
+                  + (1 if records else 0).to_bytes(2, "big") + b"\0\0\0\0")
+        return header + question + records
+
+    def close(self):
+        self.sock.close()
+
+
+class RebindingDaemon(NamespacedDaemon):
+    """NamespacedDaemon whose /etc/resolv.conf names the rebinding
+    server."""
+
+    def argv(self):
+        resolv = self.tmp / "resolv.conf"
+        resolv.write_text("nameserver 127.0.0.1\noptions attempts:1\n")
+        argv = super().argv()
+        i = argv.index('mount --bind "$0" /etc/hosts && exec "$@"')
+        argv[i] = ('mount --bind "$0" /etc/hosts && '
+                   f'mount --bind {resolv} /etc/resolv.conf && exec "$@"')
+        return argv
+
+
+def test_no_dns_rebinding(wm_builddir, tmp_path, pki, plain_http, package):
+    """The name is resolved once: libcurl connects to the address that was
+    checked and never asks the resolver again, so a name that answers
+    127.0.0.1 (allowed here) and then 10.0.0.1 fetches from 127.0.0.1."""
+    dns = RebindingDNS()
+    d = RebindingDaemon(wm_builddir, tmp_path, hosts="127.0.0.1 localhost\n",
+                        engines=native_engine(wm_builddir),
+                        options={"code_source_allowed_networks":
+                                 "127.0.0.1/32",
+                                 "code_source_allow_http": "true"})
+    d.start()
+    try:
+        r = create_url(d, plain_http.url("/echo.zip", host="rebind.test"),
+                       sha(package))
+        assert r.status == 201, (r, d.log())
+        v = d.get(f"/v1/workers/{r.json['id']}/history").json["versions"][0]
+        assert v["address"] == "127.0.0.1"
+        assert dns.queries.get("rebind.test") == 1, dns.queries
+        # The next fetch resolves anew: the rebound address is refused.
+        r = create_url(d, plain_http.url("/echo.zip", host="rebind.test"))
+        assert r.status == 403 and "10.0.0.1" in r.json["error"]["message"]
+    finally:
+        assert d.stop() == 0, d.log()
+        dns.close()

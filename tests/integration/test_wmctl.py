@@ -134,7 +134,8 @@ def test_create_needs_topic_and_mime_type(wmctl, tmp_path):
     p = wmctl("create", code_file(tmp_path), "--topic", "t", "--mime-type",
               "application/x-wm-test", "--memory-mb", "lots", expect=2)
     assert "--memory-mb lots: expected" in p.stderr
-    p = wmctl("create", "--sha256", "00" * 32, "--topic", "t", expect=2)
+    p = wmctl("create", "--sha256", "00" * 32, "--topic", "t",
+              "--mime-type", "application/x-wm-test", expect=2)
     assert "--sha256 goes with --url" in p.stderr
     # code.url goes to the daemon as it is, which refuses http by default
     # (the fetches themselves: test_url_sources.py).
