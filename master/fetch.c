@@ -209,10 +209,28 @@ fetch_url_check(const struct fetch_policy *p, const char *url,
         st = fail(why, whylen, FETCH_INVALID, "the host name is too long");
         goto out;
     }
+    /* libcurl percent-decodes the host: what comes out must still be a
+     * DNS name or an address (and is then safe to quote). */
+    for (size_t i = 0; i < hl; i++) {
+        char ch = h[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' ||
+              ch == ':')) {
+            st = fail(why, whylen, FETCH_INVALID,
+                      "%s: the host is not a DNS name or an IP address", url);
+            goto out;
+        }
+    }
     memcpy(out->host, h, hl);
     out->host[hl] = '\0';
     snprintf(out->scheme, sizeof out->scheme, "%s", scheme);
-    out->port = (unsigned)strtoul(port, NULL, 10);
+    unsigned long pn = strtoul(port, NULL, 10);
+    if (pn == 0 || pn > 65535) {
+        st = fail(why, whylen, FETCH_INVALID, "%s: port %s is not a port", url,
+                  port);
+        goto out;
+    }
+    out->port = (unsigned)pn;
     if (p->nallowed_hosts > 0) {
         bool ok = false;
         for (size_t i = 0; i < p->nallowed_hosts && !ok; i++)

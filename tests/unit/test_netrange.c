@@ -245,6 +245,11 @@ test_url_rules(void)
     CHECK_EQ(fetch_url_check(&open, "https://code.example.com/\n", &u, why,
                              sizeof why),
              FETCH_INVALID);
+    /* a percent-encoded host decodes to something no name is */
+    CHECK_EQ(
+        fetch_url_check(&open, "https://o%de.example/w", &u, why, sizeof why),
+        FETCH_INVALID);
+    CHECK(check_has_all(why, "not a DNS name", NULL));
 
     /* the allowlist: exact names, any case, a final dot ignored */
     CHECK_EQ(fetch_url_check(&strict, "https://CODE.example.com/w", &u, why,
