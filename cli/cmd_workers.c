@@ -17,6 +17,10 @@
 #include "cli/table.h"
 #include "cli/wmctl.h"
 
+/* A history row's source: a URL (up to 4 KiB), maybe the one that
+ * answered after redirects, and a rollback note. */
+#define HISTORY_SOURCE_MAX 8400
+
 /* What create prints of the new worker, and the other changes of it. */
 static const char *const brief_keys[] = {
     "id", "name", "status", "state", "version", NULL,
@@ -71,8 +75,9 @@ base64_encode(const unsigned char *in, size_t len)
     return out;
 }
 
-/* The "code" member of a create or reload: FILE's bytes, or a URL and its
- * digest.  Returns 0, or an exit code (reported). */
+/* The "code" member of a create or reload: FILE's bytes, or a URL and,
+ * when given, its digest (the daemon fetches it; without a digest it still
+ * records the one it finds).  Returns 0, or an exit code (reported). */
 static int
 code_json(struct wmctl *ctl, const char *file, const char *url,
           const char *sha256, json_t **out)
@@ -84,9 +89,10 @@ code_json(struct wmctl *ctl, const char *file, const char *url,
     if (url || sha256) {
         if (file)
             return wmctl_usage_error(ctl, "give FILE or --url, not both");
-        if (!url || !sha256)
-            return wmctl_usage_error(ctl, "--url and --sha256 go together");
-        *out = json_pack("{s:s, s:s}", "url", url, "sha256", sha256);
+        if (!url)
+            return wmctl_usage_error(ctl, "--sha256 goes with --url");
+        *out = sha256 ? json_pack("{s:s, s:s}", "url", url, "sha256", sha256)
+                      : json_pack("{s:s}", "url", url);
         return 0;
     }
     if (file == NULL)
@@ -470,7 +476,7 @@ int
 cmd_history(struct wmctl *ctl, int argc, char **argv)
 {
     static const char *const header[] = { "VERSION", "CREATED", "SHA256",
-                                          "SIZE", "SOURCE" };
+                                          "SIZE",    "SOURCE",  "ADDRESS" };
     json_t *answer, *v;
     size_t i;
     int rc = WMCTL_EXIT_OK;
@@ -486,12 +492,15 @@ cmd_history(struct wmctl *ctl, int argc, char **argv)
         return rc;
     }
     json_int_t current = json_integer_value(json_object_get(answer, "current"));
-    struct table *t = table_new(5, header);
+    struct table *t = table_new(6, header);
     json_array_foreach(json_object_get(answer, "versions"), i, v)
     {
         json_int_t version = json_integer_value(json_object_get(v, "version"));
         json_t *of = json_object_get(v, "rollback_of");
-        char vtext[32], size[32], source[128];
+        char vtext[32], size[32], source[HISTORY_SOURCE_MAX];
+        const char *address = json_string_value(json_object_get(v, "address"));
+        const char *final_url =
+            json_string_value(json_object_get(v, "final_url"));
         /* The current version is marked, as in git branch. */
         snprintf(vtext, sizeof vtext, "%s%lld", version == current ? "*" : "",
                  (long long)version);
@@ -499,6 +508,9 @@ cmd_history(struct wmctl *ctl, int argc, char **argv)
                  (long long)json_integer_value(json_object_get(v, "size")));
         snprintf(source, sizeof source, "%s",
                  json_string_value(json_object_get(v, "source")));
+        if (final_url)
+            snprintf(source + strlen(source), sizeof source - strlen(source),
+                     " -> %s", final_url);
         if (of)
             snprintf(source + strlen(source), sizeof source - strlen(source),
                      " (rollback to %lld)", (long long)json_integer_value(of));
@@ -508,6 +520,7 @@ cmd_history(struct wmctl *ctl, int argc, char **argv)
             json_string_value(json_object_get(v, "sha256")),
             size,
             source,
+            address ? address : "-",
         };
         if (t)
             table_row_add(t, cells);

@@ -38,11 +38,12 @@ static int cmd_help(struct wmctl *ctl, int argc, char **argv);
 static const struct wmctl_command commands[] = {
     {
         .name = "create",
-        .synopsis = "(FILE | --url URL --sha256 HEX) --topic T [--mime-type T] "
-                    "[--name N] [--group G] [--tenant T] [--config k=v]... "
-                    "[--tag k=v]... [--timeout-ms N] [--memory-mb N] "
-                    "[--concurrency N] [--isolation process|in-process] "
-                    "[--idle-timeout-s N] [--no-start]",
+        .synopsis =
+            "(FILE | --url URL [--sha256 HEX]) --topic T [--mime-type T] "
+            "[--name N] [--group G] [--tenant T] [--config k=v]... "
+            "[--tag k=v]... [--timeout-ms N] [--memory-mb N] "
+            "[--concurrency N] [--isolation process|in-process] "
+            "[--idle-timeout-s N] [--no-start]",
         .run = cmd_create,
     },
     { .name = "list", .synopsis = "", .run = cmd_list },
@@ -54,7 +55,7 @@ static const struct wmctl_command commands[] = {
     { .name = "delete", .synopsis = "WORKER", .run = cmd_delete },
     {
         .name = "reload",
-        .synopsis = "WORKER FILE | WORKER --url URL --sha256 HEX",
+        .synopsis = "WORKER FILE | WORKER --url URL [--sha256 HEX]",
         .run = cmd_reload,
     },
     { .name = "history", .synopsis = "WORKER", .run = cmd_history },

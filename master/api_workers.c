@@ -8,6 +8,12 @@
  * host's message and changes nothing); write the record (compare-and-set on
  * its revision); only then change the registry, emit the lifecycle event
  * and answer.  The desired status is persisted; the host state is not.
+ *
+ * Code from a URL is fetched first (fetch.h, off the loop): the create or
+ * reload waits for it holding its worker busy, and goes on as if the bytes
+ * had come in the request, its history entry recording the URL, the
+ * address they came from and their digest.  Only the blob is kept:
+ * recovery and rollback never fetch again.
  */
 #include "config.h"
 
@@ -25,6 +31,7 @@
 #include "master/dispatch.h"
 #include "master/engines.h"
 #include "master/events.h"
+#include "master/fetch.h"
 #include "master/gateway.h"
 #include "master/ids.h"
 #include "master/lifecycle.h"
@@ -267,40 +274,94 @@ get_str(struct api_req *rq, json_t *obj, const char *key, const char **out)
     return 0;
 }
 
-/* The code of a create or reload: {"content": base64} (URL sources come
- * with their own issue). */
+/* The code of a create or reload, as the request gave it: the bytes of
+ * {"content": base64}, or the URL of {"url", "sha256"?} (borrowed from the
+ * body) to fetch. */
+struct code_req {
+    uint8_t *code;
+    size_t len;
+    const char *url;
+    char sha256[65]; /* the expected digest, "" when not given */
+};
+
 static int
-take_code(struct api_req *rq, json_t *body, uint8_t **code, size_t *len)
+take_code(struct api_req *rq, json_t *body, struct code_req *cr)
 {
-    json_t *c = json_object_get(body, "code");
+    json_t *c = json_object_get(body, "code"), *v;
+    const char *key;
+
+    memset(cr, 0, sizeof *cr);
     if (!json_is_object(c)) {
         api_error(rq, 400, "invalid_argument",
-                  "code must be an object: {\"content\": \"<base64>\"}");
+                  "code must be an object: {\"content\": \"<base64>\"} or "
+                  "{\"url\": \"https://...\", \"sha256\": \"<hex>\"}");
         return -1;
     }
-    if (json_object_get(c, "url")) {
-        api_error(rq, 501, "unsupported",
-                  "code.url: code from URLs is not supported yet; send "
-                  "code.content");
-        return -1;
+    /* Nothing else: in particular no credentials, which come from the
+     * operator's code_source_credentials_file only. */
+    json_object_foreach(c, key, v)
+    {
+        if (strcmp(key, "content") != 0 && strcmp(key, "url") != 0 &&
+            strcmp(key, "sha256") != 0) {
+            api_error(rq, 400, "invalid_argument",
+                      "code.%s is not a member of code (content, or url and "
+                      "sha256; credentials for a URL come from the daemon's "
+                      "code_source_credentials_file, never from a request)",
+                      key);
+            return -1;
+        }
     }
     json_t *content = json_object_get(c, "content");
+    json_t *url = json_object_get(c, "url");
+    json_t *sha = json_object_get(c, "sha256");
+    if (sha && (!json_is_string(sha) ||
+                fetch_sha256_parse(json_string_value(sha), cr->sha256) != 0)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.sha256 must be 64 hexadecimal digits");
+        return -1;
+    }
+    if (content && url) {
+        api_error(rq, 400, "invalid_argument",
+                  "code takes content or url, not both");
+        return -1;
+    }
+    if (url) {
+        if (!json_is_string(url) || json_string_length(url) == 0) {
+            api_error(rq, 400, "invalid_argument",
+                      "code.url must be a non-empty string");
+            return -1;
+        }
+        cr->url = json_string_value(url);
+        return 0;
+    }
     if (!json_is_string(content)) {
         api_error(rq, 400, "invalid_argument",
                   "code.content must be a base64 string");
         return -1;
     }
     if (base64_decode(json_string_value(content), json_string_length(content),
-                      code, len) != 0) {
+                      &cr->code, &cr->len) != 0) {
         api_error(rq, 400, "invalid_argument",
                   "code.content is not valid base64");
         return -1;
     }
-    if (*len == 0) {
-        free(*code);
-        *code = NULL;
+    if (cr->len == 0) {
+        free(cr->code);
+        cr->code = NULL;
         api_error(rq, 400, "invalid_argument", "code.content is empty");
         return -1;
+    }
+    if (cr->sha256[0]) {
+        char got[STORE_SHA256_HEX];
+        store_sha256_hex(cr->code, cr->len, got);
+        if (strcmp(got, cr->sha256) != 0) {
+            api_error(rq, 403, "security_rejected",
+                      "code.content has SHA-256 %s, not the code.sha256 %s",
+                      got, cr->sha256);
+            free(cr->code);
+            cr->code = NULL;
+            return -1;
+        }
     }
     return 0;
 }
@@ -323,6 +384,11 @@ struct op {
     struct worker *w;
     uint8_t *code; /* the new code (create, reload) */
     size_t len;
+    /* Where it came from, for its history entry: a URL, the address that
+     * answered and the URL that did after redirects; NULL for content. */
+    char *url;
+    char *address;
+    char *final_url;
     const char *event; /* lifecycle event to emit on success */
     /* What to restore if the write fails. */
     enum worker_status old_status;
@@ -344,6 +410,9 @@ op_free(struct op *op)
     if (op->w)
         op->w->busy = false;
     free(op->code);
+    free(op->url);
+    free(op->address);
+    free(op->final_url);
     free(op);
 }
 
@@ -358,8 +427,12 @@ worker_answer(struct api_req *rq, int status, const struct worker *w)
 static void
 history_pop(struct worker *w, size_t n)
 {
-    while (w->nhistory > n)
-        free(w->history[--w->nhistory].source);
+    while (w->nhistory > n) {
+        struct worker_version *h = &w->history[--w->nhistory];
+        free(h->source);
+        free(h->address);
+        free(h->final_url);
+    }
 }
 
 /* Undoes an operation whose record could not be written. */
@@ -535,10 +608,11 @@ on_blob_written(enum store_status st, uint64_t revision, const char *message,
         op_persist(op);
 }
 
-/* Appends a history entry for new code and makes it current. */
+/* Appends a history entry for new code and makes it current.  address
+ * and final_url are NULL unless the code came from a URL. */
 static int
 history_push(struct worker *w, const char *sha, size_t size, const char *source,
-             uint32_t rollback_of)
+             const char *address, const char *final_url, uint32_t rollback_of)
 {
     struct worker_version *h =
         realloc(w->history, (w->nhistory + 1) * sizeof *h);
@@ -552,9 +626,16 @@ history_push(struct worker *w, const char *sha, size_t size, const char *source,
     h->size = size;
     h->at_ms = ids_now_ms();
     h->source = strdup(source);
+    h->address = address ? strdup(address) : NULL;
+    h->final_url = final_url ? strdup(final_url) : NULL;
     h->rollback_of = rollback_of;
-    if (h->source == NULL)
+    if (h->source == NULL || (address && !h->address) ||
+        (final_url && !h->final_url)) {
+        free(h->source);
+        free(h->address);
+        free(h->final_url);
         return -1;
+    }
     w->nhistory++;
     w->version = h->version;
     return 0;
@@ -592,11 +673,12 @@ op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
 /* Stores op->code as a blob, appends it to the history, then loads and
  * persists (on_blob_written). */
 static void
-op_store_code(struct op *op, const char *source)
+op_store_code(struct op *op)
 {
     char sha[STORE_SHA256_HEX];
     store_sha256_hex(op->code, op->len, sha);
-    if (history_push(op->w, sha, op->len, source, 0) != 0) {
+    if (history_push(op->w, sha, op->len, op->url ? op->url : "content",
+                     op->address, op->final_url, 0) != 0) {
         op_undo(op);
         api_error(op->rq, 500, "internal", "out of memory");
         op_free(op);
@@ -704,7 +786,8 @@ create_store_and_load(struct op *op)
     struct worker *w = op->w;
 
     store_sha256_hex(op->code, op->len, sha);
-    if (history_push(w, sha, op->len, "content", 0) != 0) {
+    if (history_push(w, sha, op->len, op->url ? op->url : "content",
+                     op->address, op->final_url, 0) != 0) {
         op_undo(op);
         api_error(op->rq, 500, "internal", "out of memory");
         op_free(op);
@@ -722,14 +805,99 @@ create_store_and_load(struct op *op)
         create_step_done(op, 500, "internal", "cannot start a host");
 }
 
+/* Answers a fetch that did not give the code, by its kind of failure. */
+static void
+fetch_answer_error(struct api_req *rq, enum fetch_status st, const char *why)
+{
+    switch (st) {
+    case FETCH_INVALID:
+        api_error(rq, 400, "invalid_argument", "code.url: %s", why);
+        break;
+    case FETCH_REFUSED:
+        api_error(rq, 403, "security_rejected", "code.url: %s", why);
+        break;
+    case FETCH_BUSY:
+        api_error(rq, 503, "backlog_full", "code.url: %s", why);
+        break;
+    case FETCH_CANCELLED:
+        api_error(rq, 503, "recovering", "code.url: %s", why);
+        break;
+    case FETCH_OK:
+    case FETCH_FAILED:
+        api_error(rq, 422, "load_failed", "code.url: %s", why);
+        break;
+    }
+}
+
+static void
+on_fetched(struct fetch_result *r, void *arg)
+{
+    struct op *op = arg;
+
+    if (r->status != FETCH_OK) {
+        op_undo(op);
+        fetch_answer_error(op->rq, r->status, r->message);
+        op_free(op);
+        return;
+    }
+    op->code = r->body;
+    op->len = r->len;
+    r->body = NULL;
+    op->address = strdup(r->address);
+    op->final_url = r->final_url[0] ? strdup(r->final_url) : NULL;
+    if (op->address == NULL || (r->final_url[0] && op->final_url == NULL)) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    if (op->kind == OP_CREATE)
+        create_store_and_load(op);
+    else
+        op_store_code(op);
+}
+
+/* Takes the code of a create or reload: at once from the request, or
+ * once fetched from its URL; then stores, loads and persists it. */
+static void
+op_take_code(struct op *op, struct code_req *cr)
+{
+    char why[600];
+
+    if (cr->url == NULL) {
+        op->code = cr->code;
+        op->len = cr->len;
+        cr->code = NULL;
+        if (op->kind == OP_CREATE)
+            create_store_and_load(op);
+        else
+            op_store_code(op);
+        return;
+    }
+    op->url = strdup(cr->url);
+    if (op->url == NULL) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    enum fetch_status st =
+        fetch_start(op->d->fetcher, cr->url, cr->sha256[0] ? cr->sha256 : NULL,
+                    on_fetched, op, why, sizeof why);
+    if (st != FETCH_OK) {
+        op_undo(op);
+        fetch_answer_error(op->rq, st, why);
+        op_free(op);
+    }
+}
+
 static void
 create(struct api_req *rq)
 {
     json_t *body = api_body_object(rq);
     struct worker *w = NULL;
     const char *mime, *topic, *tenant, *group, *name, *isolation;
-    uint8_t *code = NULL;
-    size_t len = 0;
+    struct code_req code = { 0 };
     const struct engines_entry *e;
 
     if (body == NULL)
@@ -826,7 +994,7 @@ create(struct api_req *rq)
                              MAX_CONCURRENCY, &w->limits.concurrency))) ||
         get_uint(rq, body, "idle_timeout_s", "", 0, 86400 * 365,
                  &w->idle_timeout_s) ||
-        take_code(rq, body, &code, &len))
+        take_code(rq, body, &code))
         goto out;
     /* A group member's event must end (its deadline) before its lock may
      * be stolen as stale (DESIGN §6). */
@@ -859,13 +1027,10 @@ create(struct api_req *rq)
     struct op *op = op_new(rq, OP_CREATE, w);
     if (op == NULL)
         goto out;
-    op->code = code;
-    op->len = len;
-    code = NULL;
     w = NULL;
-    create_store_and_load(op);
+    op_take_code(op, &code);
 out:
-    free(code);
+    free(code.code);
     worker_free(w);
     json_decref(body);
 }
@@ -915,22 +1080,18 @@ static void
 reload(struct api_req *rq, struct worker *w)
 {
     json_t *body = api_body_object(rq);
-    uint8_t *code = NULL;
-    size_t len;
+    struct code_req code;
 
     if (body == NULL)
         return;
-    if (take_code(rq, body, &code, &len) == 0) {
+    if (take_code(rq, body, &code) == 0) {
         struct op *op = op_new(rq, OP_RELOAD, w);
         if (op) {
-            op->code = code;
-            op->len = len;
             op->event = "reloaded";
-            code = NULL;
-            op_store_code(op, "content");
+            op_take_code(op, &code);
         }
     }
-    free(code);
+    free(code.code);
     json_decref(body);
 }
 
@@ -951,10 +1112,16 @@ rollback(struct api_req *rq, struct worker *w)
         } else {
             struct op *op = op_new(rq, OP_ROLLBACK, w);
             char sha[STORE_SHA256_HEX];
+            /* Copies: history_push may move the history v points into. */
             char *source = strdup(v->source);
+            char *address = v->address ? strdup(v->address) : NULL;
+            char *final_url = v->final_url ? strdup(v->final_url) : NULL;
             uint64_t size = v->size;
             snprintf(sha, sizeof sha, "%s", v->sha256);
-            if (op && source && history_push(w, sha, size, source, to) == 0) {
+            if (op && source && (address || !v->address) &&
+                (final_url || !v->final_url) &&
+                history_push(w, sha, size, source, address, final_url, to) ==
+                    0) {
                 op->event = "rolledback";
                 if (w->status == WORKER_STOPPED) {
                     op_persist(op);
@@ -969,6 +1136,8 @@ rollback(struct api_req *rq, struct worker *w)
                 op_free(op);
             }
             free(source);
+            free(address);
+            free(final_url);
         }
     }
     json_decref(body);
@@ -986,6 +1155,10 @@ history(struct api_req *rq, struct worker *w)
                               time_json(v->at_ms), "source", v->source);
         if (v->rollback_of)
             json_object_set_new(j, "rollback_of", json_integer(v->rollback_of));
+        if (v->address)
+            json_object_set_new(j, "address", json_string(v->address));
+        if (v->final_url)
+            json_object_set_new(j, "final_url", json_string(v->final_url));
         json_array_append_new(arr, j);
     }
     api_reply(rq, 200,

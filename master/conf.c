@@ -95,6 +95,12 @@
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
  * | `max_frame_bytes` | size (bytes), 4096–1073741824 | `16MiB` | `WM_MAX_FRAME_BYTES` | Largest frame between the master and a host, size prefix included. |
  * | `allowed_code_source_hosts` | list | empty | `WM_ALLOWED_CODE_SOURCE_HOSTS`, `ALLOWED_CODE_SOURCE_HOSTS` | Hosts that code URLs may name; empty allows every host. |
+ * | `code_source_allow_http` | bool | `false` | `WM_CODE_SOURCE_ALLOW_HTTP` | Let code URLs use http as well as https (no integrity or secrecy in transit: give code.sha256). |
+ * | `code_source_allowed_networks` | list | empty | `WM_CODE_SOURCE_ALLOWED_NETWORKS` | Networks (CIDR, or single addresses) that code URLs may reach although they are private, loopback, link-local, CGNAT, unique-local or otherwise not public. |
+ * | `code_source_ca_file` | path, may be empty | empty | `WM_CODE_SOURCE_CA_FILE` | PEM file of the certificate authorities trusted for https code sources; empty means the system's. |
+ * | `code_source_credentials_file` | path, may be empty | empty | `WM_CODE_SOURCE_CREDENTIALS_FILE` | File of `host = bearer TOKEN` or `host = basic USER:PASSWORD` lines: the credentials sent to each code source host (over https only); empty means none. |
+ * | `code_fetch_max_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_CODE_FETCH_MAX_BYTES` | Largest code body fetched from a URL; a larger one is refused. |
+ * | `code_fetch_timeout_ms` | duration (ms), 100–3600000 | `30000` | `WM_CODE_FETCH_TIMEOUT_MS` | Time a code fetch may take, redirects included, from the first connection to the last byte. |
  * | `python_allowed_packages` | list | empty | `WM_PYTHON_ALLOWED_PACKAGES`, `PYTHON_ALLOWED_PACKAGES` | Packages Python workers may import beyond the safe standard library set. |
  * | `python_blocked_modules` | list | empty | `WM_PYTHON_BLOCKED_MODULES`, `PYTHON_BLOCKED_MODULES` | Modules Python workers may never import, even when otherwise allowed. |
  * | `engines_dir` | path | `<sysconfdir>/workmanager/engines.d` | `WM_ENGINES_DIR` | Directory of the engine descriptor files (*.engine). |
@@ -108,6 +114,7 @@
 #include "master/conf.h"
 
 #include "master/errbuf.h"
+#include "master/netrange.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -239,6 +246,33 @@ bad:
                       "'%s' is not an instance name (letters, digits, '_', "
                       "'.', '-'; at most %d)",
                       v, INSTANCE_MAX);
+}
+
+/* code_source_allowed_networks: each entry a network netrange_net_parse()
+ * takes, so that a typo stops start-up instead of allowing nothing (or
+ * more than meant). */
+static int
+check_networks(const char *v, char *why, size_t whylen)
+{
+    const char *p = v;
+
+    for (;;) {
+        char one[128];
+        struct netrange_net net;
+        size_t len;
+
+        p += strspn(p, ", \t");
+        if (*p == '\0')
+            return 0;
+        len = strcspn(p, ", \t");
+        if (len >= sizeof(one))
+            return errbuf_set(why, whylen, "%.40s...: not a network", p);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (netrange_net_parse(one, &net, why, whylen) != 0)
+            return -1;
+        p += len;
+    }
 }
 
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */
@@ -822,6 +856,74 @@ static const struct conf_key keys[] = {
         .env_alt = "ALLOWED_CODE_SOURCE_HOSTS",
         .doc = "Hosts that code URLs may name; empty allows every host.",
         .offset = AT(allowed_code_source_hosts, struct conf_list),
+    },
+    {
+        .name = "code_source_allow_http",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_CODE_SOURCE_ALLOW_HTTP",
+        .doc = "Let code URLs use http as well as https (no integrity or "
+               "secrecy in transit: give code.sha256).",
+        .offset = AT(code_source_allow_http, bool),
+    },
+    {
+        .name = "code_source_allowed_networks",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_ALLOWED_NETWORKS",
+        .doc = "Networks (CIDR, or single addresses) that code URLs may "
+               "reach although they are private, loopback, link-local, "
+               "CGNAT, unique-local or otherwise not public.",
+        .offset = AT(code_source_allowed_networks, struct conf_list),
+        .check = check_networks,
+    },
+    {
+        .name = "code_source_ca_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_CA_FILE",
+        .doc = "PEM file of the certificate authorities trusted for https "
+               "code sources; empty means the system's.",
+        .offset = AT(code_source_ca_file, char *),
+    },
+    {
+        .name = "code_source_credentials_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_CREDENTIALS_FILE",
+        .doc = "File of `host = bearer TOKEN` or `host = basic "
+               "USER:PASSWORD` lines: the credentials sent to each code "
+               "source host (over https only); empty means none.",
+        .offset = AT(code_source_credentials_file, char *),
+    },
+    {
+        .name = "code_fetch_max_bytes",
+        .type = CONF_SIZE,
+        /* As max_body_bytes: what one create may make the master hold. */
+        .def = "32MiB",
+        .env = "WM_CODE_FETCH_MAX_BYTES",
+        .doc = "Largest code body fetched from a URL; a larger one is "
+               "refused.",
+        .offset = AT(code_fetch_max_bytes, uint64_t),
+        .min = 1024,
+        .max = ONE_GIB,
+    },
+    {
+        .name = "code_fetch_timeout_ms",
+        .type = CONF_DURATION_MS,
+        /* The create or reload waits for it: long enough for a large
+         * package over a slow link, short enough that a client's own
+         * timeout (often 60 s) has not given up first. */
+        .def = "30000",
+        .env = "WM_CODE_FETCH_TIMEOUT_MS",
+        .doc = "Time a code fetch may take, redirects included, from the "
+               "first connection to the last byte.",
+        .offset = AT(code_fetch_timeout_ms, uint64_t),
+        .min = 100,
+        .max = ONE_HOUR_MS,
     },
     {
         .name = "python_allowed_packages",

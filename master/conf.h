@@ -166,6 +166,12 @@ struct conf {
 
     /* Code and engines' policies. */
     struct conf_list allowed_code_source_hosts;
+    bool code_source_allow_http;
+    struct conf_list code_source_allowed_networks;
+    char *code_source_ca_file;
+    char *code_source_credentials_file;
+    uint64_t code_fetch_max_bytes;
+    uint64_t code_fetch_timeout_ms;
     struct conf_list python_allowed_packages;
     struct conf_list python_blocked_modules;
 

@@ -23,6 +23,7 @@ struct api;
 struct broker;
 struct dispatch;
 struct grouplocks;
+struct fetcher;
 
 enum daemon_recovery {
     DAEMON_RECOVERY_PENDING = 0, /* not run yet (recovery_on_start=false) */
@@ -42,7 +43,8 @@ struct daemon {
     struct broker *broker;
     struct dispatch *dispatch;
     struct grouplocks *locks;
-    char holder[160]; /* "<instance>/<boot id>": group locks' holder */
+    struct fetcher *fetcher; /* code from URLs (fetch.h) */
+    char holder[160];        /* "<instance>/<boot id>": group locks' holder */
     enum daemon_recovery recovery;
     char recovery_error[512];
     unsigned recovered;      /* workers restored by the last recovery */

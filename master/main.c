@@ -34,6 +34,7 @@
 #include "master/daemon.h"
 #include "master/dispatch.h"
 #include "master/engines.h"
+#include "master/fetch.h"
 #include "master/gateway.h"
 #include "master/grouplock.h"
 #include "master/ids.h"
@@ -273,6 +274,8 @@ begin_shutdown(struct daemon *d)
     d->stopping = true;
     sd_notify(0, "STOPPING=1");
     api_stop_listening(d->api);
+    /* Creates and reloads waiting for a fetch answer 503 now. */
+    fetch_cancel_all(d->fetcher);
     supervise_shutdown(d->sv, (unsigned)d->conf->shutdown_grace_ms,
                        on_hosts_gone, d);
 }
@@ -464,6 +467,13 @@ main(int argc, char **argv)
         log_err("api: %s", err);
         goto out;
     }
+    /* So is code_source_credentials_file (fetch.h); a fetch's thread
+     * starts only later, for a request. */
+    d.fetcher = fetch_new(d.base, &conf, err, sizeof err);
+    if (d.fetcher == NULL) {
+        log_err("%s", err);
+        goto out;
+    }
     int dropped;
     if (privdrop_master(&conf, &dropped, err, sizeof err) != 0) {
         log_err("%s", err);
@@ -536,6 +546,9 @@ main(int argc, char **argv)
     if (watchdog)
         event_free(watchdog);
 out:
+    /* Before the API and the supervisor: a fetch still running answers
+     * its request and undoes its worker through them. */
+    fetch_free(d.fetcher);
     if (d.api)
         api_free(d.api);
     if (d.sv)

@@ -91,6 +91,8 @@ record_worker_encode(const struct worker *w, uint8_t **out, size_t *len)
         vers[i].at_ms = h->at_ms;
         vers[i].source = unconst(h->source);
         vers[i].rollback_of = h->rollback_of;
+        vers[i].address = unconst(h->address);
+        vers[i].final_url = unconst(h->final_url);
         vp[i] = &vers[i];
     }
     r.n_history = w->nhistory;
@@ -207,7 +209,11 @@ record_worker_decode(const char *id, const uint8_t *data, size_t len, char *err,
         h->at_ms = r->history[i]->at_ms;
         h->source = strdup(r->history[i]->source);
         h->rollback_of = r->history[i]->rollback_of;
-        if (h->source == NULL)
+        h->address = dup_or_null(r->history[i]->address);
+        h->final_url = dup_or_null(r->history[i]->final_url);
+        if (h->source == NULL ||
+            (*r->history[i]->address && h->address == NULL) ||
+            (*r->history[i]->final_url && h->final_url == NULL))
             goto oom;
     }
     w->version = r->version;

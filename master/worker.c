@@ -82,8 +82,11 @@ worker_free(struct worker *w)
     free(w->group);
     pairs_free(w->config, w->nconfig);
     pairs_free(w->tags, w->ntags);
-    for (size_t i = 0; w->history && i < w->nhistory; i++)
+    for (size_t i = 0; w->history && i < w->nhistory; i++) {
         free(w->history[i].source);
+        free(w->history[i].address);
+        free(w->history[i].final_url);
+    }
     free(w->history);
     free(w->error);
     free(w);

@@ -67,6 +67,10 @@ struct worker_version {
     int64_t at_ms;
     char *source;         /* "content", or the URL */
     uint32_t rollback_of; /* 0, or the version this one restored */
+    /* Code from a URL (fetch.h): the address it came from, and the URL
+     * that answered when redirects led elsewhere; NULL when not so. */
+    char *address;
+    char *final_url;
 };
 
 struct worker_limits {

@@ -205,7 +205,11 @@ BAD = [
      "invalid_argument"),
     ("POST", "/v1/workers",
      b'{"mime_type": "application/x-wm-test", "topic": "t", '
-     b'"code": {"url": "https://example.com/w.py"}}', 501, "unsupported"),
+     b'"code": {"url": "ftp://example.com/w.py"}}', 400, "invalid_argument"),
+    ("POST", "/v1/workers",
+     b'{"mime_type": "application/x-wm-test", "topic": "t", '
+     b'"code": {"url": "http://example.com/w.py"}}', 403,
+     "security_rejected"),
     ("POST", "/v1/workers",
      b'{"mime_type": "application/x-wm-test", "topic": "", '
      b'"code": {"content": "ZWNobw=="}}', 400, "invalid_argument"),
