@@ -169,8 +169,7 @@ start(enum level l, int binfd, int cap_last, int abi, int i, bool pool,
         ns |= SANDBOX_NS_PID;
     int netfd = pool && (ns & SANDBOX_NS_NET) ? sandbox_netns_make() : -1;
     if (pool && (ns & SANDBOX_NS_NET) && netfd < 0) {
-        fprintf(stderr, "confine: a network namespace: %s\n",
-                strerror(errno));
+        fprintf(stderr, "confine: a network namespace: %s\n", strerror(errno));
         return -1;
     }
     double t0 = now_ms();
@@ -332,8 +331,7 @@ main(int argc, char **argv)
     for (int l = 0; l < L_COUNT; l++) {
         for (int i = 0; i < runs; i++) {
             gap(gap_ms);
-            if (start((enum level)l, binfd, cap_last, abi, i, true, &t[i]) <
-                0)
+            if (start((enum level)l, binfd, cap_last, abi, i, true, &t[i]) < 0)
                 return 1;
         }
         med[l] = report(names[l], t, runs, l ? med[l - 1] : -1);
