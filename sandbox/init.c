@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +73,8 @@ sandbox_init_run(int exit_fd)
     }
 
     host = pid;
+    /* Its own name in ps(1), not its spawner's (the launcher's). */
+    (void)prctl(PR_SET_NAME, "wm-init", 0, 0, 0);
     close_all_but(exit_fd);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward;

@@ -158,7 +158,7 @@ env_pair(const char *name, const char *value)
 static int
 host_landlock(const char *host_path, char *err, size_t errlen)
 {
-    char real[PATH_MAX], why[512];
+    char real[PATH_MAX], why[300];
     char *slash;
     int fd;
 

@@ -350,6 +350,7 @@ def test_running_host_is_fully_confined(rootd, attack_package):
     init = int(st["PPid"])
     ist = status(init)
     assert ns_levels(ist)[1:] == [1], ist["NSpid"]
+    assert ist["Name"] == "wm-init", ist
     # the init's parent: the launcher, the master's child (privilege
     # separation)
     launcher = int(ist["PPid"])
