@@ -23,7 +23,7 @@
  * Invariants: a job is on f->jobs from fetch_start until its callback has
  * run; only its thread writes its result until it sets done (under
  * f->lock), only the loop thread reads it after.  Sockets libcurl opens are
- * close-on-exec (opened here), so hosts spawned meanwhile inherit none.
+ * close-on-exec (opened here): nothing the daemon execs inherits one.
  */
 #include "config.h"
 

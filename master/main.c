@@ -549,6 +549,9 @@ out:
     /* Before the API and the supervisor: a fetch still running answers
      * its request and undoes its worker through them. */
     fetch_free(d.fetcher);
+    /* So do the store's writes still queued (a create's record, say),
+     * while their requests exist: freeing the API frees them. */
+    store_flush(d.store);
     if (d.api)
         api_free(d.api);
     if (d.sv)

@@ -231,6 +231,13 @@ store_close(struct store *st)
         st->backend->close(st);
 }
 
+void
+store_flush(struct store *st)
+{
+    if (st != NULL)
+        st->backend->flush(st);
+}
+
 enum store_status
 store_get(struct store *st, const char *key, uint8_t **value, size_t *len,
           uint64_t *revision, char *err, size_t errlen)

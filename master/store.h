@@ -77,6 +77,11 @@ struct store *store_open(const struct store_config *cfg,
                          struct event_base *base, char *err, size_t errlen);
 /* Waits for queued writes (running their callbacks), then frees. */
 void store_close(struct store *st);
+/* Waits for queued writes and runs their callbacks (and those of the
+ * writes they submit), now, blocking: at shutdown, while what the
+ * callbacks answer (the API's requests) still exists.  Not from a
+ * callback.  NULL is fine. */
+void store_flush(struct store *st);
 
 /* Reads a key: STORE_OK with *value (malloc'd, the caller frees), *len and
  * *revision; STORE_NOT_FOUND; STORE_CORRUPT or STORE_IO with a message. */

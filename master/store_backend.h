@@ -38,6 +38,7 @@ struct store_backend {
     struct store *(*open)(const struct store_config *cfg,
                           struct event_base *base, char *err, size_t errlen);
     void (*close)(struct store *st);
+    void (*flush)(struct store *st);
     enum store_status (*get)(struct store *st, const char *key, uint8_t **value,
                              size_t *len, uint64_t *revision, char *err,
                              size_t errlen);

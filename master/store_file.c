@@ -1944,10 +1944,10 @@ fail:
 }
 
 /* Runs every outstanding callback (including those of writes the
- * callbacks submit), then stops and joins the writer.  Blocks the calling
- * (loop) thread: it is the end.  Must not be called from a callback. */
+ * callbacks submit).  Blocks the calling (loop) thread.  Must not be
+ * called from a callback. */
 static void
-sf_close(struct store *st)
+sf_flush(struct store *st)
 {
     struct store_file *sf = (struct store_file *)st;
 
@@ -1958,6 +1958,15 @@ sf_close(struct store *st)
         pthread_mutex_unlock(&sf->cmu);
         sf_drain(sf);
     }
+}
+
+/* sf_flush(), then stops and joins the writer: it is the end. */
+static void
+sf_close(struct store *st)
+{
+    struct store_file *sf = (struct store_file *)st;
+
+    sf_flush(st);
     pthread_mutex_lock(&sf->qmu);
     sf->stop = true;
     pthread_cond_signal(&sf->qcv);
@@ -1971,6 +1980,7 @@ const struct store_backend store_file_backend = {
     .name = "file",
     .open = sf_open,
     .close = sf_close,
+    .flush = sf_flush,
     .get = sf_get,
     .list = sf_list,
     .put = sf_put,

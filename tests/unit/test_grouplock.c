@@ -76,6 +76,12 @@ fault_close(struct store *st)
     free(fs);
 }
 
+static void
+fault_flush(struct store *st)
+{
+    store_flush(((struct fault_store *)st)->inner);
+}
+
 static enum store_status
 fault_get(struct store *st, const char *key, uint8_t **value, size_t *len,
           uint64_t *revision, char *err, size_t errlen)
@@ -152,6 +158,7 @@ static const struct store_backend fault_backend = {
     .name = "fault",
     .open = fault_open,
     .close = fault_close,
+    .flush = fault_flush,
     .get = fault_get,
     .list = fault_list,
     .put = fault_put,

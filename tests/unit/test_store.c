@@ -468,6 +468,35 @@ test_delete(void)
 
 /* A get or list before the callback sees the submitted write, in line
  * with the revision that compare-and-set checks. */
+/* store_flush(): every queued write's callback has run when it returns,
+ * without the loop, and the store goes on working (the daemon's shutdown
+ * flushes before it frees the requests the callbacks answer). */
+static void
+test_flush(void)
+{
+    struct result a = { 0 }, b = { 0 }, c = { 0 };
+    char dir[256], err[1024];
+    struct store *st;
+
+    new_dir(dir, sizeof dir);
+    st = open_store(dir);
+    REQUIRE(st != NULL);
+    pending += 3;
+    CHECK_EQ(store_put(st, "f/a", (const uint8_t *)"1", 1, 0, on_done, &a), 0);
+    CHECK_EQ(store_put(st, "f/b", (const uint8_t *)"2", 1, 0, on_done, &b), 0);
+    store_flush(st);
+    CHECK(a.done && b.done);
+    CHECK(a.status == STORE_OK && b.status == STORE_OK);
+    CHECK_EQ(store_delete(st, "f/a", 1, on_done, &c), 0);
+    store_flush(st);
+    CHECK(c.done && c.status == STORE_OK);
+    CHECK_EQ(get_check(st, "f/a", NULL, NULL, err, sizeof err),
+             STORE_NOT_FOUND);
+    CHECK_EQ(pending, 0);
+    store_flush(NULL); /* nothing */
+    store_close(st);
+}
+
 static void
 test_read_your_writes(void)
 {
@@ -1176,6 +1205,7 @@ main(void)
         RUN(test_cas);
         RUN(test_delete);
         RUN(test_read_your_writes);
+        RUN(test_flush);
         RUN(test_list);
         RUN(test_persistence);
         RUN(test_torn);
