@@ -284,11 +284,14 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
     bool shared_user;
     struct lhost h = { .seq = q->seq, .slot = -1 };
 
-    if (!plain_word(q->engine, sizeof q->engine) ||
-        (e = find_engine(q->engine)) == NULL) {
+    if (!plain_word(q->engine, sizeof q->engine)) {
+        refuse(r, EINVAL, "crash",
+               "refused: an engine name of other than [A-Za-z0-9._-]");
+        return;
+    }
+    if ((e = find_engine(q->engine)) == NULL) {
         refuse(r, ENOENT, "engine_unavailable",
-               "the launcher has no engine named %.*s", LAUNCHER_ENGINE_MAX,
-               q->engine);
+               "the launcher has no engine named %s", q->engine);
         return;
     }
     if (!plain_word(q->worker_id, sizeof q->worker_id)) {

@@ -110,6 +110,11 @@ test_refusals(void)
     CHECK(strcmp(r.fail_type, "engine_unavailable") == 0);
     CHECK(strstr(r.why, "no engine named nosuch") != NULL);
 
+    /* Names that are not words: never echoed, never looked up. */
+    CHECK_EQ(spawn(6, "tr\nue", "w6", &r), 0);
+    CHECK_EQ(r.error, EINVAL);
+    CHECK(strstr(r.why, "an engine name of other than") != NULL);
+
     /* A worker id that would name a path (it names the cgroup). */
     CHECK_EQ(spawn(2, "true", "../../etc", &r), 0);
     CHECK_EQ(r.error, EINVAL);
