@@ -1292,6 +1292,12 @@ ipc_channel_queued(const struct ipc_channel *ch)
     return ch->queued;
 }
 
+int
+ipc_channel_fd(const struct ipc_channel *ch)
+{
+    return ch->fd;
+}
+
 size_t
 ipc_channel_pending(const struct ipc_channel *ch)
 {

@@ -149,6 +149,10 @@ size_t ipc_channel_queued(const struct ipc_channel *ch);
 /* Calls made with ipc_channel_call() and not yet answered. */
 size_t ipc_channel_pending(const struct ipc_channel *ch);
 
+/* The channel's socket (owned by the channel: a caller that must keep it
+ * open past ipc_channel_free() duplicates it). */
+int ipc_channel_fd(const struct ipc_channel *ch);
+
 /* "eof", "protocol", "handshake", "io", "closed". */
 const char *ipc_channel_status_name(enum ipc_channel_status status);
 

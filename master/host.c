@@ -138,9 +138,17 @@ receive(struct host_launcher *l, void *m, size_t len, int flags)
         return -1;
     uint32_t type;
     memcpy(&type, m, sizeof type);
-    if ((type == LAUNCHER_SPAWNED && n == sizeof(struct launcher_spawned)) ||
-        (type == LAUNCHER_DEATH && n == sizeof(struct launcher_death)))
+    if (type == LAUNCHER_SPAWNED && n == sizeof(struct launcher_spawned)) {
+        struct launcher_spawned *s = m;
+        s->fail_type[sizeof s->fail_type - 1] = '\0';
+        s->why[sizeof s->why - 1] = '\0';
         return (int)type;
+    }
+    if (type == LAUNCHER_DEATH && n == sizeof(struct launcher_death)) {
+        struct launcher_death *d = m;
+        d->syscall_name[sizeof d->syscall_name - 1] = '\0';
+        return (int)type;
+    }
     return -1;
 }
 
@@ -201,8 +209,6 @@ host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
         case LAUNCHER_SPAWNED:
             if (m.spawned.seq != q->seq)
                 break;
-            m.spawned.fail_type[sizeof m.spawned.fail_type - 1] = '\0';
-            m.spawned.why[sizeof m.spawned.why - 1] = '\0';
             *r = m.spawned;
             return 0;
         default:
@@ -235,14 +241,22 @@ host_launcher_death(struct host_launcher *l, struct launcher_death *d)
         memmove(l->kept, l->kept + 1, --l->nkept * sizeof *l->kept);
         return 1;
     }
-    switch (receive(l, d, sizeof *d, MSG_DONTWAIT)) {
-    case 0:
-        return 0;
-    case LAUNCHER_DEATH:
-        d->syscall_name[sizeof d->syscall_name - 1] = '\0';
-        return 1;
-    default:
-        return -1;
+    for (;;) {
+        union {
+            struct launcher_spawned spawned;
+            struct launcher_death death;
+        } m;
+        switch (receive(l, &m, sizeof m, MSG_DONTWAIT)) {
+        case 0:
+            return 0;
+        case LAUNCHER_DEATH:
+            *d = m.death;
+            return 1;
+        case LAUNCHER_SPAWNED:
+            continue; /* the late answer of a spawn that gave up waiting */
+        default:
+            return -1;
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 /*
  * reap.h — the master as child subreaper: SIGCHLD on the event loop, every
- * exited child and reparented descendant reaped (DESIGN §2).  Private to
- * the supervisor (supervise.c).
+ * exited child and reparented descendant reaped (DESIGN §2).  Its child is
+ * the launcher (which reaps the hosts); what is reparented here are the
+ * hosts' inits when the launcher died.  Private to the supervisor
+ * (supervise.c).
  */
 #ifndef WM_MASTER_REAP_H
 #define WM_MASTER_REAP_H

@@ -145,7 +145,6 @@ struct proc {
     pid_t pid;
     char worker_id[sizeof((struct worker *)0)->id];
     struct ipc_channel *ch; /* NULL once closed */
-    int ch_fd;              /* its descriptor, while ch is open */
     int hold_fd;            /* a killed host's channel kept open, or -1 */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
@@ -515,7 +514,7 @@ proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
      * stays open, lest it see the end of it first and exit on its own
      * (its death is the SIGKILL's). */
     if (!p->exited && p->ch && p->hold_fd < 0)
-        p->hold_fd = fcntl(p->ch_fd, F_DUPFD_CLOEXEC, 0);
+        p->hold_fd = fcntl(ipc_channel_fd(p->ch), F_DUPFD_CLOEXEC, 0);
     proc_close_channel(p);
     proc_stop_timers(p);
     if (p->memfd >= 0) {
@@ -1232,18 +1231,18 @@ host_start(struct host *h)
     LIST_INSERT_HEAD(&sv->procs, p, link);
     sv->nprocs++;
     h->proc = p;
-    p->ch_fd = sp[0];
     p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
     int saved = errno;
     if (p->has_init)
-        log_info("worker %s: host %s started%s, pid %d (its init %d)", w->id,
+        log_info("worker %s: host %s started%s, pid %d (its init %d), uid %u",
+                 w->id, e->host_path,
+                 p->validator ? " to validate the in-process library" : "",
+                 (int)p->host_pid, (int)pid, (unsigned)r.uid);
+    else
+        log_info("worker %s: host %s started%s, pid %d, uid %u", w->id,
                  e->host_path,
                  p->validator ? " to validate the in-process library" : "",
-                 (int)p->host_pid, (int)pid);
-    else
-        log_info("worker %s: host %s started%s, pid %d", w->id, e->host_path,
-                 p->validator ? " to validate the in-process library" : "",
-                 (int)pid);
+                 (int)pid, (unsigned)r.uid);
     if (h->ip == NULL) { /* else the library in the master still runs */
         w->pid = proc_pid(p);
         set_state(sv, w, WORKER_STATE_STARTING);

@@ -86,6 +86,9 @@ def test_master_unprivileged_launcher_root(wm_builddir, tmp_path):
         assert int(lst["CapEff"], 16) != 0, lst
         init = int(status(host)["PPid"])
         assert int(status(init)["PPid"]) == launcher
+        # the user the launcher gave it, in the master's log
+        uid = int(status(host)["Uid"].split()[0])
+        assert f"pid {host} (its init {init}), uid {uid}" in d.log()
         assert f"master runs as user {MASTER_USER} (uid {MASTER_USER})" \
             in d.log()
         for path in [d.state, *Path(d.state).rglob("*")]:
