@@ -26,6 +26,7 @@
 #include "master/conf.h"
 #include "master/errbuf.h"
 #include "master/log.h"
+#include "sandbox/sandbox.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -117,6 +118,7 @@ enum dkey {
     K_PROBE,
     K_PROBE_WHAT,
     K_PROBE_PATH,
+    K_ROLE,
     K_COUNT,
 };
 
@@ -135,6 +137,7 @@ static const struct {
     [K_PROBE] = { "probe", false },
     [K_PROBE_WHAT] = { "probe_what", false },
     [K_PROBE_PATH] = { "probe_path", true },
+    [K_ROLE] = { "role", false },
 };
 
 static const char *const spawn_names[] = {
@@ -182,6 +185,7 @@ entry_free(struct engines_entry *e)
     free(e->description);
     free(e->host);
     free(e->host_path);
+    free(e->role);
     free(e->probe);
     free(e->probe_what);
     strv_free(e->probe_paths, e->nprobe_paths);
@@ -382,6 +386,11 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
             }
         return errbuf_set(why, whylen, "spawn '%s' is not one of: zygote, exec",
                           v);
+    case K_ROLE:
+        if (!valid_name(v))
+            return errbuf_set(
+                why, whylen, "role '%s': use 1 to 32 of a-z, 0-9, '_', '-'", v);
+        return set_string(&e->role, v, why, whylen);
     case K_IN_PROCESS:
         if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
             e->in_process = v[0] == 'y';
@@ -458,6 +467,8 @@ check_entry(struct engines_entry *e, const unsigned *seen, unsigned *line,
     if (e->language == NULL &&
         set_string(&e->language, e->name, why, whylen) < 0)
         return -1;
+    if (e->role == NULL && set_string(&e->role, "native", why, whylen) < 0)
+        return -1;
     return 0;
 }
 
@@ -510,9 +521,8 @@ parse_file(const struct engines *list, const char *path,
         if (k == K_COUNT) {
             errbuf_set(err, errlen,
                        "%s:%u: unknown key '%s' (name, mime_type, language, "
-                       "description, host, spawn, in_process, protocol, probe, "
-                       "probe_what, "
-                       "probe_path)",
+                       "description, host, spawn, role, in_process, protocol, "
+                       "probe, probe_what, probe_path)",
                        path, lineno, key);
             goto out;
         }
@@ -893,6 +903,11 @@ probe_entry(const struct engines *list, struct engines_entry *e)
             sbuf_printf(&reason, "host binary %s is not executable (%s)",
                         e->host_path, strerror(errno));
     }
+    if (sandbox_role_find(e->role) == NULL)
+        sbuf_printf(&reason,
+                    "%sthis build of workmanagerd has no sandbox role '%s' "
+                    "(it has: %s)",
+                    reason.len > 0 ? "; " : "", e->role, sandbox_role_names());
     if (e->protocol != IPC_PROTOCOL_VERSION)
         sbuf_printf(&reason,
                     "%sthe engine speaks frame protocol %u, this master "

@@ -14,6 +14,10 @@
  *   host        = wm-host-dotnet      a file name, looked up in
  *                 libexec_dir, or an absolute path             (required)
  *   spawn       = exec                zygote | exec                (required)
+ *   role        = dotnet              the sandbox role its hosts are
+ *                 confined by: their steps and seccomp tables
+ *                 (sandbox/role_*.c; default native); a role this build
+ *                 lacks makes the engine unavailable
  *   in_process  = no                  yes: the host can validate a package
  *                 for the master's opt-in in-process path (a worker's
  *                 "isolation": "in-process"; allow_in_process_native)
@@ -66,6 +70,7 @@ struct engines_entry {
     char *host;      /* as written */
     char *host_path; /* absolute: in libexec_dir unless host was */
     enum engines_spawn spawn;
+    char *role;      /* the sandbox role (sandbox_role_find()) */
     bool in_process; /* workers may run in the master (in_process = yes) */
     unsigned protocol;
     char *probe;

@@ -63,14 +63,13 @@ host_launcher_start(const struct engines *engines,
     }
     for (size_t i = 0; i < engines->n; i++) {
         const struct engines_entry *e = &engines->v[i];
-        if (e->host_path == NULL)
-            continue;
-        /* Every engine's host is native code with the native host's
-         * steps and table until a descriptor names another role. */
+        const struct sandbox_role *role = sandbox_role_find(e->role);
+        if (e->host_path == NULL || role == NULL)
+            continue; /* unavailable (engines.h): never spawned */
         v[n++] = (struct sandbox_launcher_engine){
             .name = e->name,
             .path = e->host_path,
-            .role = &sandbox_role_native,
+            .role = role,
         };
     }
     const struct sandbox_launcher_config c = {

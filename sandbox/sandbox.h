@@ -273,6 +273,13 @@ struct sandbox_role {
 /* The native engine host's role (role_native.c). */
 extern const struct sandbox_role sandbox_role_native;
 
+/* The role an engine descriptor names ("native", ...: roles.c), or NULL
+ * when this build has none of that name. */
+const struct sandbox_role *sandbox_role_find(const char *name);
+
+/* The roles' names, comma-separated, for messages. */
+const char *sandbox_role_names(void);
+
 /*
  * Takes role's own steps (those after SANDBOX_STEP_EXEC) in this process,
  * in order; the filter goes on every

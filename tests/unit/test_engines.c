@@ -244,6 +244,7 @@ test_malformed(void)
         ":2:", "mime_type a/b given twice");
     bad("a.engine", "name = a\nspawn = fork\n",
         ":2:", "'fork' is not one of: zygote, exec");
+    bad("a.engine", "name = a\nrole = ../x\n", ":2:", "role '../x'");
     bad("a.engine", "name = a\nin_process = maybe\n",
         ":2:", "in_process 'maybe' is not yes or no");
     bad("a.engine", "name = a\nprotocol = one\n",
@@ -332,6 +333,10 @@ test_unavailable(void)
     write_file(at("unavail/inproc.engine"), 0644,
                "name = inproc\nmime_type = x/inproc\nhost = /bin/sh\n"
                "spawn = exec\nin_process = yes\nprotocol = 1\n");
+    /* a sandbox role this build has not */
+    write_file(at("unavail/role.engine"), 0644,
+               "name = role\nmime_type = x/role\nhost = /bin/sh\n"
+               "spawn = exec\nrole = cobol\nprotocol = 1\n");
     if (engines_load(dir, "/nonexistent", &list, err, sizeof(err)) != 0) {
         FAIL("load: %s", err);
         return;
@@ -344,7 +349,11 @@ test_unavailable(void)
     CHECK(e != NULL && !e->available && e->reason != NULL &&
           strcmp(e->reason, "host binary /nonexistent/wm-host not found") == 0);
     e = engines_find_name(&list, "inproc");
-    CHECK(e != NULL && e->available && e->in_process);
+    CHECK(e != NULL && e->available && e->in_process &&
+          strcmp(e->role, "native") == 0);
+    e = engines_find_name(&list, "role");
+    CHECK(e != NULL && !e->available &&
+          check_has_all(e->reason, "no sandbox role 'cobol'", "native", NULL));
     engines_log(&list);
     engines_free(&list);
     rm_rf(dir);

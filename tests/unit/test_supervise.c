@@ -939,6 +939,7 @@ setup(int argc, char **argv)
         .name = (char *)(uintptr_t) "test",
         .host_path = host_bin,
         .spawn = ENGINES_SPAWN_EXEC,
+        .role = (char *)(uintptr_t) "native",
         .protocol = 1,
         .available = true,
     };
