@@ -70,6 +70,7 @@ host_launcher_start(const struct engines *engines,
             .name = e->name,
             .path = e->host_path,
             .role = role,
+            .zygote = e->spawn == ENGINES_SPAWN_ZYGOTE,
         };
     }
     const struct sandbox_launcher_config c = {

@@ -417,6 +417,34 @@ sandbox_cg_attach(const struct sandbox_cg *cg, pid_t pid)
     return 0;
 }
 
+unsigned
+sandbox_cg_join_fds(const struct sandbox_cg *cg, int *fds, unsigned max)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; cg && i < cg->n && n < max; i++)
+        if (cg->procs[i] >= 0)
+            fds[n++] = cg->procs[i];
+    return n;
+}
+
+struct sandbox_cg *
+sandbox_cg_adopt(const int *fds, unsigned n)
+{
+    struct sandbox_cg *cg = calloc(1, sizeof *cg);
+
+    if (cg == NULL || n > HIER_MAX) {
+        for (unsigned i = 0; i < n; i++)
+            (void)close(fds[i]);
+        free(cg);
+        return NULL;
+    }
+    for (unsigned i = 0; i < n; i++)
+        cg->procs[i] = fds[i];
+    cg->n = n;
+    return cg;
+}
+
 uint64_t
 sandbox_cg_oom_kills(const struct sandbox_cg *cg)
 {
@@ -443,7 +471,7 @@ sandbox_cg_oom_kills(const struct sandbox_cg *cg)
 void
 sandbox_cg_kill(const struct sandbox_cg *cg)
 {
-    if (cg && cg->n > 0)
+    if (cg && cg->n > 0 && cg->dir[0][0])
         kill_all(cg->dir[0]);
 }
 

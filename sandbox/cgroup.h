@@ -72,6 +72,22 @@ struct sandbox_cg *sandbox_cg_create(const char *leaf,
  */
 int sandbox_cg_attach(const struct sandbox_cg *cg, pid_t pid);
 
+/*
+ * The descriptors sandbox_cg_attach() writes to, for another process to
+ * join cg through (a zygote, zygote.h): up to max of them into fds (not
+ * duplicated: they stay cg's); their number.
+ */
+unsigned sandbox_cg_join_fds(const struct sandbox_cg *cg, int *fds,
+                             unsigned max);
+
+/*
+ * A group known only by the join descriptors fds[0..n) another process
+ * passed (sandbox_cg_join_fds()): it can be joined, and
+ * sandbox_cg_destroy() closes the descriptors and removes nothing.  Takes
+ * the descriptors; NULL when out of memory (they are closed then).
+ */
+struct sandbox_cg *sandbox_cg_adopt(const int *fds, unsigned n);
+
 /* How many times the kernel's OOM killer killed in cg (0 without a memory
  * controller). */
 uint64_t sandbox_cg_oom_kills(const struct sandbox_cg *cg);

@@ -37,6 +37,7 @@
 #include "sandbox/landlock.h"
 #include "sandbox/netpool.h"
 #include "sandbox/spawn.h"
+#include "sandbox/zygote.h"
 
 /* A host's descriptors and file size (creds.h): room for its channel,
  * memfds, eventfd, epoll and the worker's own; no core files. */
@@ -47,6 +48,11 @@
 /* How long a seccomp death waits for its audit record, at most (it is
  * normally there already: audit.h). */
 #define AUDIT_WAIT_MS 50
+/* How long a zygote may take to make its engine ready (Python: 20-30 ms
+ * with the standard library; an operator's allowed packages may take
+ * seconds), and to answer a fork. */
+#define ZYGOTE_READY_MS 30000
+#define ZYGOTE_FORK_MS 10000
 
 /* Sanitizer options pass through the scrubbed environment so that a
  * sanitizer build of a host honours the test run's settings, and so does
@@ -61,13 +67,20 @@ static const char *const passthrough[] = {
  * ones, NULL. */
 #define ENV_MAX (5 + sizeof passthrough / sizeof passthrough[0] + 1)
 
+/* An engine's zygote (zygote.h). */
+struct lzygote {
+    pid_t pid; /* 0: none running */
+    int sock;  /* -1 once its end closed */
+};
+
 /* A host the launcher started and has not reaped. */
 struct lhost {
     uint32_t seq;
     struct sandbox_child child;
     pid_t host_pid;
     struct sandbox_cg *cg;
-    int slot; /* its user's, or -1 */
+    int slot;          /* its user's, or -1 */
+    struct lzygote *z; /* the zygote it was forked from, or NULL */
 };
 
 static struct {
@@ -76,9 +89,10 @@ static struct {
     int audit_fd;
     int cap_last;
     bool root;
-    bool netpool;         /* hosts' network namespaces are made ahead */
-    int *filters;         /* per engine: its role's filters compiled, or -1 */
-    unsigned char *slots; /* uid_count, when hosts get their own users */
+    bool netpool; /* hosts' network namespaces are made ahead */
+    int *filters; /* per engine: its role's filters compiled, or -1 */
+    struct lzygote *zygotes; /* per engine */
+    unsigned char *slots;    /* uid_count, when hosts get their own users */
     struct lhost *hosts;
     size_t nhosts, cap;
     unsigned cg_seq;
@@ -151,6 +165,33 @@ env_pair(const char *name, const char *value)
     return s;
 }
 
+/* The environment of e's hosts into envp (ENV_MAX entries, *n of them
+ * made; each malloc'd): that of one host for worker, or of e's zygote
+ * (worker NULL: its hosts inherit it).  0, or -1 out of memory. */
+static int
+host_env(const struct sandbox_launcher_engine *e, const char *worker,
+         enum sandbox_level level, char **envp, size_t *n)
+{
+    size_t k = 0;
+
+    envp[k++] = env_pair("PATH", "/usr/local/bin:/usr/bin:/bin");
+    envp[k++] = env_pair("LANG", "C.UTF-8");
+    if (worker)
+        envp[k++] = env_pair("WM_WORKER_ID", worker);
+    envp[k++] = env_pair("WM_ENGINE", e->name);
+    envp[k++] = env_pair(SANDBOX_CONFINEMENT_ENV, sandbox_level_name(level));
+    for (size_t i = 0; i < sizeof passthrough / sizeof passthrough[0]; i++) {
+        const char *v = getenv(passthrough[i]);
+        if (v)
+            envp[k++] = env_pair(passthrough[i], v);
+    }
+    *n = k;
+    for (size_t i = 0; i < k; i++)
+        if (envp[i] == NULL)
+            return -1;
+    return 0;
+}
+
 /* The Landlock ruleset of a host run from host_path outside a private
  * root (landlock.h): its descriptor, or -1 with a message.  The rule is
  * on the directory of the binary itself: Landlock judges the file a
@@ -196,7 +237,7 @@ host_as(uint32_t memory_mb)
  * with a Landlock domain and a cgroup too; seccomp otherwise (none in a
  * build without the sandbox: the host then loads no filter either). */
 static enum sandbox_level
-spawn_level(unsigned ns, const struct sandbox_cg *cg)
+spawn_level(unsigned ns, bool cg)
 {
     if (!L.c->confine)
         return SANDBOX_LEVEL_NONE;
@@ -269,6 +310,216 @@ refuse(struct launcher_spawned *r, int error, const char *type, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(r->why, sizeof r->why, fmt, ap);
     va_end(ap);
+}
+
+/* ---- zygotes (zygote.h) ------------------------------------------------ */
+
+static void host_ended(size_t i, int wstatus);
+
+/* The host whose process (its init, or itself) is pid: its index, or
+ * L.nhosts. */
+static size_t
+host_by_pid(pid_t pid)
+{
+    size_t i;
+
+    for (i = 0; i < L.nhosts; i++)
+        if (L.hosts[i].child.pid == pid)
+            break;
+    return i;
+}
+
+/* Its socket closed: the zygote is ending (reap() sees its exit).  Its
+ * hosts die with it (their parent-death signal) and, reparented here,
+ * are reaped as the launcher's own. */
+static void
+zygote_lost(struct lzygote *z)
+{
+    if (z->sock >= 0)
+        close(z->sock);
+    z->sock = -1;
+    if (z->pid > 0)
+        (void)kill(z->pid, SIGKILL);
+}
+
+/* One message of zygote z's: a death is acted on; a fork's answer is
+ * copied into *forked (with its descriptor into *fd) when forked is not
+ * NULL.  1 when a message was taken, 0 when none was waiting (or its end
+ * closed: then z is lost). */
+static int
+zygote_message(struct lzygote *z, bool wait, struct zygote_forked *forked,
+               int *fd)
+{
+    union {
+        struct zygote_death death;
+        struct zygote_forked forked;
+        uint32_t type;
+    } m;
+    int mfd;
+
+    memset(&m, 0, sizeof m);
+    ssize_t n = sandbox_zygote_recv(z->sock, &m, sizeof m, &mfd, !wait);
+    if (n < 0 && errno == EAGAIN)
+        return 0;
+    if (n <= 0) {
+        zygote_lost(z);
+        return 0;
+    }
+    if (m.type == ZYGOTE_DEATH && n == sizeof m.death) {
+        size_t i = host_by_pid(m.death.pid);
+        if (i < L.nhosts && L.hosts[i].z == z)
+            host_ended(i, m.death.wstatus);
+    } else if (m.type == ZYGOTE_FORKED && n == sizeof m.forked && forked) {
+        *forked = m.forked;
+        *fd = mfd;
+        return 1;
+    } else {
+        say("a message of type %u and %zd bytes from a zygote was dropped",
+            m.type, n);
+    }
+    if (mfd >= 0)
+        close(mfd);
+    return 1;
+}
+
+/* Starts e's zygote and waits until it is ready: 0, or -1 with err. */
+static int
+zygote_up(const struct sandbox_launcher_engine *e, char *err, size_t errlen)
+{
+    struct lzygote *z = &L.zygotes[e - L.c->engines];
+    char *envp[ENV_MAX] = { NULL };
+    char why[ZYGOTE_WHY_MAX];
+    size_t nenv = 0;
+    int netfd = -1, rc = -1;
+
+    if (z->pid > 0 && z->sock >= 0)
+        return 0;
+    if (z->pid > 0)
+        zygote_lost(z); /* ending: reap() takes it, unnamed */
+    z->pid = 0;
+    /* The network, IPC and UTS namespaces its hosts share, when they get
+     * namespaces at all (a user of their own: spawn_host()). */
+    unsigned ns = L.slots ? L.c->namespaces : 0;
+    if (host_env(e, NULL, spawn_level(ns, sandbox_cg_enabled()), envp, &nenv) <
+        0) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if ((ns & SANDBOX_NS_NET) && L.netpool)
+        netfd = sandbox_netpool_take();
+    const struct sandbox_zygote_start st = {
+        .path = e->path,
+        .envp = envp,
+        .namespaces = ns,
+        .net_fd = netfd,
+        .filters_fd = L.filters ? L.filters[e - L.c->engines] : -1,
+    };
+    z->pid = sandbox_zygote_start(&st, &z->sock, why, sizeof why);
+    if (z->pid < 0) {
+        z->pid = 0;
+        z->sock = -1;
+        snprintf(err, errlen, "cannot start it: %s", why);
+        goto out;
+    }
+    if (sandbox_zygote_wait_ready(z->sock, ZYGOTE_READY_MS, why, sizeof why) <
+        0) {
+        snprintf(err, errlen, "%s (pid %d): %s", e->path, (int)z->pid, why);
+        zygote_lost(z);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (netfd >= 0)
+        close(netfd);
+    for (size_t i = 0; i < nenv; i++)
+        free(envp[i]);
+    if (L.netpool)
+        L.netpool = sandbox_netpool_fill();
+    return rc;
+}
+
+/* Asks e's zygote (started when it is not running) to fork a host as
+ * sp describes, on channel chan (and Landlock ruleset landlock, or -1):
+ * 0 with *c filled, or -1 with errno and err. */
+static int
+zygote_fork(const struct sandbox_launcher_engine *e, uint32_t seq, int chan,
+            int landlock, const struct sandbox_spawn *sp,
+            struct sandbox_child *c, char *err, size_t errlen)
+{
+    struct lzygote *z = &L.zygotes[e - L.c->engines];
+    struct zygote_fork m = {
+        .type = ZYGOTE_FORK,
+        .seq = seq,
+        .landlock = landlock >= 0,
+        .namespaces = sp->namespaces,
+        .landlock_abi = sp->landlock_abi,
+        .drop = sp->drop,
+        .uid = sp->uid,
+        .gid = sp->gid,
+        .rlimits = sp->rlimits,
+    };
+    int fds[ZYGOTE_FDS_MAX];
+    unsigned n = 0;
+
+    if (zygote_up(e, err, errlen) < 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    fds[n++] = chan;
+    if (landlock >= 0)
+        fds[n++] = landlock;
+    m.ncg = sandbox_cg_join_fds(sp->cg, fds + n, ZYGOTE_CG_FDS);
+    n += m.ncg;
+    if (sandbox_zygote_send(z->sock, &m, sizeof m, fds, n) < 0) {
+        int saved = errno;
+        snprintf(err, errlen, "cannot ask it: %s", strerror(saved));
+        zygote_lost(z);
+        errno = saved;
+        return -1;
+    }
+    /* Its answer; deaths of its other hosts may come first. */
+    for (;;) {
+        struct zygote_forked r = { .type = 0 };
+        struct pollfd p = { .fd = z->sock, .events = POLLIN };
+        int fd = -1, prc;
+
+        do
+            prc = poll(&p, 1, ZYGOTE_FORK_MS);
+        while (prc < 0 && errno == EINTR);
+        if (prc == 0) {
+            snprintf(err, errlen, "no answer within %d ms: killed",
+                     ZYGOTE_FORK_MS);
+            zygote_lost(z);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (zygote_message(z, true, &r, &fd) == 0) {
+            snprintf(err, errlen, "it ended");
+            errno = EPIPE;
+            return -1;
+        }
+        if (r.type != ZYGOTE_FORKED)
+            continue; /* a death */
+        if (r.seq != seq) {
+            if (fd >= 0)
+                close(fd);
+            continue; /* a late answer to a spawn that gave up */
+        }
+        if (r.error != 0) {
+            r.why[sizeof r.why - 1] = '\0';
+            snprintf(err, errlen, "%s", r.why);
+            if (fd >= 0)
+                close(fd);
+            errno = r.error;
+            return -1;
+        }
+        c->pid = r.pid;
+        c->init = r.init != 0;
+        c->exit_fd = fd;
+        if (fd >= 0)
+            (void)fcntl(fd, F_SETFL, O_NONBLOCK);
+        return 0;
+    }
 }
 
 /* Starts what q asks, with chan as its channel; fills r. */
@@ -348,34 +599,23 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         refuse(r, EACCES, "engine_unavailable", "%s", err);
         goto fail;
     }
-    enum sandbox_level level = spawn_level(ns, h.cg);
+    enum sandbox_level level = spawn_level(ns, h.cg != NULL);
     argv[0] = (char *)(uintptr_t)e->path;
-    envp[nenv++] = env_pair("PATH", "/usr/local/bin:/usr/bin:/bin");
-    envp[nenv++] = env_pair("LANG", "C.UTF-8");
-    envp[nenv++] = env_pair("WM_WORKER_ID", q->worker_id);
-    envp[nenv++] = env_pair("WM_ENGINE", e->name);
-    envp[nenv++] = env_pair(SANDBOX_CONFINEMENT_ENV, sandbox_level_name(level));
-    for (size_t i = 0; i < sizeof passthrough / sizeof passthrough[0]; i++) {
-        const char *v = getenv(passthrough[i]);
-        if (v)
-            envp[nenv++] = env_pair(passthrough[i], v);
-    }
-    for (size_t i = 0; i < nenv; i++) {
-        if (envp[i] == NULL) {
-            refuse(r, ENOMEM, "crash", "out of memory");
-            goto fail;
-        }
+    if (host_env(e, q->worker_id, level, envp, &nenv) < 0) {
+        refuse(r, ENOMEM, "crash", "out of memory");
+        goto fail;
     }
     /* A host of its own user is exec'd through a descriptor opened here,
      * with the launcher's rights: its user need not be able to reach the
      * binary's directory (a build tree, a test's directory). */
-    if (slot >= 0 && (binfd = open(e->path, O_PATH | O_CLOEXEC)) < 0) {
+    if (slot >= 0 && !e->zygote &&
+        (binfd = open(e->path, O_PATH | O_CLOEXEC)) < 0) {
         refuse(r, errno, "engine_unavailable", "%s: opening it: %s", e->path,
                strerror(errno));
         goto fail;
     }
     uid_t uid = slot >= 0 ? (uid_t)(L.c->uid_base + (uint32_t)slot) : getuid();
-    if ((ns & SANDBOX_NS_NET) && L.netpool)
+    if ((ns & SANDBOX_NS_NET) && L.netpool && !e->zygote)
         netfd = sandbox_netpool_take();
     const struct sandbox_spawn sp = {
         .role = e->role,
@@ -401,7 +641,15 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
                      .as = host_as(q->memory_mb),
                      .core_off = 1 },
     };
-    if (sandbox_spawn(&sp, &h.child, err, sizeof err) < 0) {
+    if (e->zygote) {
+        h.z = &L.zygotes[e - L.c->engines];
+        if (zygote_fork(e, q->seq, chan, landlock, &sp, &h.child, err,
+                        sizeof err) < 0) {
+            refuse(r, errno, "engine_unavailable", "%s zygote: %s", e->name,
+                   err);
+            goto fail;
+        }
+    } else if (sandbox_spawn(&sp, &h.child, err, sizeof err) < 0) {
         refuse(r, errno, "engine_unavailable", "%s: %s", e->path, err);
         goto fail;
     }
@@ -434,6 +682,15 @@ out:
 static void
 kill_host(const struct lhost *h)
 {
+    /* A zygote's host is its child: only the zygote knows the pid is
+     * still that host's. */
+    if (h->z && h->z->sock >= 0) {
+        const struct zygote_kill k = { .type = ZYGOTE_KILL,
+                                       .pid = (int32_t)h->child.pid };
+        if (sandbox_zygote_send(h->z->sock, &k, sizeof k, NULL, 0) == 0)
+            return;
+        zygote_lost(h->z); /* then its hosts die with it */
+    }
     (void)kill(-h->child.pid, SIGKILL);
     (void)kill(h->child.pid, SIGKILL);
 }
@@ -499,38 +756,57 @@ reap(void)
     pid_t pid;
 
     while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
-        size_t i;
-        for (i = 0; i < L.nhosts; i++)
-            if (L.hosts[i].child.pid == pid)
-                break;
-        if (i == L.nhosts)
+        size_t i = host_by_pid(pid);
+        if (i < L.nhosts) {
+            host_ended(i, wstatus);
             continue;
-        struct lhost *h = &L.hosts[i];
-        struct launcher_death d = { .type = LAUNCHER_DEATH, .seq = h->seq };
-        int st = wstatus;
-        /* An init's own status tells only that it ended: the host's is in
-         * its record (none when the init was killed, with its
-         * namespace). */
-        if (h->child.init && sandbox_exit_read(h->child.exit_fd, &st) == 0)
-            st = wstatus;
-        d.wstatus = st;
-        /* The memory limit's OOM killer sends SIGKILL; its group counts
-         * it. */
-        d.oom = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
-                sandbox_cg_oom_kills(h->cg) > 0;
-        d.syscall = -1;
-        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
-            seccomp_call(h->host_pid, &d);
-        release(h);
-        L.hosts[i] = L.hosts[--L.nhosts];
-        send_msg(&d, sizeof d);
+        }
+        for (size_t k = 0; L.zygotes && k < L.c->nengines; k++) {
+            struct lzygote *z = &L.zygotes[k];
+            if (z->pid != pid)
+                continue;
+            say("the %s zygote (pid %d) ended (wait status 0x%x); the next "
+                "host of the engine starts a new one",
+                L.c->engines[k].name, (int)pid, (unsigned)wstatus);
+            zygote_lost(z);
+            z->pid = 0;
+        }
     }
+}
+
+/* Host i ended with wstatus (as its parent saw it: the launcher, or its
+ * zygote): its death report, and what it held released. */
+static void
+host_ended(size_t i, int wstatus)
+{
+    struct lhost *h = &L.hosts[i];
+    struct launcher_death d = { .type = LAUNCHER_DEATH, .seq = h->seq };
+    int st = wstatus;
+
+    /* An init's own status tells only that it ended: the host's is in
+     * its record (none when the init was killed, with its namespace). */
+    if (h->child.init && sandbox_exit_read(h->child.exit_fd, &st) == 0)
+        st = wstatus;
+    d.wstatus = st;
+    /* The memory limit's OOM killer sends SIGKILL; its group counts it. */
+    d.oom = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+            sandbox_cg_oom_kills(h->cg) > 0;
+    d.syscall = -1;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
+        seccomp_call(h->host_pid, &d);
+    release(h);
+    L.hosts[i] = L.hosts[--L.nhosts];
+    send_msg(&d, sizeof d);
 }
 
 /* The master is gone: every host dies, is reaped, and its group with it;
  * then the daemon's cgroups; the launcher exits. */
 static void __attribute__((noreturn)) finish(void)
 {
+    /* The zygotes first: their hosts die with them, and the rest are
+     * killed by pid here (their parent is gone or going). */
+    for (size_t k = 0; L.zygotes && k < L.c->nengines; k++)
+        zygote_lost(&L.zygotes[k]);
     for (size_t i = 0; i < L.nhosts; i++)
         kill_host(&L.hosts[i]);
     for (size_t i = 0; i < L.nhosts; i++) {
@@ -571,6 +847,29 @@ compile_filters(void)
             say("%s: its hosts compile their own filters", err);
     }
 #endif
+}
+
+/* The zygotes of the engines that have one, started now so that the
+ * first host does not wait for its engine's start; one that fails is
+ * named here and tried again by its first spawn (which then fails with
+ * the reason). */
+static void
+start_zygotes(void)
+{
+    char err[LAUNCHER_WHY_MAX];
+
+    L.zygotes = calloc(L.c->nengines ? L.c->nengines : 1, sizeof *L.zygotes);
+    if (L.zygotes == NULL) {
+        say("out of memory");
+        _exit(1);
+    }
+    for (size_t k = 0; k < L.c->nengines; k++) {
+        L.zygotes[k].sock = -1;
+        if (!L.c->engines[k].zygote)
+            continue;
+        if (zygote_up(&L.c->engines[k], err, sizeof err) < 0)
+            say("engine %s: its zygote: %s", L.c->engines[k].name, err);
+    }
 }
 
 /* One message from the master: acted on when it passes every check. */
@@ -685,16 +984,38 @@ run(const struct sandbox_launcher_config *c, int sock)
     }
     if (c->confine)
         compile_filters();
+    start_zygotes();
+    struct pollfd *pfds = calloc(3 + c->nengines, sizeof *pfds);
+    size_t *zi = calloc(c->nengines + 1, sizeof *zi);
+    if (pfds == NULL || zi == NULL) {
+        say("out of memory");
+        _exit(1);
+    }
     for (;;) {
-        struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
-                               { .fd = sigfd, .events = POLLIN },
-                               { .fd = L.audit_fd, .events = POLLIN } };
-        if (poll(p, L.audit_fd >= 0 ? 3 : 2, -1) < 0) {
+        /* The master's socket, SIGCHLD, the audit log, each zygote's. */
+        size_t np = 3, nz = 0;
+        pfds[0] = (struct pollfd){ .fd = sock, .events = POLLIN };
+        pfds[1] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+        pfds[2] = (struct pollfd){ .fd = L.audit_fd, .events = POLLIN };
+        for (size_t k = 0; k < L.c->nengines; k++) {
+            if (L.zygotes[k].sock < 0)
+                continue;
+            zi[nz++] = k;
+            pfds[np++] =
+                (struct pollfd){ .fd = L.zygotes[k].sock, .events = POLLIN };
+        }
+        if (poll(pfds, np, -1) < 0) {
             if (errno == EINTR)
                 continue;
             say("poll: %s", strerror(errno));
             finish();
         }
+        struct pollfd *p = pfds;
+        for (size_t j = 0; j < nz; j++)
+            if (p[3 + j].revents && L.zygotes[zi[j]].sock == p[3 + j].fd)
+                while (L.zygotes[zi[j]].sock >= 0 &&
+                       zygote_message(&L.zygotes[zi[j]], false, NULL, NULL))
+                    ;
         if (p[1].revents) {
             struct signalfd_siginfo si;
             while (read(sigfd, &si, sizeof si) == sizeof si)

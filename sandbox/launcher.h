@@ -48,6 +48,9 @@ struct sandbox_launcher_engine {
     const char *name;                /* as the master names it */
     const char *path;                /* its host binary (absolute) */
     const struct sandbox_role *role; /* its steps and filters */
+    bool zygote; /* its hosts are forked from a zygote (zygote.h) the
+                    launcher starts as it starts, and again when one
+                    is needed after it ended */
 };
 
 struct sandbox_launcher_config {

@@ -162,7 +162,7 @@ copy_detail(char *dst, size_t len, const char *src)
 }
 
 /* The child, between fork() and execve(): async-signal-safe calls only.
- * Never returns. */
+ * Never returns but with s->fork_only, once its steps are taken. */
 static void
 child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
 {
@@ -326,6 +326,15 @@ exec:
     detail = NULL;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
+    if (s->fork_only) {
+        /* The spawner reads EOF: the host goes on in this process. */
+        (void)close(errfd);
+        if (execfd >= 0)
+            (void)close(execfd);
+        if (exitfd >= 0)
+            (void)close(exitfd);
+        return;
+    }
     if (execfd >= 0) /* its own user may not reach the path */
         syscall(SYS_execveat, execfd, "", s->argv, s->envp, AT_EMPTY_PATH);
     else
@@ -383,8 +392,20 @@ sandbox_spawn(const struct sandbox_spawn *s, struct sandbox_child *c, char *err,
     pid = fork();
     if (pid < 0)
         saved = errno;
-    if (pid == 0)
+    if (pid == 0) {
         child(s, pfd[1], xfd[1], pidns);
+        /* fork_only: the host.  Its copies of the pipes' other ends, and
+         * the spawner's namespace descriptor, are not its business. */
+        if (own_ns >= 0)
+            (void)close(own_ns);
+        for (int i = 0; i < 2; i++) {
+            (void)close(pfd[i]); /* EBADF when its FDS step closed it */
+            if (xfd[i] >= 0)
+                (void)close(xfd[i]);
+        }
+        c->pid = 0;
+        return 0;
+    }
     /* Back in our own namespace for every later child: this cannot fail
      * for the namespace we came from, but a spawner that could not go
      * back must not go on. */

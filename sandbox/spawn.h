@@ -59,6 +59,10 @@ struct sandbox_spawn {
     int net_fd;       /* with SANDBOX_NS_NET: a new network namespace made
                          before (nothing else in it), entered instead of
                          unsharing one; -1: unshare */
+    bool fork_only;   /* no exec: the child returns from sandbox_spawn()
+                         after the spawner's steps, with no_new_privs set
+                         (a zygote's fork: zygote.h); path, argv, envp
+                         and exec_fd are unused */
     bool drop;        /* its own uid and gid, no capability (creds.h) */
     uid_t uid;
     gid_t gid;
@@ -91,6 +95,11 @@ struct sandbox_exit {
  * when given); nothing else.  Returns 0
  * with *c filled once the host is exec'd, or -1 with errno and a message
  * in err naming the step that failed (the child reaped).
+ *
+ * With s->fork_only, it returns twice: in the caller as above (once the
+ * child has taken its steps), and in the child with 0 and c->pid 0, with
+ * the descriptors above and the steps taken: the child goes on from there
+ * as the host.
  */
 int sandbox_spawn(const struct sandbox_spawn *s, struct sandbox_child *c,
                   char *err, size_t errlen);

@@ -54,9 +54,8 @@
 #include "hosts/native/package.h"
 #include "ipc/channel.h"
 #include "ipc/cloudevent.h"
-#ifdef WM_SANDBOX
 #include "sandbox/sandbox.h"
-#endif
+#include "sandbox/zygote.h"
 
 #define HOST_FD 3
 /* Events the master may hand us at once; the pool takes them in turn. */
@@ -598,7 +597,7 @@ confine(char *warn, size_t len)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
     struct ipc_channel_config cfg = {
         .role = IPC_CHANNEL_HOST,
@@ -614,6 +613,16 @@ main(void)
 
     if (fcntl(HOST_FD, F_GETFD) < 0)
         die("no channel on fd 3");
+    /* A zygote of native hosts (`spawn = zygote`, sandbox/zygote.h): it
+     * has nothing of a worker's to make ready, but its hosts skip the
+     * exec, the dynamic linking and the relocations.  Each returns from
+     * here, forked and confined by the spawner's steps, and goes on as
+     * an exec'd host does. */
+    if (argc == 2 && strcmp(argv[1], SANDBOX_ZYGOTE_ARG) == 0) {
+        const struct sandbox_zygote_ops ops = { .role = &sandbox_role_native };
+        if (sandbox_zygote_serve(&ops) != 0)
+            return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     loader = native_loader_new();
     base = event_base_new();

@@ -75,7 +75,7 @@ def attack_package(attack_lib):
     return make_package(attack_lib, library="attack")
 
 
-def daemon(builddir, tmp_path, env=None):
+def daemon(builddir, tmp_path, env=None, spawn="exec"):
     host = Path(builddir) / "hosts" / "native" / "wm-host-native"
     return Daemon(builddir, tmp_path, env=env, options={
         "restart_base_delay_ms": 20, "restart_max_delay_ms": 100,
@@ -84,12 +84,16 @@ def daemon(builddir, tmp_path, env=None):
                                   f"mime_type = {MIME}\n"
                                   "language = C\n"
                                   f"host = {host}\n"
-                                  "spawn = exec\nprotocol = 1\n"})
+                                  f"spawn = {spawn}\nprotocol = 1\n"})
 
 
 @pytest.fixture
-def wmd(wm_builddir, tmp_path, sandboxed):
-    d = daemon(wm_builddir, tmp_path)
+def wmd(request, wm_builddir, tmp_path, sandboxed):
+    """A daemon whose native hosts are exec'd, or forked from a zygote
+    (sandbox/zygote.h) for the tests parametrized indirectly with
+    "zygote"."""
+    d = daemon(wm_builddir, tmp_path,
+               spawn=getattr(request, "param", "exec"))
     d.start()
     yield d
     assert d.stop() == 0, d.log()
@@ -325,13 +329,20 @@ def ns_levels(st):
     return [int(p) for p in st["NSpid"].split()]
 
 
+BOTH_SPAWNS = pytest.mark.parametrize("wmd", ["exec", "zygote"],
+                                      indirect=True)
+
+
+@BOTH_SPAWNS
 def test_running_host_is_fully_confined(rootd, attack_package):
     """A root daemon's host: its own uid and gid from the range, every
     capability set empty (the bounding set too), no_new_privs and its two
     filters, PID 2 of a pid namespace whose PID 1 is its init (root, no
     filter: ours), its own mount namespace with the private root (a tmpfs,
     read-only), and the Hello says the level (full where the machine
-    offers it all)."""
+    offers it all).  Forked from a zygote the same, but that the init's
+    parent is the zygote (root, no filter, in the network, IPC and UTS
+    namespaces its hosts share), the launcher's child."""
     wid = create(rootd, attack_package)
     assert rootd.invoke(wid, "echo").status == 200
     pid = host_pid(rootd, wid)
@@ -352,8 +363,16 @@ def test_running_host_is_fully_confined(rootd, attack_package):
     assert ns_levels(ist)[1:] == [1], ist["NSpid"]
     assert ist["Name"] == "wm-init", ist
     # the init's parent: the launcher, the master's child (privilege
-    # separation)
+    # separation), or the zygote, the launcher's child
     launcher = int(ist["PPid"])
+    if "spawn = zygote" in (rootd.engines / "native.engine").read_text():
+        zst = status(launcher)
+        assert zst["Name"] == "wm-zygote", zst
+        assert zst["Uid"].split()[0] == "0" and zst["Seccomp"] == "0", zst
+        for ns in ("net", "ipc", "uts"):
+            assert os.readlink(f"/proc/{pid}/ns/{ns}") == \
+                os.readlink(f"/proc/{launcher}/ns/{ns}"), ns
+        launcher = int(zst["PPid"])
     lst = status(launcher)
     assert lst["Name"] == "wm-launcher", lst
     assert int(lst["PPid"]) == rootd.proc.pid, lst
@@ -420,6 +439,7 @@ def test_two_workers_hosts_are_apart(rootd, attack_package):
     assert ("net", os.readlink(f"/proc/{pc}/ns/net")) not in seen
 
 
+@BOTH_SPAWNS
 def test_seccomp_death_names_the_system_call(rootd, attack_package):
     """A call outside the table: the host dies by SIGSYS, and the kernel's
     audit record names the call: last_exit (syscall 41, syscall_name
@@ -444,6 +464,7 @@ def test_seccomp_death_names_the_system_call(rootd, attack_package):
                      rootd.log())
 
 
+@BOTH_SPAWNS
 def test_write_outside_tmp_is_refused(rootd, attack_package):
     """Creating a file under /usr: the table kills an open for writing
     (named openat), and nothing is left on the machine's /usr."""
@@ -457,6 +478,7 @@ def test_write_outside_tmp_is_refused(rootd, attack_package):
     assert not os.path.exists("/usr/wm-sandbox-test")
 
 
+@BOTH_SPAWNS
 @pytest.mark.parametrize("target", ["master", "other host"])
 def test_signal_outside_the_namespace_is_refused(rootd, attack_package,
                                                  target):
@@ -479,6 +501,7 @@ def test_signal_outside_the_namespace_is_refused(rootd, attack_package,
     assert host_pid(rootd, other) == other_pid
 
 
+@BOTH_SPAWNS
 def test_infinite_loop_is_reason_timeout(rootd, attack_package):
     """A Process that never returns (no system call to refuse): killed at
     the worker's deadline, reason timeout, and restarted."""
@@ -497,6 +520,7 @@ def test_infinite_loop_is_reason_timeout(rootd, attack_package):
                    what="the restarted host to answer")
 
 
+@BOTH_SPAWNS
 def test_init_forwards_sigterm_and_reports_the_host(rootd, attack_package):
     """SIGTERM to a host's init reaches the host (PID 2, default
     disposition), which dies of it; the init's exit record is the truth
