@@ -18,28 +18,60 @@ Figures only: nothing here asserts a time.  Counts are cross-checked (every
 worker listed after recovery, every invoke answered 200).
 """
 
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"
-                       / "integration"))
-from wm import Daemon, b64  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import pct, rss_kib  # noqa: E402
+from wm import Daemon  # noqa: E402
 
 
-def rss_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
+def register(d, n, first=0):
+    """Creates workers first..first+n-1, stopped, on daemon d; the seconds
+    it took."""
+    t0 = time.monotonic()
+    for i in range(first, first + n):
+        d.create(code=f"echo\n# {i}", start=False, name=f"w{i}")
+    return time.monotonic() - t0
 
 
-def pct(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(len(s) * p / 100))]
+def recover(d, n):
+    """Restarts daemon d over its store of n workers: (ms from the exec to
+    /health Healthy, master RSS KiB then); cross-checks that the n were
+    restored and none failed."""
+    d.stop()
+    d.options["log_level"] = "notice"
+    t0 = time.monotonic()
+    d.start()
+    ready = time.monotonic() - t0
+    # Before the listing below, whose JSON of N workers grows the heap.
+    rss = rss_kib(d.proc.pid)
+    listed = len(d.get("/v1/workers").json["workers"])
+    h = d.get("/health").json["checks"]["recovery"]
+    assert listed == n and h["recovered"] == n and h["failed"] == 0, \
+        (listed, h)
+    return ready * 1000, rss
+
+
+def cold_starts(m, create, invoke):
+    """create → first event processed, m times: create() makes a worker
+    whose host starts on create and returns its id, invoke(id) answers
+    the invoke's status.  ([total ms], [create ms]); every invoke
+    cross-checked 200."""
+    lat, create_ms = [], []
+    for i in range(m):
+        t0 = time.monotonic()
+        wid = create(i)
+        t1 = time.monotonic()
+        status = invoke(wid, i)
+        t2 = time.monotonic()
+        assert status == 200, status
+        create_ms.append((t1 - t0) * 1000)
+        lat.append((t2 - t0) * 1000)
+    return lat, create_ms
 
 
 def main():
@@ -53,30 +85,17 @@ def main():
                                            "store_fsync": "off"})
         d.start()
         base = rss_kib(d.proc.pid)
-        t0 = time.monotonic()
-        for i in range(n):
-            d.create(code=f"echo\n# {i}", start=False, name=f"w{i}")
-        created = time.monotonic() - t0
+        created = register(d, n)
         after = rss_kib(d.proc.pid)
         per = (after - base) * 1024 / n
         print(f"workers created: {n} stopped, {created:.1f} s "
               f"({n / created:.0f}/s over the unix socket)")
         print(f"master RSS: {base} KiB empty, {after} KiB with {n} workers"
               f" -> {per:.0f} bytes per worker (target <= 4096)")
-        d.stop()
-
-        d.options["log_level"] = "notice"
-        t0 = time.monotonic()
-        d.start()
-        ready = time.monotonic() - t0
-        # Before the listing below, whose JSON of N workers grows the heap.
-        rss_recovered = rss_kib(d.proc.pid)
-        listed = len(d.get("/v1/workers").json["workers"])
-        h = d.get("/health").json["checks"]["recovery"]
-        assert listed == n and h["recovered"] == n, (listed, h)
-        print(f"recovery of {n} workers: {ready * 1000:.0f} ms from exec to "
-              f"/health Healthy (target <= 2000 ms); {h['recovered']} "
-              "restored, {0} failed".format(h["failed"]))
+        ready_ms, rss_recovered = recover(d, n)
+        print(f"recovery of {n} workers: {ready_ms:.0f} ms from exec to "
+              "/health Healthy (target <= 2000 ms); all restored, none "
+              "failed")
         print(f"master RSS after recovery: {rss_recovered} KiB "
               f"({(rss_recovered - base) * 1024 / n:.0f} bytes per worker "
               "over the empty daemon)")
@@ -85,16 +104,9 @@ def main():
         d.stop()
         d.options.pop("store_fsync")
         d.start()
-        lat, create_ms = [], []
-        for i in range(m):
-            t0 = time.monotonic()
-            w = d.create(code="echo", name=f"hot{i}")
-            t1 = time.monotonic()
-            r = d.invoke(w["id"], data={"i": i})
-            t2 = time.monotonic()
-            assert r.status == 200, r
-            create_ms.append((t1 - t0) * 1000)
-            lat.append((t2 - t0) * 1000)
+        lat, create_ms = cold_starts(
+            m, lambda i: d.create(code="echo", name=f"hot{i}")["id"],
+            lambda wid, i: d.invoke(wid, data={"i": i}).status)
         print(f"create -> first event processed ({m} workers, host spawned "
               f"on create, store_fsync=always): median {statistics.median(lat):.2f} ms, p99 "
               f"{pct(lat, 99):.2f} ms (target median <= 5 ms); of which "

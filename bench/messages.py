@@ -31,23 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"
-                       / "integration"))
-from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
-
-
-def client(sock, topic, body, ctype, requests, out):
-    conn = UnixHTTPConnection(sock, timeout=120)
-    bad = 0
-    for _ in range(requests):
-        conn.request("POST", f"/v1/topics/{topic}/events", body=body,
-                     headers={"Content-Type": ctype})
-        r = conn.getresponse()
-        r.read()
-        if r.status != 202:
-            bad += 1
-    conn.close()
-    out.put(bad)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import client, wait_acked  # noqa: E402
+from wm import Daemon, metric  # noqa: E402
 
 
 INFLIGHT = 64
@@ -94,11 +80,7 @@ def throughput(builddir, tmp, fsync, events, clients, batch):
         for p in procs:
             p.join()
         t_pub = time.monotonic() - t0
-        while metric(d, "workmanager_events_acked_total") < total:
-            if time.monotonic() - t0 > 600:
-                raise RuntimeError("events were not all acked")
-            time.sleep(0.01)
-        elapsed = time.monotonic() - t0
+        elapsed = wait_acked(d, total, t0)
         processed = metric(d, "workmanager_worker_events_processed_total",
                            worker=w["id"])
         failed = metric(d, "workmanager_worker_events_failed_total",

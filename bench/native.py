@@ -36,37 +36,20 @@ and of the publishing clients, to show where the time goes.
 
 import json
 import multiprocessing
-import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-TOP = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "tests" / "integration"))
-sys.path.insert(0, str(TOP / "tests" / "workers" / "native"))
-from messages import client  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import children_cpu_s, client, cpu_s, wait_acked  # noqa: E402
 from mkpackage import make_package  # noqa: E402
 from wm import Daemon, b64, metric  # noqa: E402
 
 MIME = "application/x-native-dll"
 BATCH = 100
 INVOKES = 10000
-
-
-def cpu_s(pid):
-    """CPU seconds (user + system, every thread) of process pid so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    # After the command: state is field 3, utime 14 and stime 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 # Set by main(): the worker runs inside the daemon (--in-process).
@@ -160,11 +143,7 @@ def throughput(builddir, tmp, events, clients, concurrency):
         for p in procs:
             p.join()
         t_pub = time.monotonic() - t0
-        while metric(d, "workmanager_events_acked_total") < total:
-            if time.monotonic() - t0 > 600:
-                raise RuntimeError("events were not all acked")
-            time.sleep(0.01)
-        elapsed = time.monotonic() - t0
+        elapsed = wait_acked(d, total, t0)
         cpu1 = sample()
         cpu = {k: (b - a) * 1e6 / total for k, a, b in
                zip(("daemon", "host", "clients"), cpu0, cpu1)

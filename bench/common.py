@@ -1,0 +1,92 @@
+"""bench/common.py — what the benchmark scripts share: reading a
+process's memory and CPU from /proc, percentiles, the publishing client
+and the wait for the broker's acks.
+
+bench/master.py, messages.py and native.py measure one part each and
+bench/suite.py (bench/run) runs them all in one invocation; they import
+these rather than each keeping a copy.  The daemon itself is started by
+tests/integration/wm.py, as in the tests.
+"""
+
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+for _d in (TOP / "tests" / "integration", TOP / "tests" / "workers" / "native"):
+    if str(_d) not in sys.path:
+        sys.path.insert(0, str(_d))
+
+from wm import UnixHTTPConnection, metric  # noqa: E402
+
+
+def rss_kib(pid):
+    """VmRSS of process pid, KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def smaps_rollup(pid):
+    """{"rss", "pss", "uss"} of process pid in KiB, from
+    /proc/PID/smaps_rollup (USS: its private clean and dirty pages)."""
+    v = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+            v[parts[0][:-1]] = int(parts[1])
+    return {"rss": v["Rss"], "pss": v["Pss"],
+            "uss": v.get("Private_Clean", 0) + v.get("Private_Dirty", 0)}
+
+
+def pct(values, p):
+    """The p-th percentile of values (nearest rank, no interpolation)."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * p / 100))]
+
+
+def cpu_s(pid):
+    """CPU seconds (user + system, every thread) of process pid so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    # After the command: state is field 3, utime 14 and stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    """CPU seconds of this process's reaped children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def client(sock, topic, body, ctype, requests, out, until=None):
+    """A publishing client (run in a process of its own): POSTs body to
+    topic `requests` times on one keep-alive connection to the control
+    socket (or, with until, a time.monotonic() deadline, for as long as
+    it has not passed), then puts (requests made, answers not 202) on out
+    (the count of refusals alone when until is None)."""
+    conn = UnixHTTPConnection(sock, timeout=120)
+    bad = made = 0
+    while (made < requests) if until is None else (time.monotonic() < until):
+        conn.request("POST", f"/v1/topics/{topic}/events", body=body,
+                     headers={"Content-Type": ctype})
+        r = conn.getresponse()
+        r.read()
+        made += 1
+        if r.status != 202:
+            bad += 1
+    conn.close()
+    out.put(bad if until is None else (made, bad))
+
+
+def wait_acked(d, total, t0, timeout=600):
+    """Waits until /metrics counts `total` events acked; the seconds since
+    t0 (time.monotonic()) then."""
+    while metric(d, "workmanager_events_acked_total") < total:
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError("events were not all acked")
+        time.sleep(0.01)
+    return time.monotonic() - t0
