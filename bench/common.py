@@ -10,6 +10,7 @@ tests/integration/wm.py, as in the tests.
 
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,15 +63,36 @@ def children_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
-def client(sock, topic, body, ctype, requests, out, until=None):
+def client(sock, topic, body, ctype, requests, out):
     """A publishing client (run in a process of its own): POSTs body to
     topic `requests` times on one keep-alive connection to the control
-    socket (or, with until, a time.monotonic() deadline, for as long as
-    it has not passed), then puts (requests made, answers not 202) on out
-    (the count of refusals alone when until is None)."""
+    socket, then puts the count of answers other than 202 on out."""
+    conn = UnixHTTPConnection(sock, timeout=120)
+    bad = 0
+    for _ in range(requests):
+        conn.request("POST", f"/v1/topics/{topic}/events", body=body,
+                     headers={"Content-Type": ctype})
+        r = conn.getresponse()
+        r.read()
+        if r.status != 202:
+            bad += 1
+    conn.close()
+    out.put(bad)
+
+
+def publisher(sock, topic, body, ctype, batch, until, sent, cap, out):
+    """A publishing client bounded by time and count (bench/suite.py): as
+    client(), until the time.monotonic() deadline `until` has passed or
+    the shared counter `sent` (a multiprocessing.Value, events published
+    by every publisher) has reached cap; puts (requests made, answers not
+    202) on out."""
     conn = UnixHTTPConnection(sock, timeout=120)
     bad = made = 0
-    while (made < requests) if until is None else (time.monotonic() < until):
+    while time.monotonic() < until:
+        with sent.get_lock():
+            if sent.value >= cap:
+                break
+            sent.value += batch
         conn.request("POST", f"/v1/topics/{topic}/events", body=body,
                      headers={"Content-Type": ctype})
         r = conn.getresponse()
@@ -79,7 +101,19 @@ def client(sock, topic, body, ctype, requests, out, until=None):
         if r.status != 202:
             bad += 1
     conn.close()
-    out.put(bad if until is None else (made, bad))
+    out.put((made, bad))
+
+
+def http_rtt(builddir, sock, method, path, body_file, n):
+    """bench/http_rtt's client-side round trips of n sequential requests
+    on one keep-alive connection to the control socket (after 500 of
+    warm-up): (p50, p99, p99.9) in microseconds; every answer 2xx."""
+    r = subprocess.run([str(Path(builddir) / "bench" / "http_rtt"), str(sock),
+                        method, path, str(body_file or "-"), str(n)],
+                       capture_output=True, text=True, check=True)
+    p50, p99, p999, status = r.stdout.split()
+    assert status.startswith("2"), r.stdout
+    return float(p50), float(p99), float(p999)
 
 
 def wait_acked(d, total, t0, timeout=600):

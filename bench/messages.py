@@ -25,14 +25,13 @@ and no worker errors.
 
 import json
 import multiprocessing
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import client, wait_acked  # noqa: E402
+from common import client, http_rtt, wait_acked  # noqa: E402
 from wm import Daemon, metric  # noqa: E402
 
 
@@ -105,17 +104,11 @@ def invoke_latency(builddir, tmp, n=10000):
         body.write_text(json.dumps({"specversion": "1.0", "id": "i",
                                     "source": "b", "type": "echo",
                                     "data": {"n": 1}}))
-        rtt = str(Path(builddir) / "bench" / "http_rtt")
         out = {}
-        for what, args in (("invoke", ["POST",
-                                       f"/v1/workers/{w['id']}/invoke",
-                                       str(body)]),
-                           ("health", ["GET", "/health/live", "-"])):
-            r = subprocess.run([rtt, str(d.socket)] + args + [str(n)],
-                               capture_output=True, text=True, check=True)
-            p50, p99, p999, status = r.stdout.split()
-            assert status == "200", r.stdout
-            out[what] = (float(p50), float(p99), float(p999))
+        for what, args in (("invoke", ("POST", f"/v1/workers/{w['id']}/invoke",
+                                       body)),
+                           ("health", ("GET", "/health/live", None))):
+            out[what] = http_rtt(builddir, d.socket, *args, n)
         assert metric(d, "workmanager_worker_events_processed_total",
                       worker=w["id"]) == n + 500  # and the warm-up
         return out

@@ -36,14 +36,14 @@ and of the publishing clients, to show where the time goes.
 
 import json
 import multiprocessing
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import children_cpu_s, client, cpu_s, wait_acked  # noqa: E402
+from common import (children_cpu_s, client, cpu_s, http_rtt,  # noqa: E402
+                    wait_acked)
 from mkpackage import make_package  # noqa: E402
 from wm import Daemon, b64, metric  # noqa: E402
 
@@ -95,16 +95,11 @@ def invoke_latency(builddir, tmp):
         body.write_text(json.dumps({"specversion": "1.0", "id": "i",
                                     "source": "b", "type": "echo",
                                     "data": {"n": 1}}))
-        rtt = str(Path(builddir) / "bench" / "http_rtt")
         out = {}
-        for what, args in (("invoke", ["POST", f"/v1/workers/{wid}/invoke",
-                                        str(body)]),
-                           ("health", ["GET", "/health/live", "-"])):
-            r = subprocess.run([rtt, str(d.socket)] + args + [str(INVOKES)],
-                               capture_output=True, text=True, check=True)
-            p50, p99, p999, status = r.stdout.split()
-            assert status == "200", r.stdout
-            out[what] = (float(p50), float(p99), float(p999))
+        for what, args in (("invoke", ("POST", f"/v1/workers/{wid}/invoke",
+                                       body)),
+                           ("health", ("GET", "/health/live", None))):
+            out[what] = http_rtt(builddir, d.socket, *args, INVOKES)
         processed = metric(d, "workmanager_worker_events_processed_total",
                            worker=wid)
         assert processed == INVOKES + 500, processed  # and the warm-up
