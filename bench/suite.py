@@ -1,0 +1,1084 @@
+#!/usr/bin/python3
+"""bench/suite.py — every scenario of the benchmark suite (issue 11) in one
+invocation, with its report: report.md, report.json and PNG plots.
+
+bench/run builds what it needs and runs this with Debian's python3:
+
+    bench/suite.py [--quick] [--only GROUP,...] BUILDDIR OUTDIR
+
+It starts real daemons from BUILDDIR (a plain ./configure build, -O2)
+through tests/integration/wm.py, as the tests do, and measures for each
+engine present (in-process native, out-of-process native, Python, .NET):
+cold start, invoke latency at concurrency 1, publish -> processed -> acked
+throughput at 1, 2, 8 and 64 publishers, single and batched, and with a
+grouped pair, the idle host's memory and the time from a host crash to
+its redelivered events being processed; for the master alone, its memory
+per registered worker and the recovery of 1k and 10k persisted workers;
+and the peers a user would pick instead (bench/peers: the original
+WorkManager's two Python engine designs, uWSGI and gunicorn), all running
+bench/peers/handler.py, the HTTP ones driven by wrk as the daemon's
+invoke route is.
+
+Every scenario records its ingress, worker shape, duration (minimum
+durations are enforced: a throughput run shorter than its minimum is run
+again with more events) and a cross-check of its counts (events sent =
+events processed, per /metrics or the peer's own count, no errors).  A
+scenario that cannot run says why ("skipped"); one that fails records
+its error, and the exit status is then 1.  Figures only: nothing here
+judges a time.
+"""
+
+import argparse
+import base64
+import json
+import multiprocessing
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import master  # noqa: E402
+from common import (TOP, http_rtt, pct, publisher, rss_kib,  # noqa: E402
+                    smaps_rollup)
+from mkpackage import make_package  # noqa: E402
+from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
+
+PY = "/usr/bin/python3"
+PEERS = TOP / "bench" / "peers"
+WRK_LUA = TOP / "bench" / "wrk_post.lua"
+BATCH = 100
+PUBLISHERS = (1, 2, 8, 64)
+TOKEN = "bench-token-0123456789abcdef"
+
+
+class Skip(Exception):
+    """A scenario that cannot run here; its message says why."""
+
+
+class Config:
+    """What --quick changes: counts and minimum durations, never what is
+    measured."""
+
+    def __init__(self, quick):
+        self.quick = quick
+        self.min_s = 0.5 if quick else 3.0       # throughput runs
+        self.cold_n = 50 if quick else 100       # cold starts (>= 50)
+        self.rtt_n = 2000 if quick else 10000    # http_rtt invokes
+        self.wrk_s = 1 if quick else 5           # each wrk run
+        self.registered = (1000, 10000)          # master memory, recovery
+        self.crashes = 3 if quick else 10
+        self.spawn_n = 30 if quick else 200      # python3 per event
+        self.persist_n = 2000 if quick else 20000
+
+
+# ---- engines ---------------------------------------------------------------
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+class Engine:
+    """One engine of the daemon as the suite drives it: its descriptor,
+    its worker (an echo) and how to create one."""
+
+    key = label = mime = ""
+    has_host = True
+    isolation = None
+    worker = ""
+
+    def __init__(self, builddir):
+        self.builddir = Path(builddir)
+
+    def missing(self):
+        """Why this engine cannot run here, or None."""
+        return None
+
+    def descriptor(self):
+        return {}
+
+    def options(self):
+        return {}
+
+    def code(self):
+        raise NotImplementedError
+
+    def create(self, d, topic, name=None, group=None, concurrency=1):
+        body = {"mime_type": self.mime, "topic": topic,
+                "limits": {"concurrency": concurrency},
+                "code": {"content": self.code()}}
+        if name:
+            body["name"] = name
+        if group:
+            body["group"] = group
+        if self.isolation:
+            body["isolation"] = self.isolation
+        r = d.post("/v1/workers", body)
+        assert r.status == 201, r
+        return r.json["id"]
+
+
+class NativeEngine(Engine):
+    key, label = "native", "native, out of process"
+    mime = "application/x-native-dll"
+    worker = ("tests/workers/native/libecho.so (echo), concurrency 1, "
+              "in wm-host-native")
+    in_process = False
+
+    def __init__(self, builddir):
+        super().__init__(builddir)
+        self._code = None
+
+    def missing(self):
+        for f in ("hosts/native/wm-host-native",
+                  "tests/workers/native/libecho.so"):
+            if not (self.builddir / f).exists():
+                return f"{f} is not built"
+        return None
+
+    def descriptor(self):
+        host = self.builddir / "hosts" / "native" / "wm-host-native"
+        return {"native.engine":
+                f"name = native\nmime_type = {self.mime}\nlanguage = C\n"
+                f"host = {host}\nspawn = exec\nprotocol = 1\n"
+                f"in_process = {'yes' if self.in_process else 'no'}\n"}
+
+    def code(self):
+        if self._code is None:
+            self._code = b64(make_package(
+                self.builddir / "tests" / "workers" / "native"
+                / "libecho.so"))
+        return self._code
+
+
+class InProcessEngine(NativeEngine):
+    key, label = "inprocess", "native, in process"
+    worker = ("tests/workers/native/libecho.so (echo), concurrency 1, "
+              "in the daemon (isolation in-process)")
+    in_process = True
+    has_host = False
+    isolation = "in-process"
+
+    def options(self):
+        return {"allow_in_process_native": "true"}
+
+
+class PythonEngine(Engine):
+    key, label = "python", "Python"
+    mime = "text/x-python"
+    worker = "bench/peers/handler.py (Process echoes and counts), in " \
+             "wm-host-python"
+
+    def missing(self):
+        host = self.builddir / "hosts" / "python" / "wm-host-python"
+        if not host.exists():
+            return ("the Python engine is not in this tree "
+                    "(no hosts/python/wm-host-python: issue 8 has not "
+                    "landed)")
+        return None
+
+    def descriptor(self):
+        host = self.builddir / "hosts" / "python" / "wm-host-python"
+        return {"python.engine":
+                f"name = python\nmime_type = {self.mime}\n"
+                f"language = Python\nhost = {host}\nspawn = zygote\n"
+                "role = python\nprotocol = 1\n"}
+
+    def code(self):
+        return b64((PEERS / "handler.py").read_bytes())
+
+
+class DotnetEngine(Engine):
+    key, label = "dotnet", ".NET"
+    mime = "application/x-dotnet"
+
+    def missing(self):
+        if not (self.builddir / "hosts" / "dotnet").is_dir():
+            return ("the .NET engine is not in this tree (no "
+                    "hosts/dotnet: its issue has not landed)")
+        return ("the .NET engine's host is in the tree but this suite "
+                "has no .NET echo worker for it yet")
+
+
+ENGINES = (InProcessEngine, NativeEngine, PythonEngine, DotnetEngine)
+
+
+# ---- the report ------------------------------------------------------------
+
+class Report:
+    """The scenarios run so far, each a dict (see run())."""
+
+    def __init__(self):
+        self.scenarios = []
+        self.failed = 0
+
+    def run(self, sid, title, fn, engine=None, ingress="", worker=""):
+        """Runs fn(), which returns {"values": {...}, "check": {"sent",
+        "processed", "errors", "ok", "rule"}, "duration_s",
+        "min_duration_s", "notes"} (all but values and check optional),
+        and records it under sid; a Skip is recorded with its reason, any
+        other exception as a failure."""
+        rec = {"id": sid, "title": title, "engine": engine,
+               "ingress": ingress, "worker": worker}
+        t0 = time.monotonic()
+        print(f"--- {sid}: {title}", flush=True)
+        try:
+            rec.update(fn())
+            rec["status"] = "ok" if rec["check"]["ok"] else "check failed"
+        except Skip as e:
+            rec["status"] = "skipped"
+            rec["reason"] = str(e)
+        except Exception as e:  # noqa: BLE001 — recorded, the run goes on
+            rec["status"] = "failed"
+            rec["reason"] = f"{type(e).__name__}: {e}"
+            traceback.print_exc()
+        rec.setdefault("duration_s", round(time.monotonic() - t0, 3))
+        if rec["status"] in ("failed", "check failed"):
+            self.failed += 1
+        print(f"    {rec['status']}: "
+              + json.dumps(rec.get("values") or rec.get("reason")),
+              flush=True)
+        self.scenarios.append(rec)
+        return rec
+
+    def get(self, sid):
+        for s in self.scenarios:
+            if s["id"] == sid and s["status"] == "ok":
+                return s["values"]
+        return None
+
+
+def check(sent, processed, errors=0, rule="sent = processed, no errors",
+          ok=None):
+    return {"sent": sent, "processed": processed, "errors": errors,
+            "rule": rule,
+            "ok": (sent == processed and errors == 0) if ok is None else ok}
+
+
+# ---- daemon scenarios -------------------------------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_daemon(builddir, tmp, eng, **options):
+    port = free_port()
+    (Path(tmp) / "token").write_text(TOKEN + "\n")
+    opts = {"log_level": "warning", "idle_timeout_s": 0,
+            "journal_fsync": "batch", "queue_max_events": 10000000,
+            "listen": f"127.0.0.1:{port}"}
+    opts.update(eng.options())
+    opts.update(options)
+    d = Daemon(builddir, tmp, options=opts, engines=eng.descriptor())
+    d.start()
+    d.port = port
+    return d
+
+
+def processed(d, wid, what="processed"):
+    return metric(d, f"workmanager_worker_events_{what}_total", worker=wid)
+
+
+def echo_event(i=0):
+    return {"specversion": "1.0", "id": f"e{i}", "source": "bench",
+            "type": "echo", "data": {"n": i}}
+
+
+def cold_start(cfg, d, eng):
+    """create -> first event processed for cfg.cold_n workers, each host
+    started on create; their ids are kept for the idle memory figure."""
+    ids = []
+
+    def create(i):
+        ids.append(eng.create(d, f"cold{i}", name=f"cold{i}"))
+        return ids[-1]
+
+    def invoke(wid, i):
+        return d.post(f"/v1/workers/{wid}/invoke", echo_event(i)).status
+
+    lat, create_ms = master.cold_starts(cfg.cold_n, create, invoke)
+    n = sum(processed(d, w) for w in ids)
+    cold_start.ids = ids
+    return {"values": {"n": len(lat),
+                       "median_ms": round(statistics.median(lat), 3),
+                       "p99_ms": round(pct(lat, 99), 3),
+                       "create_median_ms":
+                           round(statistics.median(create_ms), 3)},
+            "check": check(len(lat), n),
+            "notes": "POST /v1/workers (store_fsync=always) then POST "
+                     ".../invoke, one after the other, on the unix socket"}
+
+
+def idle_memory(d, eng, ids):
+    if not eng.has_host:
+        raise Skip("no host: the worker runs in the daemon")
+    pids = []
+    for wid in ids[:20]:
+        pid = d.get(f"/v1/workers/{wid}").json.get("pid")
+        if pid:
+            pids.append(pid)
+    if not pids:
+        raise RuntimeError("no idle host found")
+    m = [smaps_rollup(p) for p in pids]
+    vals = {k: statistics.median(x[k] for x in m)
+            for k in ("rss", "pss", "uss")}
+    return {"values": {"hosts": len(m), "uss_kib": vals["uss"],
+                       "pss_kib": vals["pss"], "rss_kib": vals["rss"]},
+            "check": check(len(pids), len(m)),
+            "notes": "median over idle hosts of /proc/PID/smaps_rollup "
+                     f"({len(ids)} hosts running)"}
+
+
+def delete_all(d, ids):
+    for wid in ids:
+        d.delete(f"/v1/workers/{wid}")
+
+
+def invoke_rtt(cfg, d, eng, tmp):
+    wid = eng.create(d, "rtt")
+    body = Path(tmp) / "event.json"
+    body.write_text(json.dumps(echo_event()))
+    p50, p99, p999 = http_rtt(d.builddir, d.socket, "POST",
+                              f"/v1/workers/{wid}/invoke", body, cfg.rtt_n)
+    n = processed(d, wid)
+    return {"values": {"p50_us": p50, "p99_us": p99, "p999_us": p999,
+                       "calls": cfg.rtt_n},
+            "check": check(cfg.rtt_n + 500, n),  # and http_rtt's warm-up
+            "notes": "bench/http_rtt (C), one keep-alive connection"}
+
+
+def run_wrk(url, body_file, seconds, conns, auth=""):
+    env = dict(os.environ, WRK_BODY=str(body_file), WRK_AUTH=auth)
+    r = subprocess.run(["wrk", f"-t{min(conns, 2)}", f"-c{conns}",
+                        f"-d{seconds}s", "-s", str(WRK_LUA), url],
+                       capture_output=True, text=True, env=env,
+                       timeout=seconds + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"wrk: {r.stderr.strip() or r.stdout}")
+    line = [x for x in r.stdout.splitlines() if x.startswith("{")][-1]
+    out = json.loads(line)
+    out["rps"] = round(out["requests"] * 1e6 / out["duration_us"], 1)
+    return out
+
+
+def wrk_check(res, before, after, conns):
+    """wrk counts the answers it read in its time; up to one request per
+    connection may have been served but not read when it stopped."""
+    n = after - before
+    return check(res["requests"], n, res["errors"] + res["non2xx"],
+                 rule="wrk's answers <= processed <= answers + "
+                      "connections, no errors",
+                 ok=(res["requests"] <= n <= res["requests"] + conns
+                     and res["errors"] + res["non2xx"] == 0))
+
+
+def wrk_values(res):
+    return {k: res[k] for k in ("rps", "p50_us", "p99_us", "p999_us",
+                                "requests")}
+
+
+def invoke_wrk(cfg, d, eng, tmp, conns):
+    wid = getattr(invoke_wrk, "wid", {}).get(eng.key)
+    if wid is None:
+        wid = eng.create(d, "wrk")
+        invoke_wrk.wid = {eng.key: wid}
+    body = Path(tmp) / "event.json"
+    body.write_text(json.dumps(echo_event()))
+    url = f"http://127.0.0.1:{d.port}/v1/workers/{wid}/invoke"
+    before = processed(d, wid)
+    res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN)
+    after = processed(d, wid)
+    return {"values": wrk_values(res),
+            "check": wrk_check(res, before, after, conns),
+            "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s}
+
+
+def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
+    """publish -> processed -> acked: `publishers` processes POST for
+    cfg.min_s (or until cap events are out), then the clock stops when
+    /metrics counts every event acked.  Run again with more events when
+    it took less than cfg.min_s."""
+    ev = echo_event()
+    if batch > 1:
+        body = json.dumps([ev] * batch).encode()
+        ctype = "application/cloudevents-batch+json"
+    else:
+        body = json.dumps(ev).encode()
+        ctype = "application/cloudevents+json"
+    cap = cap0 or (30000 if cfg.quick else 400000)
+    if batch == 1:
+        cap = min(cap, 20000 if cfg.quick else 100000)
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(4):
+        topic = f"tp{publishers}b{batch}{'g' if group else ''}a{attempt}"
+        wids = [eng.create(d, topic, group=group)
+                for _ in range(2 if group else 1)]
+        acked0 = metric(d, "workmanager_events_acked_total")
+        sent = ctx.Value("q", 0)
+        q = ctx.Queue()
+        t0 = time.monotonic()
+        procs = [ctx.Process(target=publisher,
+                             args=(str(d.socket), topic, body, ctype, batch,
+                                   t0 + cfg.min_s, sent, cap, q))
+                 for _ in range(publishers)]
+        for p in procs:
+            p.start()
+        res = [q.get() for _ in procs]
+        for p in procs:
+            p.join()
+        t_pub = time.monotonic() - t0
+        requests = sum(r[0] for r in res)
+        refused = sum(r[1] for r in res)
+        total = requests * batch
+        while metric(d, "workmanager_events_acked_total") < acked0 + total:
+            if time.monotonic() - t0 > 300:
+                raise RuntimeError("events were not all acked in 300 s")
+            time.sleep(0.005)
+        elapsed = time.monotonic() - t0
+        if elapsed >= cfg.min_s:
+            break
+        cap = int(cap * cfg.min_s / elapsed * 1.3)
+    else:
+        raise RuntimeError(f"shorter than {cfg.min_s} s after 4 runs")
+    got = sum(processed(d, w) for w in wids)
+    failed = sum(processed(d, w, "failed") for w in wids)
+    acked = metric(d, "workmanager_events_acked_total") - acked0
+    shape = "2 workers in one group" if group else "1 worker"
+    return {"values": {"events_per_s": round(total / elapsed, 1),
+                       "events": total, "publishers": publishers,
+                       "batch": batch, "publishing_s": round(t_pub, 3)},
+            "check": check(total, got, refused + failed,
+                           rule="events published = processed = acked, "
+                                "every publish 202, none failed",
+                           ok=(got == total == acked and refused == 0
+                               and failed == 0)),
+            "duration_s": round(elapsed, 3), "min_duration_s": cfg.min_s,
+            "worker": f"{shape}: {eng.worker}",
+            "notes": f"attempt {attempt + 1}, cap {cap} events"}
+
+
+def crash_recovery(cfg, d, eng):
+    """SIGKILL of a busy host -> the first event processed by its
+    replacement (the killed host's in-flight events are redelivered);
+    then every event must be processed once, none failed."""
+    if not eng.has_host:
+        raise Skip("no host to kill: the worker runs in the daemon")
+    k = 2000 if eng.key != "python" else 300
+    times, total_sent, total_got, errors, redelivered = [], 0, 0, 0, 0
+    for i in range(cfg.crashes):
+        wid = eng.create(d, f"crash{i}")
+        r = d.request("POST", f"/v1/topics/crash{i}/events",
+                      raw=json.dumps([echo_event(j) for j in range(k)])
+                      .encode(),
+                      headers={"Content-Type":
+                               "application/cloudevents-batch+json"})
+        assert r.status == 202, r
+        deadline = time.monotonic() + 60
+        while processed(d, wid) < k // 10:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the worker processed nothing")
+            time.sleep(0.001)
+        old = d.get(f"/v1/workers/{wid}").json["pid"]
+        t0 = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        base = None
+        while True:
+            if time.monotonic() - t0 > 60:
+                raise RuntimeError("no replacement host processed")
+            pid = d.get(f"/v1/workers/{wid}").json.get("pid")
+            n = processed(d, wid)
+            if base is None:
+                if pid and pid != old:
+                    base = n
+            elif n > base:
+                times.append((time.monotonic() - t0) * 1000)
+                break
+            time.sleep(0.001)
+        while processed(d, wid) + processed(d, wid, "failed") < k:
+            if time.monotonic() - t0 > 120:
+                raise RuntimeError("events were not all processed")
+            time.sleep(0.01)
+        total_sent += k
+        total_got += processed(d, wid)
+        errors += processed(d, wid, "failed")
+        redelivered += processed(d, wid, "redelivered")
+    return {"values": {"median_ms": round(statistics.median(times), 2),
+                       "max_ms": round(max(times), 2), "crashes": len(times),
+                       "redelivered": redelivered},
+            "check": check(total_sent, total_got, errors,
+                           rule="events sent = processed, none failed, "
+                                "some redelivered",
+                           ok=(total_sent == total_got and errors == 0
+                               and redelivered > 0)),
+            "notes": f"{k} events queued per crash, SIGKILL once "
+                     f"{k // 10} were processed; /metrics polled every "
+                     "~1 ms"}
+
+
+def engine_scenarios(cfg, rep, builddir, eng, groups):
+    sid = eng.key
+    why = eng.missing()
+    if why:
+        for what in ("cold_start", "invoke_c1", "throughput",
+                     "idle_memory", "crash"):
+            rep.run(f"{sid}.{what}", f"{eng.label}: {what}",
+                    lambda: (_ for _ in ()).throw(Skip(why)),
+                    engine=eng.key)
+        return
+    with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+        d = start_daemon(builddir, tmp, eng)
+        try:
+            run_engine(cfg, rep, d, eng, tmp, groups)
+        finally:
+            d.stop()
+
+
+def run_engine(cfg, rep, d, eng, tmp, groups):
+    sid, w = eng.key, eng.worker
+    uds = "POST /v1/workers/{id}/invoke, control socket (unix)"
+    tcp = "POST /v1/workers/{id}/invoke over TCP (listen, bearer token)"
+    pub = "POST /v1/topics/{t}/events, control socket (unix)"
+    if "cold" in groups:
+        rep.run(f"{sid}.cold_start",
+                f"{eng.label}: create -> first event processed",
+                lambda: cold_start(cfg, d, eng), eng.key,
+                "POST /v1/workers then POST .../invoke (unix)", w)
+        ids = getattr(cold_start, "ids", [])
+        rep.run(f"{sid}.idle_memory", f"{eng.label}: memory of an idle host",
+                lambda: idle_memory(d, eng, ids), eng.key, "-", w)
+        delete_all(d, ids)
+    if "invoke" in groups:
+        rep.run(f"{sid}.invoke_c1",
+                f"{eng.label}: invoke latency, concurrency 1 (C client)",
+                lambda: invoke_rtt(cfg, d, eng, tmp), eng.key, uds, w)
+        for c in (1, 8):
+            rep.run(f"{sid}.wrk_c{c}",
+                    f"{eng.label}: invoke with wrk, {c} connection(s)",
+                    lambda c=c: invoke_wrk(cfg, d, eng, tmp, c), eng.key,
+                    tcp, w)
+    if "throughput" in groups:
+        cap = (3000 if cfg.quick else 60000) if eng.key == "python" \
+            else None
+        for batch in (BATCH, 1):
+            for p in PUBLISHERS:
+                rep.run(f"{sid}.tput_p{p}_b{batch}",
+                        f"{eng.label}: publish -> processed -> acked, "
+                        f"{p} publisher(s), batches of {batch}",
+                        lambda p=p, b=batch: throughput(cfg, d, eng, p, b,
+                                                        cap0=cap),
+                        eng.key, pub, w)
+        rep.run(f"{sid}.tput_group_p2_b{BATCH}",
+                f"{eng.label}: publish -> processed -> acked, grouped pair, "
+                f"2 publishers, batches of {BATCH}",
+                lambda: throughput(cfg, d, eng, 2, BATCH, group="pair",
+                                   cap0=cap),
+                eng.key, pub, w)
+    if "crash" in groups:
+        rep.run(f"{sid}.crash",
+                f"{eng.label}: host SIGKILL -> redelivered event processed",
+                lambda: crash_recovery(cfg, d, eng), eng.key, pub, w)
+
+
+def master_memory(cfg, builddir, n):
+    """Master RSS per registered (stopped) worker at n, then the recovery
+    of those n persisted workers."""
+    with tempfile.TemporaryDirectory(prefix="wm-bench-") as tmp:
+        d = Daemon(builddir, tmp, options={"log_level": "warning",
+                                           "store_fsync": "off"})
+        d.start()
+        try:
+            base = rss_kib(d.proc.pid)
+            secs = master.register(d, n)
+            after = rss_kib(d.proc.pid)
+            listed = len(d.get("/v1/workers").json["workers"])
+            ready_ms, rss_rec = master.recover(d, n)
+        finally:
+            d.stop()
+    return ({"values": {"workers": n, "bytes_per_worker":
+                        round((after - base) * 1024 / n),
+                        "rss_empty_kib": base, "rss_kib": after,
+                        "create_s": round(secs, 2)},
+             "check": check(n, listed, rule="workers created = listed")},
+            {"values": {"workers": n, "ms": round(ready_ms, 1),
+                        "rss_kib": rss_rec},
+             "check": check(n, n, rule="recovered = persisted, none failed "
+                                       "(asserted by master.recover)")})
+
+
+# ---- peers -----------------------------------------------------------------
+
+def orig_spawn(cfg):
+    """The original's first design: python3 spawned per event, the event
+    on stdin, the answer on stdout; a Python driver, one at a time."""
+    lat, ok = [], 0
+    t0 = time.monotonic()
+    for i in range(cfg.spawn_n):
+        ev = json.dumps(echo_event(i))
+        t = time.perf_counter()
+        r = subprocess.run([PY, str(PEERS / "spawn_child.py")], input=ev,
+                           capture_output=True, text=True)
+        lat.append((time.perf_counter() - t) * 1e6)
+        if r.returncode == 0 and json.loads(r.stdout)["data"] == {"n": i}:
+            ok += 1
+    elapsed = time.monotonic() - t0
+    return {"values": {"rps": round(cfg.spawn_n / elapsed, 1),
+                       "p50_us": round(pct(lat, 50), 1),
+                       "p99_us": round(pct(lat, 99), 1),
+                       "p999_us": round(pct(lat, 99.9), 1),
+                       "requests": cfg.spawn_n},
+            "check": check(cfg.spawn_n, ok),
+            "duration_s": round(elapsed, 3),
+            "notes": "subprocess.run() per event from a Python driver; no "
+                     "HTTP in front (the figure is the design's floor)"}
+
+
+def orig_persistent(cfg, tmp):
+    """The original's second design: one `python3 -E -s` child, events as
+    length-prefixed JSON over a unix socket; a Python driver, one at a
+    time."""
+    import struct
+    path = str(Path(tmp) / "child.sock")
+    child = subprocess.Popen([PY, "-E", "-s",
+                              str(PEERS / "persistent_child.py"), path])
+    try:
+        deadline = time.monotonic() + 10
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        while True:
+            try:
+                s.connect(path)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+        def call(msg):
+            b = json.dumps(msg).encode()
+            s.sendall(struct.pack(">I", len(b)) + b)
+            head = b""
+            while len(head) < 4:
+                head += s.recv(4 - len(head))
+            n = struct.unpack(">I", head)[0]
+            buf = b""
+            while len(buf) < n:
+                buf += s.recv(n - len(buf))
+            return json.loads(buf)
+
+        warm = 200
+        for i in range(warm):
+            call(echo_event(i))
+        lat = []
+        t0 = time.monotonic()
+        for i in range(cfg.persist_n):
+            t = time.perf_counter()
+            call(echo_event(i))
+            lat.append((time.perf_counter() - t) * 1e6)
+        elapsed = time.monotonic() - t0
+        count = call({"count": True})["count"]
+        s.close()
+    finally:
+        child.kill()
+        child.wait()
+    return {"values": {"rps": round(cfg.persist_n / elapsed, 1),
+                       "p50_us": round(pct(lat, 50), 1),
+                       "p99_us": round(pct(lat, 99), 1),
+                       "p999_us": round(pct(lat, 99.9), 1),
+                       "requests": cfg.persist_n},
+            "check": check(cfg.persist_n + warm, count),
+            "duration_s": round(elapsed, 3),
+            "notes": "a Python driver on one connection; no HTTP in front"}
+
+
+def peer_argv(kind, port):
+    app = ["--wsgi-file", str(PEERS / "wsgi_app.py")]
+    common = ["--master", "--processes", "2", "--disable-logging",
+              "--need-app", "--die-on-term", "--plugin", "python3"]
+    if kind == "uwsgi_http":
+        # The router keeps connections open (HTTP/1.1 keep-alive).
+        return ["uwsgi", "--plugin", "http", "--http",
+                f"127.0.0.1:{port}", "--http-keepalive"] + common + app
+    if kind == "uwsgi_http_socket":
+        # It closes the connection after each answer without saying so,
+        # which wrk counts as a read error: the header makes wrk reconnect
+        # as it does for gunicorn (sync workers close too).
+        return ["uwsgi", "--http-socket", f"127.0.0.1:{port}",
+                "--add-header", "Connection: close"] + common + app
+    return [PY, "-m", "gunicorn", "--workers", "2", "--worker-class", "sync",
+            "--bind", f"127.0.0.1:{port}", "--chdir", str(PEERS),
+            "wsgi_app:application"]
+
+
+def peer_count(dirpath):
+    import struct
+    return sum(struct.unpack("<Q", f.read_bytes()[:8])[0]
+               for f in Path(dirpath).iterdir())
+
+
+def http_peer(cfg, kind, tmp, conns):
+    for tool in ("wrk", "uwsgi" if kind.startswith("uwsgi") else "gunicorn"):
+        if not any((Path(p) / tool).exists()
+                   for p in ("/usr/bin", "/usr/local/bin")):
+            raise Skip(f"{tool} is not installed (scripts/bench-packages)")
+    port = free_port()
+    counts = Path(tmp) / f"counts-{kind}-{conns}"
+    counts.mkdir()
+    log = open(Path(tmp) / f"{kind}.log", "wb")
+    env = dict(os.environ, WM_BENCH_COUNTS=str(counts))
+    p = subprocess.Popen(peer_argv(kind, port), stdout=log, stderr=log,
+                         env=env, start_new_session=True)
+    log.close()
+    body = Path(tmp) / "event.json"
+    body.write_text(json.dumps(echo_event()))
+    try:
+        import http.client
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("POST", "/", body=body.read_bytes(),
+                          headers={"Content-Type": "application/json"})
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not answer: "
+                                   + (Path(tmp) / f"{kind}.log").read_text(
+                                       errors="replace")[-500:])
+            time.sleep(0.05)
+        before = peer_count(counts)
+        res = run_wrk(f"http://127.0.0.1:{port}/", body, cfg.wrk_s, conns)
+        after = peer_count(counts)
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    return {"values": wrk_values(res),
+            "check": wrk_check(res, before, after, conns),
+            "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s}
+
+
+PEER_LABELS = {
+    "orig_spawn": "original design: python3 per event, event on stdin",
+    "orig_persistent": "original design: persistent python3 -E -s, "
+                       "length-prefixed JSON on a unix socket",
+    "uwsgi_http": "uWSGI --http (router + 2 processes)",
+    "uwsgi_http_socket": "uWSGI --http-socket (2 processes)",
+    "gunicorn": "gunicorn (2 sync workers)",
+}
+
+
+def peer_scenarios(cfg, rep):
+    handler = "bench/peers/handler.py"
+    with tempfile.TemporaryDirectory(prefix="wm-bench-peers-") as tmp:
+        rep.run("peer.orig_spawn.c1", PEER_LABELS["orig_spawn"],
+                lambda: orig_spawn(cfg), "peer",
+                "python3 spawned per event, JSON on stdin", handler)
+        rep.run("peer.orig_persistent.c1", PEER_LABELS["orig_persistent"],
+                lambda: orig_persistent(cfg, tmp), "peer",
+                "4-byte length + JSON over a unix socket", handler)
+        for kind in ("uwsgi_http", "uwsgi_http_socket", "gunicorn"):
+            for c in (1, 8):
+                rep.run(f"peer.{kind}.wrk_c{c}",
+                        f"{PEER_LABELS[kind]}, wrk, {c} connection(s)",
+                        lambda k=kind, c=c: http_peer(cfg, k, tmp, c),
+                        "peer", "POST / over TCP (loopback), wrk",
+                        handler + " behind bench/peers/wsgi_app.py")
+
+
+# ---- output ----------------------------------------------------------------
+
+def machine():
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True,
+                                  timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "kernel": platform.release(), "cpus": os.cpu_count(),
+            "cpu": cpu, "mem_gib": round(int(mem) / 1048576, 1),
+            "os": first(["sh", "-c", ". /etc/os-release; "
+                         "echo $PRETTY_NAME"]),
+            "gcc": first(["gcc", "--version"]),
+            "python3": first([PY, "--version"]),
+            "uwsgi": first(["uwsgi", "--version"]),
+            "gunicorn": first([PY, "-m", "gunicorn", "--version"]),
+            "wrk": first(["sh", "-c", "wrk -v 2>&1"]),
+            "commit": first(["git", "-C", str(TOP), "describe", "--always",
+                             "--dirty"]),
+            "loadavg": Path("/proc/loadavg").read_text().split()[:3]}
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "—"
+    if isinstance(v, float) and v >= 100:
+        v = round(v)
+    return f"{v:,}{unit}" if isinstance(v, int) else f"{v:,.1f}{unit}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a and b else "—"
+
+
+def contenders(rep):
+    """(label, c=1 values, c=8 values) of every invoke-like contender."""
+    rows = []
+    for cls in ENGINES:
+        e = cls.__new__(cls)
+        rows.append((f"workmanager, {e.label} (invoke, wrk over TCP)",
+                     rep.get(f"{e.key}.wrk_c1"), rep.get(f"{e.key}.wrk_c8")))
+    rows.append((PEER_LABELS["orig_spawn"] + " (no HTTP)",
+                 rep.get("peer.orig_spawn.c1"), None))
+    rows.append((PEER_LABELS["orig_persistent"] + " (no HTTP)",
+                 rep.get("peer.orig_persistent.c1"), None))
+    for kind in ("uwsgi_http", "uwsgi_http_socket", "gunicorn"):
+        rows.append((PEER_LABELS[kind], rep.get(f"peer.{kind}.wrk_c1"),
+                     rep.get(f"peer.{kind}.wrk_c8")))
+    return rows
+
+
+def write_markdown(out, rep, meta, cfg, plots):
+    L = []
+    a = L.append
+    a(f"# workmanager benchmark report ({'quick' if cfg.quick else 'full'}"
+      " run)\n")
+    a(f"{meta['date']}, commit {meta['commit']}; {meta['cpus']} CPUs "
+      f"({meta['cpu']}), {meta['mem_gib']} GiB, {meta['os']}, Linux "
+      f"{meta['kernel']}; {meta['gcc']}; {meta['python3']}; uWSGI "
+      f"{meta['uwsgi']}; {meta['gunicorn']}; {meta['wrk'].split(' [')[0]}."
+      f" Load average at the start {' '.join(meta['loadavg_start'])}, at "
+      f"the end {' '.join(meta['loadavg'])}. Figures, not assertions: on a "
+      "shared 2-CPU machine they are noisy.\n")
+    base = rep.get("native.wrk_c1")
+    base8 = rep.get("native.wrk_c8")
+    py = rep.get("python.wrk_c1")
+    py8 = rep.get("python.wrk_c8")
+    a("## Against the peers\n")
+    a("Every contender runs the same trivial handler (or, for the native "
+      "engine, the same echo in C). Ratios are the contender's figure over "
+      "workmanager's: for latency above 1× means the contender is slower, "
+      "for requests/s below 1× means it does less.\n")
+    a("| contender | p50 µs, c=1 | p99 µs, c=1 | p99.9 µs, c=1 | req/s, c=1 "
+      "| req/s, c=8 | p50 vs native | req/s c=8 vs native | p50 vs Python "
+      "| req/s c=8 vs Python |")
+    a("|---|---|---|---|---|---|---|---|---|---|")
+    for label, v1, v8 in contenders(rep):
+        v1 = v1 or {}
+        v8 = v8 or {}
+        a(f"| {label} | {fmt(v1.get('p50_us'))} | {fmt(v1.get('p99_us'))} "
+          f"| {fmt(v1.get('p999_us'))} | {fmt(v1.get('rps'))} "
+          f"| {fmt(v8.get('rps'))} "
+          f"| {ratio(v1.get('p50_us'), (base or {}).get('p50_us'))} "
+          f"| {ratio(v8.get('rps'), (base8 or {}).get('rps'))} "
+          f"| {ratio(v1.get('p50_us'), (py or {}).get('p50_us'))} "
+          f"| {ratio(v8.get('rps'), (py8 or {}).get('rps'))} |")
+    a("")
+    a("## Engines\n")
+    a("| figure | " + " | ".join(cls.label for cls in ENGINES) + " |")
+    a("|---|" + "---|" * len(ENGINES))
+    rows = [("cold start median / p99 ms", "cold_start",
+             lambda v: f"{fmt(v['median_ms'])} / {fmt(v['p99_ms'])}"),
+            ("invoke c=1 p50 / p99 / p99.9 µs (C client, unix)",
+             "invoke_c1", lambda v: f"{fmt(v['p50_us'])} / "
+             f"{fmt(v['p99_us'])} / {fmt(v['p999_us'])}")]
+    for b in (BATCH, 1):
+        for p in PUBLISHERS:
+            rows.append((f"events/s, {p} publisher(s), batch {b}",
+                         f"tput_p{p}_b{b}", lambda v: fmt(v["events_per_s"])))
+    rows += [(f"events/s, grouped pair, 2 publishers, batch {BATCH}",
+              f"tput_group_p2_b{BATCH}", lambda v: fmt(v["events_per_s"])),
+             ("idle host USS / PSS KiB", "idle_memory",
+              lambda v: f"{fmt(v['uss_kib'])} / {fmt(v['pss_kib'])}"),
+             ("host SIGKILL -> redelivered processed, median / max ms",
+              "crash", lambda v: f"{fmt(v['median_ms'])} / "
+              f"{fmt(v['max_ms'])}")]
+    for label, key, f in rows:
+        cells = []
+        for cls in ENGINES:
+            s = next((x for x in rep.scenarios
+                      if x["id"] == f"{cls.key}.{key}"), None)
+            if s is None:
+                cells.append("—")
+            elif s["status"] == "ok":
+                cells.append(f(s["values"]))
+            else:
+                cells.append(s["status"])
+        a(f"| {label} | " + " | ".join(cells) + " |")
+    a("")
+    a("## Master\n")
+    a("| figure | value |")
+    a("|---|---|")
+    for n in cfg.registered:
+        v = rep.get(f"master.rss_{n}")
+        if v:
+            a(f"| master RSS per registered worker at {n:,} | "
+              f"{v['bytes_per_worker']:,} bytes ({v['rss_empty_kib']:,} → "
+              f"{v['rss_kib']:,} KiB) |")
+        v = rep.get(f"master.recovery_{n}")
+        if v:
+            a(f"| recovery of {n:,} persisted workers (exec → /health "
+              f"Healthy) | {fmt(v['ms'])} ms |")
+    a("")
+    if plots:
+        a("## Plots\n")
+        for p in plots:
+            a(f"![{p}]({p})")
+        a("")
+    a("## Every scenario\n")
+    a("| id | status | ingress | worker | duration s (min) | sent / "
+      "processed / errors | rule | figures or reason |")
+    a("|---|---|---|---|---|---|---|---|")
+    for s in rep.scenarios:
+        c = s.get("check") or {}
+        cnt = (f"{c['sent']} / {c['processed']} / {c['errors']}"
+               if c else "—")
+        dur = f"{s.get('duration_s', '—')}"
+        if s.get("min_duration_s"):
+            dur += f" ({s['min_duration_s']})"
+        what = (json.dumps(s.get("values")) if s["status"] == "ok"
+                else s.get("reason", ""))
+        if s.get("notes"):
+            what += f"; {s['notes']}"
+        a(f"| {s['id']} | {s['status']} | {s.get('ingress', '')} | "
+          f"{s.get('worker', '')} | {dur} | {cnt} | {c.get('rule', '')} | "
+          f"{what} |")
+    (out / "report.md").write_text("\n".join(L) + "\n")
+
+
+def plot(out, rep):
+    """PNG plots with gnuplot (pngcairo); the names of those made."""
+    if not any((Path(p) / "gnuplot").exists() for p in ("/usr/bin",
+                                                        "/usr/local/bin")):
+        print("gnuplot is not installed: no plots", file=sys.stderr)
+        return []
+    made = []
+    engines = [c for c in ENGINES if rep.get(f"{c.key}.tput_p1_b{BATCH}")]
+    if engines:
+        for b in (BATCH, 1):
+            dat = out / f"throughput_b{b}.dat"
+            lines = ["# publishers " + " ".join(c.key for c in engines)]
+            for p in PUBLISHERS:
+                lines.append(f"{p} " + " ".join(
+                    str((rep.get(f"{c.key}.tput_p{p}_b{b}") or {})
+                        .get("events_per_s", "NaN")) for c in engines))
+            dat.write_text("\n".join(lines) + "\n")
+        script = ["set terminal pngcairo size 900,500",
+                  "set output 'throughput.png'", "set logscale x 2",
+                  "set xlabel 'publishers'", "set ylabel 'events/s'",
+                  "set key outside", "set grid",
+                  "set title 'publish -> processed -> acked'",
+                  "plot " + ", ".join(
+                      f"'throughput_b{b}.dat' using 1:{i + 2} with "
+                      f"linespoints title '{c.label}, batch {b}'"
+                      for b in (BATCH, 1) for i, c in enumerate(engines))]
+        made += gnuplot(out, script, "throughput.png")
+    rows = [(label, v1) for label, v1, _ in contenders(rep) if v1]
+    if rows:
+        dat = out / "latency.dat"
+        dat.write_text("\n".join(
+            f'"{label[:48]}" {v["p50_us"]} {v["p99_us"]} {v["p999_us"]}'
+            for label, v in rows) + "\n")
+        script = ["set terminal pngcairo size 1100,600",
+                  "set output 'latency.png'", "set style data histogram",
+                  "set style histogram cluster gap 1",
+                  "set style fill solid border -1", "set logscale y",
+                  "set ylabel 'µs (log)'", "set xtics rotate by -30",
+                  "set bmargin 12", "set grid ytics",
+                  "set title 'one request at a time: latency'",
+                  "plot 'latency.dat' using 2:xtic(1) title 'p50', "
+                  "'' using 3 title 'p99', '' using 4 title 'p99.9'"]
+        made += gnuplot(out, script, "latency.png")
+    return made
+
+
+def gnuplot(out, script, name):
+    r = subprocess.run(["gnuplot"], input="\n".join(script) + "\n",
+                       cwd=out, capture_output=True, text=True)
+    if r.returncode != 0 or not (out / name).exists():
+        print(f"gnuplot {name}: {r.stderr}", file=sys.stderr)
+        return []
+    return [name]
+
+
+GROUPS = ("master", "cold", "invoke", "throughput", "crash", "peers")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default=",".join(GROUPS),
+                    help="groups to run: " + ",".join(GROUPS))
+    ap.add_argument("--engines", default=",".join(c.key for c in ENGINES))
+    ap.add_argument("builddir")
+    ap.add_argument("outdir")
+    a = ap.parse_args()
+    cfg = Config(a.quick)
+    groups = set(a.only.split(","))
+    builddir = Path(a.builddir).resolve()
+    out = Path(a.outdir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rep = Report()
+    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    t0 = time.monotonic()
+    if "master" in groups:
+        for n in cfg.registered:
+            res = {}
+
+            def mem(n=n):
+                res["mem"], res["rec"] = master_memory(cfg, builddir, n)
+                return res["mem"]
+
+            rep.run(f"master.rss_{n}",
+                    f"master RSS per registered worker at {n}", mem,
+                    "master", "POST /v1/workers (start false), unix",
+                    "stopped workers of the test engine")
+            rep.run(f"master.recovery_{n}",
+                    f"recovery of {n} persisted workers",
+                    lambda: res["rec"] if "rec" in res else
+                    (_ for _ in ()).throw(RuntimeError("not measured")),
+                    "master", "exec of the daemon -> GET /health 200",
+                    "stopped workers of the test engine")
+    for cls in ENGINES:
+        if cls.key in a.engines.split(","):
+            engine_scenarios(cfg, rep, builddir, cls(builddir), groups)
+    if "peers" in groups:
+        peer_scenarios(cfg, rep)
+    meta = machine()
+    meta["loadavg_start"] = load0
+    meta["wall_s"] = round(time.monotonic() - t0, 1)
+    meta["mode"] = "quick" if cfg.quick else "full"
+    plots = plot(out, rep)
+    (out / "report.json").write_text(json.dumps(
+        {"meta": meta, "scenarios": rep.scenarios, "plots": plots},
+        indent=1) + "\n")
+    write_markdown(out, rep, meta, cfg, plots)
+    print(f"bench: {len(rep.scenarios)} scenarios in {meta['wall_s']} s, "
+          f"{rep.failed} failed; report in {out}/report.md")
+    return 1 if rep.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
