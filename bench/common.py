@@ -80,13 +80,20 @@ def client(sock, topic, body, ctype, requests, out):
     out.put(bad)
 
 
-def publisher(sock, topic, body, ctype, batch, until, sent, cap, out):
-    """A publishing client bounded by time and count (bench/suite.py): as
-    client(), until the time.monotonic() deadline `until` has passed or
-    the shared counter `sent` (a multiprocessing.Value, events published
-    by every publisher) has reached cap; puts (requests made, answers not
-    202) on out."""
+def publisher(sock, topic, body, ctype, batch, ready, go, deadline, sent,
+              cap, out):
+    """A publishing client bounded by time and count (bench/suite.py):
+    connects, puts None on ready and waits for the Event go; then POSTs
+    body as client() does until the time.monotonic() deadline (a shared
+    multiprocessing.Value, set before go) has passed or the shared
+    counter sent (events published by every publisher) has reached cap;
+    puts (requests made, answers not 202, time.monotonic() of the last
+    answer) on out."""
     conn = UnixHTTPConnection(sock, timeout=120)
+    conn.connect()
+    ready.put(None)
+    go.wait()
+    until = deadline.value
     bad = made = 0
     while time.monotonic() < until:
         with sent.get_lock():
@@ -100,8 +107,9 @@ def publisher(sock, topic, body, ctype, batch, until, sent, cap, out):
         made += 1
         if r.status != 202:
             bad += 1
+    end = time.monotonic()
     conn.close()
-    out.put((made, bad))
+    out.put((made, bad, end))
 
 
 def http_rtt(builddir, sock, method, path, body_file, n):

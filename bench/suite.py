@@ -46,8 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import master  # noqa: E402
-from common import (TOP, http_rtt, pct, publisher, rss_kib,  # noqa: E402
-                    smaps_rollup)
+from common import (TOP, children_cpu_s, cpu_s, http_rtt,  # noqa: E402
+                    pct, publisher, rss_kib, smaps_rollup)
 from mkpackage import make_package  # noqa: E402
 from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
 
@@ -416,48 +416,66 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     else:
         body = json.dumps(ev).encode()
         ctype = "application/cloudevents+json"
-    cap = cap0 or (30000 if cfg.quick else 400000)
-    if batch == 1:
-        cap = min(cap, 20000 if cfg.quick else 100000)
+    # A first run of cap events; more when it ends under the minimum.
+    # Enough for every publisher to make a few requests, unless the
+    # caller knows the worker to be slow.
+    cap = cap0 or max(2000 if cfg.quick else 20000, publishers * batch * 4)
     ctx = multiprocessing.get_context("fork")
-    for attempt in range(4):
+    for attempt in range(6):
         topic = f"tp{publishers}b{batch}{'g' if group else ''}a{attempt}"
         wids = [eng.create(d, topic, group=group)
                 for _ in range(2 if group else 1)]
         acked0 = metric(d, "workmanager_events_acked_total")
-        sent = ctx.Value("q", 0)
-        q = ctx.Queue()
-        t0 = time.monotonic()
+        sent, deadline = ctx.Value("q", 0), ctx.Value("d", 0.0)
+        ready, go, q = ctx.Queue(), ctx.Event(), ctx.Queue()
         procs = [ctx.Process(target=publisher,
                              args=(str(d.socket), topic, body, ctype, batch,
-                                   t0 + cfg.min_s, sent, cap, q))
+                                   ready, go, deadline, sent, cap, q))
                  for _ in range(publishers)]
         for p in procs:
             p.start()
+        for _ in procs:  # every publisher connected before the clock
+            ready.get()
+        hosts = [h for h in (d.get(f"/v1/workers/{w}").json.get("pid")
+                             for w in wids) if h and h != d.proc.pid]
+        cpu0 = (cpu_s(d.proc.pid), sum(cpu_s(h) for h in hosts),
+                children_cpu_s())
+        t0 = time.monotonic()
+        deadline.value = t0 + cfg.min_s
+        go.set()
         res = [q.get() for _ in procs]
-        for p in procs:
-            p.join()
-        t_pub = time.monotonic() - t0
+        t_pub = max(r[2] for r in res) - t0
         requests = sum(r[0] for r in res)
         refused = sum(r[1] for r in res)
         total = requests * batch
+        # The clock stops at the last ack, not when the publishers'
+        # processes are gone (64 exits take a while here).
         while metric(d, "workmanager_events_acked_total") < acked0 + total:
             if time.monotonic() - t0 > 300:
                 raise RuntimeError("events were not all acked in 300 s")
             time.sleep(0.005)
         elapsed = time.monotonic() - t0
+        for p in procs:
+            p.join()
+        cpu1 = (cpu_s(d.proc.pid), sum(cpu_s(h) for h in hosts),
+                children_cpu_s())
         if elapsed >= cfg.min_s:
             break
-        cap = int(cap * cfg.min_s / elapsed * 1.3)
+        # Too few events for the minimum: again, with as many as the rate
+        # just measured needs, and some.
+        cap = int(cap * cfg.min_s / elapsed * 1.3) + batch
     else:
-        raise RuntimeError(f"shorter than {cfg.min_s} s after 4 runs")
+        raise RuntimeError(f"shorter than {cfg.min_s} s after 6 runs")
+    cpu = {k: round((b - a) * 1e6 / max(total, 1), 1) for k, a, b in
+           zip(("daemon", "hosts", "publishers"), cpu0, cpu1)}
     got = sum(processed(d, w) for w in wids)
     failed = sum(processed(d, w, "failed") for w in wids)
     acked = metric(d, "workmanager_events_acked_total") - acked0
     shape = "2 workers in one group" if group else "1 worker"
     return {"values": {"events_per_s": round(total / elapsed, 1),
                        "events": total, "publishers": publishers,
-                       "batch": batch, "publishing_s": round(t_pub, 3)},
+                       "batch": batch, "publishing_s": round(t_pub, 3),
+                       "cpu_us_per_event": cpu},
             "check": check(total, got, refused + failed,
                            rule="events published = processed = acked, "
                                 "every publish 202, none failed",
@@ -465,17 +483,21 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
                                and failed == 0)),
             "duration_s": round(elapsed, 3), "min_duration_s": cfg.min_s,
             "worker": f"{shape}: {eng.worker}",
-            "notes": f"attempt {attempt + 1}, cap {cap} events"}
+            "notes": f"attempt {attempt + 1}, cap {cap} events; the "
+                     "publishers' CPU includes their processes' start and "
+                     "exit"}
 
 
 def crash_recovery(cfg, d, eng):
-    """SIGKILL of a busy host -> the first event processed by its
-    replacement (the killed host's in-flight events are redelivered);
-    then every event must be processed once, none failed."""
+    """SIGKILL of a busy host: the ms until the replacement host processed
+    its first event, and until every event of the backlog was processed
+    (the killed host's in-flight events fail with it and are redelivered
+    after redelivery_base_delay_ms, 200 ms by default)."""
     if not eng.has_host:
         raise Skip("no host to kill: the worker runs in the daemon")
     k = 2000 if eng.key != "python" else 300
-    times, total_sent, total_got, errors, redelivered = [], 0, 0, 0, 0
+    first, whole = [], []
+    sent = ok = failed = redelivered = dead = 0
     for i in range(cfg.crashes):
         wid = eng.create(d, f"crash{i}")
         r = d.request("POST", f"/v1/topics/crash{i}/events",
@@ -502,28 +524,34 @@ def crash_recovery(cfg, d, eng):
                 if pid and pid != old:
                     base = n
             elif n > base:
-                times.append((time.monotonic() - t0) * 1000)
+                first.append((time.monotonic() - t0) * 1000)
                 break
             time.sleep(0.001)
-        while processed(d, wid) + processed(d, wid, "failed") < k:
+        while (processed(d, wid) - processed(d, wid, "failed") < k
+               and processed(d, wid, "dead_lettered") == 0):
             if time.monotonic() - t0 > 120:
                 raise RuntimeError("events were not all processed")
-            time.sleep(0.01)
-        total_sent += k
-        total_got += processed(d, wid)
-        errors += processed(d, wid, "failed")
+            time.sleep(0.001)
+        whole.append((time.monotonic() - t0) * 1000)
+        sent += k
+        f = processed(d, wid, "failed")
+        ok += processed(d, wid) - f
+        failed += f
         redelivered += processed(d, wid, "redelivered")
-    return {"values": {"median_ms": round(statistics.median(times), 2),
-                       "max_ms": round(max(times), 2), "crashes": len(times),
-                       "redelivered": redelivered},
-            "check": check(total_sent, total_got, errors,
-                           rule="events sent = processed, none failed, "
-                                "some redelivered",
-                           ok=(total_sent == total_got and errors == 0
-                               and redelivered > 0)),
+        dead += processed(d, wid, "dead_lettered")
+    return {"values": {"first_median_ms": round(statistics.median(first), 2),
+                       "all_median_ms": round(statistics.median(whole), 2),
+                       "all_max_ms": round(max(whole), 2),
+                       "crashes": len(whole), "redelivered": redelivered},
+            "check": check(sent, ok, dead + failed - redelivered,
+                           rule="events sent = processed without error; "
+                                "the failed (in flight at the kill) = the "
+                                "redelivered; none dead-lettered",
+                           ok=(sent == ok and failed == redelivered > 0
+                               and dead == 0)),
             "notes": f"{k} events queued per crash, SIGKILL once "
                      f"{k // 10} were processed; /metrics polled every "
-                     "~1 ms"}
+                     "~1 ms; redelivery_base_delay_ms at its default, 200"}
 
 
 def engine_scenarios(cfg, rep, builddir, eng, groups):
@@ -568,7 +596,9 @@ def run_engine(cfg, rep, d, eng, tmp, groups):
                     lambda c=c: invoke_wrk(cfg, d, eng, tmp, c), eng.key,
                     tcp, w)
     if "throughput" in groups:
-        cap = (3000 if cfg.quick else 60000) if eng.key == "python" \
+        # Where the worker is much slower than the publishers, the wait
+        # for the acks would be the run: a smaller first run.
+        cap = (500 if cfg.quick else 5000) if eng.key == "python" \
             else None
         for batch in (BATCH, 1):
             for p in PUBLISHERS:
@@ -582,7 +612,7 @@ def run_engine(cfg, rep, d, eng, tmp, groups):
                 f"{eng.label}: publish -> processed -> acked, grouped pair, "
                 f"2 publishers, batches of {BATCH}",
                 lambda: throughput(cfg, d, eng, 2, BATCH, group="pair",
-                                   cap0=cap),
+                                   cap0=100 if cfg.quick else 1000),
                 eng.key, pub, w)
     if "crash" in groups:
         rep.run(f"{sid}.crash",
@@ -912,9 +942,10 @@ def write_markdown(out, rep, meta, cfg, plots):
               f"tput_group_p2_b{BATCH}", lambda v: fmt(v["events_per_s"])),
              ("idle host USS / PSS KiB", "idle_memory",
               lambda v: f"{fmt(v['uss_kib'])} / {fmt(v['pss_kib'])}"),
-             ("host SIGKILL -> redelivered processed, median / max ms",
-              "crash", lambda v: f"{fmt(v['median_ms'])} / "
-              f"{fmt(v['max_ms'])}")]
+             ("host SIGKILL -> replacement's first event / every event "
+              "(the in-flight redelivered), median ms",
+              "crash", lambda v: f"{fmt(v['first_median_ms'])} / "
+              f"{fmt(v['all_median_ms'])}")]
     for label, key, f in rows:
         cells = []
         for cls in ENGINES:
