@@ -854,7 +854,7 @@ def machine():
             "gcc": first(["gcc", "--version"]),
             "python3": first([PY, "--version"]),
             "uwsgi": first(["uwsgi", "--version"]),
-            "gunicorn": first([PY, "-m", "gunicorn", "--version"]),
+            "gunicorn": first(["gunicorn", "--version"]),
             "wrk": first(["sh", "-c", "wrk -v 2>&1"]),
             "commit": first(["git", "-C", str(TOP), "describe", "--always",
                              "--dirty"]),
@@ -874,18 +874,23 @@ def ratio(a, b):
 
 
 def contenders(rep):
-    """(label, c=1 values, c=8 values) of every invoke-like contender."""
+    """(label, short label, c=1 values, c=8 values) of every invoke-like
+    contender."""
     rows = []
     for cls in ENGINES:
-        e = cls.__new__(cls)
-        rows.append((f"workmanager, {e.label} (invoke, wrk over TCP)",
-                     rep.get(f"{e.key}.wrk_c1"), rep.get(f"{e.key}.wrk_c8")))
-    rows.append((PEER_LABELS["orig_spawn"] + " (no HTTP)",
+        rows.append((f"workmanager, {cls.label} (invoke, wrk over TCP)",
+                     f"wm {cls.key}", rep.get(f"{cls.key}.wrk_c1"),
+                     rep.get(f"{cls.key}.wrk_c8")))
+    rows.append((PEER_LABELS["orig_spawn"] + " (no HTTP)", "orig. spawn",
                  rep.get("peer.orig_spawn.c1"), None))
     rows.append((PEER_LABELS["orig_persistent"] + " (no HTTP)",
-                 rep.get("peer.orig_persistent.c1"), None))
-    for kind in ("uwsgi_http", "uwsgi_http_socket", "gunicorn"):
-        rows.append((PEER_LABELS[kind], rep.get(f"peer.{kind}.wrk_c1"),
+                 "orig. persistent", rep.get("peer.orig_persistent.c1"),
+                 None))
+    for kind, short in (("uwsgi_http", "uWSGI --http"),
+                        ("uwsgi_http_socket", "uWSGI --http-socket"),
+                        ("gunicorn", "gunicorn")):
+        rows.append((PEER_LABELS[kind], short,
+                     rep.get(f"peer.{kind}.wrk_c1"),
                      rep.get(f"peer.{kind}.wrk_c8")))
     return rows
 
@@ -915,7 +920,7 @@ def write_markdown(out, rep, meta, cfg, plots):
       "| req/s, c=8 | p50 vs native | req/s c=8 vs native | p50 vs Python "
       "| req/s c=8 vs Python |")
     a("|---|---|---|---|---|---|---|---|---|---|")
-    for label, v1, v8 in contenders(rep):
+    for label, _, v1, v8 in contenders(rep):
         v1 = v1 or {}
         v8 = v8 or {}
         a(f"| {label} | {fmt(v1.get('p50_us'))} | {fmt(v1.get('p99_us'))} "
@@ -1018,26 +1023,27 @@ def plot(out, rep):
             dat.write_text("\n".join(lines) + "\n")
         script = ["set terminal pngcairo size 900,500",
                   "set output 'throughput.png'", "set logscale x 2",
-                  "set xlabel 'publishers'", "set ylabel 'events/s'",
-                  "set key outside", "set grid",
+                  "set logscale y", "set xlabel 'publishers'",
+                  "set ylabel 'events/s (log)'", "set key below",
+                  "set grid",
                   "set title 'publish -> processed -> acked'",
                   "plot " + ", ".join(
                       f"'throughput_b{b}.dat' using 1:{i + 2} with "
                       f"linespoints title '{c.label}, batch {b}'"
                       for b in (BATCH, 1) for i, c in enumerate(engines))]
         made += gnuplot(out, script, "throughput.png")
-    rows = [(label, v1) for label, v1, _ in contenders(rep) if v1]
+    rows = [(short, v1) for _, short, v1, _ in contenders(rep) if v1]
     if rows:
         dat = out / "latency.dat"
         dat.write_text("\n".join(
-            f'"{label[:48]}" {v["p50_us"]} {v["p99_us"]} {v["p999_us"]}'
+            f'"{label}" {v["p50_us"]} {v["p99_us"]} {v["p999_us"]}'
             for label, v in rows) + "\n")
-        script = ["set terminal pngcairo size 1100,600",
+        script = ["set terminal pngcairo size 900,500",
                   "set output 'latency.png'", "set style data histogram",
                   "set style histogram cluster gap 1",
                   "set style fill solid border -1", "set logscale y",
                   "set ylabel 'µs (log)'", "set xtics rotate by -30",
-                  "set bmargin 12", "set grid ytics",
+                  "set bmargin 6", "set grid ytics",
                   "set title 'one request at a time: latency'",
                   "plot 'latency.dat' using 2:xtic(1) title 'p50', "
                   "'' using 3 title 'p99', '' using 4 title 'p99.9'"]
