@@ -8,6 +8,7 @@ these rather than each keeping a copy.  The daemon itself is started by
 tests/integration/wm.py, as in the tests.
 """
 
+import json
 import os
 import resource
 import subprocess
@@ -61,6 +62,15 @@ def children_cpu_s():
     """CPU seconds of this process's reaped children so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+
+
+def publish_body(ev, batch):
+    """(body, Content-Type) of a publish of ev: alone when batch is 1,
+    else batch copies of it in one application/cloudevents-batch+json."""
+    if batch > 1:
+        return (json.dumps([ev] * batch).encode(),
+                "application/cloudevents-batch+json")
+    return json.dumps(ev).encode(), "application/cloudevents+json"
 
 
 def client(sock, topic, body, ctype, requests, out):

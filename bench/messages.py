@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import client, http_rtt, wait_acked  # noqa: E402
+from common import client, http_rtt, publish_body, wait_acked  # noqa: E402
 from wm import Daemon, metric  # noqa: E402
 
 
@@ -60,12 +60,7 @@ def throughput(builddir, tmp, fsync, events, clients, batch):
                      limits={"concurrency": INFLIGHT})
         ev = {"specversion": "1.0", "id": "x", "source": "bench",
               "type": "echo", "data": {"n": 1}}
-        if batch > 1:
-            body = json.dumps([ev] * batch).encode()
-            ctype = "application/cloudevents-batch+json"
-        else:
-            body = json.dumps(ev).encode()
-            ctype = "application/cloudevents+json"
+        body, ctype = publish_body(ev, batch)
         per_client = events // batch // clients
         total = per_client * batch * clients
         q = multiprocessing.Queue()

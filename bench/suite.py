@@ -47,7 +47,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import master  # noqa: E402
 from common import (TOP, children_cpu_s, cpu_s, http_rtt,  # noqa: E402
-                    pct, publisher, rss_kib, smaps_rollup)
+                    pct, publish_body, publisher, rss_kib,
+                    smaps_rollup)
 from mkpackage import make_package  # noqa: E402
 from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
 
@@ -93,16 +94,23 @@ class Engine:
     has_host = True
     isolation = None
     worker = ""
+    # The descriptor's lines after mime_type (host = the build's binary).
+    host = ""
+    lines = ""
 
     def __init__(self, builddir):
         self.builddir = Path(builddir)
 
     def missing(self):
         """Why this engine cannot run here, or None."""
+        if not (self.builddir / self.host).exists():
+            return f"{self.host} is not built"
         return None
 
     def descriptor(self):
-        return {}
+        return {f"{self.key}.engine":
+                f"name = {self.key}\nmime_type = {self.mime}\n"
+                f"host = {self.builddir / self.host}\n{self.lines}"}
 
     def options(self):
         return {}
@@ -130,25 +138,18 @@ class NativeEngine(Engine):
     mime = "application/x-native-dll"
     worker = ("tests/workers/native/libecho.so (echo), concurrency 1, "
               "in wm-host-native")
-    in_process = False
+    host = "hosts/native/wm-host-native"
+    lines = "language = C\nspawn = exec\nprotocol = 1\nin_process = no\n"
 
     def __init__(self, builddir):
         super().__init__(builddir)
         self._code = None
 
     def missing(self):
-        for f in ("hosts/native/wm-host-native",
-                  "tests/workers/native/libecho.so"):
-            if not (self.builddir / f).exists():
-                return f"{f} is not built"
-        return None
-
-    def descriptor(self):
-        host = self.builddir / "hosts" / "native" / "wm-host-native"
-        return {"native.engine":
-                f"name = native\nmime_type = {self.mime}\nlanguage = C\n"
-                f"host = {host}\nspawn = exec\nprotocol = 1\n"
-                f"in_process = {'yes' if self.in_process else 'no'}\n"}
+        lib = "tests/workers/native/libecho.so"
+        if not (self.builddir / lib).exists():
+            return f"{lib} is not built"
+        return super().missing()
 
     def code(self):
         if self._code is None:
@@ -162,7 +163,7 @@ class InProcessEngine(NativeEngine):
     key, label = "inprocess", "native, in process"
     worker = ("tests/workers/native/libecho.so (echo), concurrency 1, "
               "in the daemon (isolation in-process)")
-    in_process = True
+    lines = NativeEngine.lines.replace("in_process = no", "in_process = yes")
     has_host = False
     isolation = "in-process"
 
@@ -176,20 +177,15 @@ class PythonEngine(Engine):
     worker = "bench/peers/handler.py (Process echoes and counts), in " \
              "wm-host-python"
 
+    host = "hosts/python/wm-host-python"
+    lines = "language = Python\nspawn = zygote\nrole = python\nprotocol = 1\n"
+
     def missing(self):
-        host = self.builddir / "hosts" / "python" / "wm-host-python"
-        if not host.exists():
+        if not (self.builddir / self.host).exists():
             return ("the Python engine is not in this tree "
                     "(no hosts/python/wm-host-python: issue 8 has not "
                     "landed)")
         return None
-
-    def descriptor(self):
-        host = self.builddir / "hosts" / "python" / "wm-host-python"
-        return {"python.engine":
-                f"name = python\nmime_type = {self.mime}\n"
-                f"language = Python\nhost = {host}\nspawn = zygote\n"
-                "role = python\nprotocol = 1\n"}
 
     def code(self):
         return b64((PEERS / "handler.py").read_bytes())
@@ -410,12 +406,7 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     /metrics counts every event acked.  Run again with more events when
     it took less than cfg.min_s."""
     ev = echo_event()
-    if batch > 1:
-        body = json.dumps([ev] * batch).encode()
-        ctype = "application/cloudevents-batch+json"
-    else:
-        body = json.dumps(ev).encode()
-        ctype = "application/cloudevents+json"
+    body, ctype = publish_body(ev, batch)
     # A first run of cap events; more when it ends under the minimum.
     # Enough for every publisher to make a few requests, unless the
     # caller knows the worker to be slow.
