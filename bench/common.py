@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parent.parent
-for _d in (TOP / "tests" / "integration", TOP / "tests" / "workers" / "native"):
+for _d in (TOP / "tests" / "integration",
+           TOP / "tests" / "workers" / "native"):
     if str(_d) not in sys.path:
         sys.path.insert(0, str(_d))
 
