@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,12 +30,15 @@ from common import pct, rss_kib  # noqa: E402
 from wm import Daemon  # noqa: E402
 
 
-def register(d, n, first=0):
-    """Creates workers first..first+n-1, stopped, on daemon d; the seconds
-    it took."""
-    t0 = time.monotonic()
-    for i in range(first, first + n):
+def register(d, n, first=0, clients=1):
+    """Creates workers first..first+n-1, stopped, on daemon d, over
+    `clients` connections at once; the seconds it took."""
+    def create(i):
         d.create(code=f"echo\n# {i}", start=False, name=f"w{i}")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(create, range(first, first + n)))
     return time.monotonic() - t0
 
 
