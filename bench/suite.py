@@ -178,7 +178,19 @@ class PythonEngine(Engine):
              "wm-host-python"
 
     host = "hosts/python/wm-host-python"
-    lines = "language = Python\nspawn = zygote\nrole = python\nprotocol = 1\n"
+
+    @property
+    def lines(self):
+        """The tree's own descriptor (engines.d/python.engine) but for
+        what descriptor() sets: its spawn mode is the engine's."""
+        f = TOP / "engines.d" / "python.engine"
+        if not f.exists():
+            return "language = Python\nspawn = exec\nrole = python\n" \
+                "protocol = 1\n"
+        return "".join(
+            line + "\n" for line in f.read_text().splitlines()
+            if line.split("=")[0].strip() not in
+            ("name", "mime_type", "host", "description"))
 
     def missing(self):
         if not (self.builddir / self.host).exists():
