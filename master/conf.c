@@ -103,6 +103,8 @@
  * | `code_fetch_timeout_ms` | duration (ms), 100–3600000 | `30000` | `WM_CODE_FETCH_TIMEOUT_MS` | Time a code fetch may take, redirects included, from the first connection to the last byte. |
  * | `python_allowed_packages` | list | empty | `WM_PYTHON_ALLOWED_PACKAGES`, `PYTHON_ALLOWED_PACKAGES` | Packages Python workers may import beyond the safe standard library set. |
  * | `python_blocked_modules` | list | empty | `WM_PYTHON_BLOCKED_MODULES`, `PYTHON_BLOCKED_MODULES` | Modules Python workers may never import, even when otherwise allowed. |
+ * | `python_allowlist` | bool | `true` | `WM_PYTHON_ALLOWLIST` | Enforce the Python import allowlist; off lets Python workers import whatever the host has loaded (for sandbox tests: the seccomp filter still refuses what it refuses). |
+ * | `python_preload` | list | empty | `WM_PYTHON_PRELOAD` | Modules the Python host imports before its sandbox without allowing them (with python_allowlist off, workers can reach them: for sandbox tests). |
  * | `engines_dir` | path | `<sysconfdir>/workmanager/engines.d` | `WM_ENGINES_DIR` | Directory of the engine descriptor files (*.engine). |
  * | `libexec_dir` | path | `<libexecdir>/workmanager` | `WM_LIBEXEC_DIR` | Directory of the host binaries named by engine descriptors. |
  * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
@@ -946,6 +948,29 @@ static const struct conf_key keys[] = {
         .doc = "Modules Python workers may never import, even when "
                "otherwise allowed.",
         .offset = AT(python_blocked_modules, struct conf_list),
+    },
+    {
+        .name = "python_allowlist",
+        .type = CONF_BOOL,
+        .def = "true",
+        .env = "WM_PYTHON_ALLOWLIST",
+        /* Off only to test the sandbox: the kernel's answer is then what
+         * a worker's import of anything meets. */
+        .doc = "Enforce the Python import allowlist; off lets Python workers "
+               "import whatever the host has loaded (for sandbox tests: the "
+               "seccomp filter still refuses what it refuses).",
+        .offset = AT(python_allowlist, bool),
+    },
+    {
+        .name = "python_preload",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_PYTHON_PRELOAD",
+        .doc = "Modules the Python host imports before its sandbox without "
+               "allowing them (with python_allowlist off, workers can reach "
+               "them: for sandbox tests).",
+        .offset = AT(python_preload, struct conf_list),
     },
     {
         .name = "engines_dir",

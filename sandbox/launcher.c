@@ -58,8 +58,10 @@ static const char *const passthrough[] = {
     SANDBOX_DEBUG_ENV,
 };
 /* PATH, LANG, WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, the pass-through
- * ones, NULL. */
-#define ENV_MAX (5 + sizeof passthrough / sizeof passthrough[0] + 1)
+ * ones, the engine's own, NULL. */
+#define ENV_MAX                                                                \
+    (5 + sizeof passthrough / sizeof passthrough[0] +                          \
+     LAUNCHER_ENGINE_ENV_MAX + 1)
 
 /* A host the launcher started and has not reaped. */
 struct lhost {
@@ -360,6 +362,8 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         if (v)
             envp[nenv++] = env_pair(passthrough[i], v);
     }
+    for (size_t i = 0; e->env && e->env[i] && i < LAUNCHER_ENGINE_ENV_MAX; i++)
+        envp[nenv++] = strdup(e->env[i]);
     for (size_t i = 0; i < nenv; i++) {
         if (envp[i] == NULL) {
             refuse(r, ENOMEM, "crash", "out of memory");

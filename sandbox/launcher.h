@@ -48,7 +48,13 @@ struct sandbox_launcher_engine {
     const char *name;                /* as the master names it */
     const char *path;                /* its host binary (absolute) */
     const struct sandbox_role *role; /* its steps and filters */
+    /* "NAME=value" strings added to its hosts' environment (the engine's
+     * settings from the daemon's configuration), NULL-terminated, at most
+     * LAUNCHER_ENGINE_ENV_MAX; NULL for none. */
+    char *const *env;
 };
+
+#define LAUNCHER_ENGINE_ENV_MAX 8
 
 struct sandbox_launcher_config {
     const struct sandbox_launcher_engine *engines;

@@ -213,8 +213,8 @@ main(void)
         return 1;
     }
     const struct sandbox_launcher_engine engines[] = {
-        { "true", "/bin/true", &plain },
-        { "sleeper", sleeper, &plain },
+        { "true", "/bin/true", &plain, NULL },
+        { "sleeper", sleeper, &plain, NULL },
     };
     const struct sandbox_launcher_config c = {
         .engines = engines,
