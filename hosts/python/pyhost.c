@@ -537,7 +537,8 @@ static PyMethodDef guard_def = { "__import__",
 
 /* ---- init --------------------------------------------------------------- */
 
-/* The Python side: the worker's stdout and stderr as Log lines, a line
+/* The Python side: the module's source for tracebacks (linecache), and
+ * the worker's stdout and stderr as Log lines, a line
  * at a time, the partial line bounded. */
 static const char GLUE[] =
     "import workmanager as _wm\n"
@@ -564,6 +565,10 @@ static const char GLUE[] =
     "        return False\n"
     "    def writable(self):\n"
     "        return True\n"
+    "import linecache as _lc\n"
+    "def remember(src):\n"
+    "    _lc.cache['worker.py'] = (len(src), None, src.splitlines(True),\n"
+    "                              'worker.py')\n"
     "def flush():\n"
     "    import sys\n"
     "    for f in (sys.stdout, sys.stderr):\n"
@@ -898,6 +903,14 @@ run_load(struct job *j)
                                    Py_file_input, NULL, -1);
     if (code == NULL)
         goto exception;
+    /* The source lines for tracebacks (there is no file to read). */
+    PyObject *fn = PyDict_GetItemString(glue, "remember");
+    PyObject *src = PyUnicode_DecodeUTF8((const char *)j->buf,
+                                         (Py_ssize_t)j->len, "replace");
+    PyObject *ok = fn && src ? PyObject_CallOneArg(fn, src) : NULL;
+    Py_XDECREF(ok);
+    Py_XDECREF(src);
+    PyErr_Clear();
     r = PyEval_EvalCode(code, g, g);
     if (r == NULL)
         goto exception;
