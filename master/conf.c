@@ -277,6 +277,38 @@ check_networks(const char *v, char *why, size_t whylen)
     }
 }
 
+/* python_*: module names, dotted Python identifiers of ASCII letters,
+ * digits and underscores (the Python host refuses any other, and would
+ * then not start). */
+static int
+check_modules(const char *v, char *why, size_t whylen)
+{
+    const char *p = v;
+
+    for (;;) {
+        p += strspn(p, ", \t");
+        if (*p == '\0')
+            return 0;
+        size_t len = strcspn(p, ", \t");
+        bool start = true, ok = len <= 128;
+        for (size_t i = 0; ok && i < len; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if (c == '.') {
+                ok = !start;
+                start = true;
+            } else if (c == '_' || isalpha(c) || (!start && isdigit(c))) {
+                start = false;
+            } else {
+                ok = false;
+            }
+        }
+        if (!ok || start)
+            return errbuf_set(why, whylen, "'%.*s' is not a module name",
+                              (int)(len > 64 ? 64 : len), p);
+        p += len;
+    }
+}
+
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */
 static int
 check_nats_url(const char *v, char *why, size_t whylen)
@@ -936,6 +968,7 @@ static const struct conf_key keys[] = {
         .env_alt = "PYTHON_ALLOWED_PACKAGES",
         .doc = "Packages Python workers may import beyond the safe standard "
                "library set.",
+        .check = check_modules,
         .offset = AT(python_allowed_packages, struct conf_list),
     },
     {
@@ -947,6 +980,7 @@ static const struct conf_key keys[] = {
         .env_alt = "PYTHON_BLOCKED_MODULES",
         .doc = "Modules Python workers may never import, even when "
                "otherwise allowed.",
+        .check = check_modules,
         .offset = AT(python_blocked_modules, struct conf_list),
     },
     {
@@ -970,6 +1004,7 @@ static const struct conf_key keys[] = {
         .doc = "Modules the Python host imports before its sandbox without "
                "allowing them (with python_allowlist off, workers can reach "
                "them: for sandbox tests).",
+        .check = check_modules,
         .offset = AT(python_preload, struct conf_list),
     },
     {
@@ -1365,6 +1400,8 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
     case CONF_LIST: {
         struct conf_list l;
 
+        if (*v != '\0' && k->check != NULL && k->check(v, why, whylen) < 0)
+            return -1;
         if (parse_list(v, &l, why, whylen) < 0)
             return -1;
         list_free((struct conf_list *)f);
