@@ -99,7 +99,7 @@ def test_allowed_packages_and_blocked_modules(wm_builddir, tmp_path):
     (PYTHON_ALLOWED_PACKAGES) imports; python_blocked_modules takes a
     module out, even one of the safe set."""
     d = daemon(wm_builddir, tmp_path, options={
-        "python_allowed_packages": "xml.etree.ElementTree, email",
+        "python_allowed_packages": "xml.etree.ElementTree, email, nosuchpkg",
         "python_blocked_modules": "random"})
     d.start()
     try:
@@ -114,6 +114,11 @@ def test_allowed_packages_and_blocked_modules(wm_builddir, tmp_path):
         assert r.json["data"]["message"] == "random is not allowed", r
         r = d.invoke(w["id"], "imp", data={"name": "xml.dom"})
         assert r.json["data"]["message"] == "xml.dom is not allowed", r
+        # allowed but absent: said in the log, and not importable
+        assert "python_allowed_packages: nosuchpkg cannot be imported " \
+            "(ModuleNotFoundError: No module named 'nosuchpkg')" in d.log()
+        r = d.invoke(w["id"], "imp", data={"name": "nosuchpkg"})
+        assert r.json["data"]["error"] == "ModuleNotFoundError", r
     finally:
         assert d.stop() == 0, d.log()
 
