@@ -166,9 +166,8 @@ static const struct {
 
 #define NATTRS (sizeof attrs / sizeof attrs[0])
 
-/* What a Python exception said, as "Type: message", cleared. */
-static void
-exc_text(char *buf, size_t len)
+void
+pyhost_exception_text(char *buf, size_t len)
 {
     PyObject *t, *e, *tb;
 
@@ -281,7 +280,7 @@ out_data(struct pyhost_outputs *o, PyObject *v, struct ipc_cloudevent *ce,
         PyObject *s = PyObject_CallOneArg(json_dumps, v);
         if (s == NULL) {
             char why[256];
-            exc_text(why, sizeof why);
+            pyhost_exception_text(why, sizeof why);
             snprintf(err, errlen, "data is not JSON-serialisable: %s", why);
             return -1;
         }
@@ -299,7 +298,7 @@ out_data(struct pyhost_outputs *o, PyObject *v, struct ipc_cloudevent *ce,
     }
     if (bytes == NULL || PyList_Append(o->keep, bytes) < 0) {
         Py_XDECREF(bytes);
-        exc_text(err, errlen);
+        pyhost_exception_text(err, errlen);
         return -1;
     }
     Py_DECREF(bytes);
@@ -312,7 +311,7 @@ out_data(struct pyhost_outputs *o, PyObject *v, struct ipc_cloudevent *ce,
                                    (uint32_t)PyBytes_GET_SIZE(bytes) };
     if (ce->datacontenttype.ptr == NULL &&
         keep_cstr(o, fill, &ce->datacontenttype) < 0) {
-        exc_text(err, errlen);
+        pyhost_exception_text(err, errlen);
         return -1;
     }
     return 0;
@@ -377,7 +376,7 @@ out_event(struct pyhost_outputs *o, PyObject *d, uint32_t i, size_t *np,
             if (keep_str(o, v,
                          (struct ipc_str *)((char *)ce + attrs[a].offset)) <
                 0) {
-                exc_text(err, errlen);
+                pyhost_exception_text(err, errlen);
                 return -1;
             }
             continue;
@@ -409,7 +408,7 @@ out_event(struct pyhost_outputs *o, PyObject *d, uint32_t i, size_t *np,
         int rc = keep_str(o, k, &p->name) < 0 || keep_str(o, s, &p->value) < 0;
         Py_DECREF(s);
         if (rc) {
-            exc_text(err, errlen);
+            pyhost_exception_text(err, errlen);
             return -1;
         }
     }
@@ -450,7 +449,7 @@ out_event(struct pyhost_outputs *o, PyObject *d, uint32_t i, size_t *np,
     if (ce->source.ptr == NULL || ce->source.len == 0)
         rc |= keep_cstr(o, source, &ce->source);
     if (rc) {
-        exc_text(err, errlen);
+        pyhost_exception_text(err, errlen);
         return -1;
     }
     if (out_data(o, data, ce, err, errlen) < 0)

@@ -68,6 +68,9 @@ void pyhost_outputs_free(struct pyhost_outputs *o);
  * takes it.  A new reference, or NULL with a Python exception. */
 PyObject *pyhost_event_structured(const struct ipc_cloudevent *ce);
 
+/* The pending Python exception as "Type: message" in buf, cleared. */
+void pyhost_exception_text(char *buf, size_t len);
+
 /* Whether a content type (NULL: absent) means JSON data. */
 bool pyhost_media_json(struct ipc_str ct);
 

@@ -594,25 +594,6 @@ note(const char *fmt, ...)
     va_end(ap);
 }
 
-/* The pending Python exception as "Type: message", cleared. */
-static void
-exc_message(char *buf, size_t len)
-{
-    PyObject *t, *e, *tb;
-
-    PyErr_Fetch(&t, &e, &tb);
-    PyErr_NormalizeException(&t, &e, &tb);
-    PyObject *s = e ? PyObject_Str(e) : NULL;
-    const char *m = s ? PyUnicode_AsUTF8(s) : NULL;
-    PyErr_Clear();
-    snprintf(buf, len, "%s: %s", t ? ((PyTypeObject *)t)->tp_name : "error",
-             m ? m : "?");
-    Py_XDECREF(s);
-    Py_XDECREF(t);
-    Py_XDECREF(e);
-    Py_XDECREF(tb);
-}
-
 static int
 config_status(PyStatus st, const char *what, char *err, size_t errlen)
 {
@@ -682,7 +663,7 @@ preimport(const char *name, const char *what, bool required, char *err,
         Py_DECREF(m);
         return 0;
     }
-    exc_message(why, sizeof why);
+    pyhost_exception_text(why, sizeof why);
     if (required) {
         snprintf(err, errlen, "importing %s: %s", name, why);
         return -1;
@@ -788,7 +769,7 @@ pyhost_init(char *err, size_t errlen)
     return 0;
 
 py_fail:
-    exc_message(err, errlen);
+    pyhost_exception_text(err, errlen);
     return -1;
 }
 
