@@ -103,6 +103,8 @@
  * | `code_fetch_timeout_ms` | duration (ms), 100–3600000 | `30000` | `WM_CODE_FETCH_TIMEOUT_MS` | Time a code fetch may take, redirects included, from the first connection to the last byte. |
  * | `python_allowed_packages` | list | empty | `WM_PYTHON_ALLOWED_PACKAGES`, `PYTHON_ALLOWED_PACKAGES` | Packages Python workers may import beyond the safe standard library set. |
  * | `python_blocked_modules` | list | empty | `WM_PYTHON_BLOCKED_MODULES`, `PYTHON_BLOCKED_MODULES` | Modules Python workers may never import, even when otherwise allowed. |
+ * | `python_allowlist` | bool | `true` | `WM_PYTHON_ALLOWLIST` | Enforce the Python import allowlist; off lets Python workers import whatever the host has loaded (for sandbox tests: the seccomp filter still refuses what it refuses). |
+ * | `python_preload` | list | empty | `WM_PYTHON_PRELOAD` | Modules the Python host imports before its sandbox without allowing them (with python_allowlist off, workers can reach them: for sandbox tests). |
  * | `engines_dir` | path | `<sysconfdir>/workmanager/engines.d` | `WM_ENGINES_DIR` | Directory of the engine descriptor files (*.engine). |
  * | `libexec_dir` | path | `<libexecdir>/workmanager` | `WM_LIBEXEC_DIR` | Directory of the host binaries named by engine descriptors. |
  * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
@@ -271,6 +273,38 @@ check_networks(const char *v, char *why, size_t whylen)
         one[len] = '\0';
         if (netrange_net_parse(one, &net, why, whylen) != 0)
             return -1;
+        p += len;
+    }
+}
+
+/* python_*: module names, dotted Python identifiers of ASCII letters,
+ * digits and underscores (the Python host refuses any other, and would
+ * then not start). */
+static int
+check_modules(const char *v, char *why, size_t whylen)
+{
+    const char *p = v;
+
+    for (;;) {
+        p += strspn(p, ", \t");
+        if (*p == '\0')
+            return 0;
+        size_t len = strcspn(p, ", \t");
+        bool start = true, ok = len <= 128;
+        for (size_t i = 0; ok && i < len; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if (c == '.') {
+                ok = !start;
+                start = true;
+            } else if (c == '_' || isalpha(c) || (!start && isdigit(c))) {
+                start = false;
+            } else {
+                ok = false;
+            }
+        }
+        if (!ok || start)
+            return errbuf_set(why, whylen, "'%.*s' is not a module name",
+                              (int)(len > 64 ? 64 : len), p);
         p += len;
     }
 }
@@ -934,6 +968,7 @@ static const struct conf_key keys[] = {
         .env_alt = "PYTHON_ALLOWED_PACKAGES",
         .doc = "Packages Python workers may import beyond the safe standard "
                "library set.",
+        .check = check_modules,
         .offset = AT(python_allowed_packages, struct conf_list),
     },
     {
@@ -945,7 +980,32 @@ static const struct conf_key keys[] = {
         .env_alt = "PYTHON_BLOCKED_MODULES",
         .doc = "Modules Python workers may never import, even when "
                "otherwise allowed.",
+        .check = check_modules,
         .offset = AT(python_blocked_modules, struct conf_list),
+    },
+    {
+        .name = "python_allowlist",
+        .type = CONF_BOOL,
+        .def = "true",
+        .env = "WM_PYTHON_ALLOWLIST",
+        /* Off only to test the sandbox: the kernel's answer is then what
+         * a worker's import of anything meets. */
+        .doc = "Enforce the Python import allowlist; off lets Python workers "
+               "import whatever the host has loaded (for sandbox tests: the "
+               "seccomp filter still refuses what it refuses).",
+        .offset = AT(python_allowlist, bool),
+    },
+    {
+        .name = "python_preload",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_PYTHON_PRELOAD",
+        .doc = "Modules the Python host imports before its sandbox without "
+               "allowing them (with python_allowlist off, workers can reach "
+               "them: for sandbox tests).",
+        .check = check_modules,
+        .offset = AT(python_preload, struct conf_list),
     },
     {
         .name = "engines_dir",
@@ -1340,6 +1400,8 @@ value_set(struct conf *c, const struct conf_key *k, const char *v, char *why,
     case CONF_LIST: {
         struct conf_list l;
 
+        if (*v != '\0' && k->check != NULL && k->check(v, why, whylen) < 0)
+            return -1;
         if (parse_list(v, &l, why, whylen) < 0)
             return -1;
         list_free((struct conf_list *)f);

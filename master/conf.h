@@ -174,6 +174,8 @@ struct conf {
     uint64_t code_fetch_timeout_ms;
     struct conf_list python_allowed_packages;
     struct conf_list python_blocked_modules;
+    bool python_allowlist;
+    struct conf_list python_preload;
 
     int log_level; /* LOG_DEBUG … LOG_ERR */
 

@@ -40,6 +40,62 @@ struct host_launcher {
     size_t nkept, capkept;
 };
 
+/* "name=a,b,c" of a list, or NULL when out of memory. */
+static char *
+env_list(const char *name, const struct conf_list *l)
+{
+    size_t len = strlen(name) + 2;
+    char *s;
+
+    for (size_t i = 0; i < l->n; i++)
+        len += strlen(l->v[i]) + 1;
+    if ((s = malloc(len)) == NULL)
+        return NULL;
+    strcpy(s, name);
+    strcat(s, "=");
+    for (size_t i = 0; i < l->n; i++) {
+        if (i)
+            strcat(s, ",");
+        strcat(s, l->v[i]);
+    }
+    return s;
+}
+
+/* The environment of Python hosts: the python_* keys (the host reads
+ * them as hosts/python/allow.h says), NULL-terminated; NULL when out of
+ * memory. */
+static char **
+python_env(const struct conf *conf)
+{
+    char **env = calloc(5, sizeof *env);
+
+    if (env == NULL)
+        return NULL;
+    env[0] =
+        env_list("WM_PYTHON_ALLOWED_PACKAGES", &conf->python_allowed_packages);
+    env[1] =
+        env_list("WM_PYTHON_BLOCKED_MODULES", &conf->python_blocked_modules);
+    env[2] = env_list("WM_PYTHON_PRELOAD", &conf->python_preload);
+    env[3] = strdup(conf->python_allowlist ? "WM_PYTHON_ALLOWLIST=on"
+                                           : "WM_PYTHON_ALLOWLIST=off");
+    for (size_t i = 0; i < 4; i++)
+        if (env[i] == NULL) {
+            for (size_t j = 0; j < 4; j++)
+                free(env[j]);
+            free(env);
+            return NULL;
+        }
+    return env;
+}
+
+static void
+env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
 struct host_launcher *
 host_launcher_start(const struct engines *engines,
                     const struct sandbox_support *s, const struct conf *conf,
@@ -54,11 +110,13 @@ host_launcher_start(const struct engines *engines,
     struct sandbox_launcher_engine *v =
         calloc(engines->n ? engines->n : 1, sizeof *v);
     size_t n = 0;
+    char **pyenv = python_env(conf);
 
-    if (l == NULL || v == NULL) {
+    if (l == NULL || v == NULL || pyenv == NULL) {
         snprintf(err, errlen, "out of memory");
         free(l);
         free(v);
+        env_free(pyenv);
         return NULL;
     }
     for (size_t i = 0; i < engines->n; i++) {
@@ -71,6 +129,7 @@ host_launcher_start(const struct engines *engines,
             .path = e->host_path,
             .role = role,
             .zygote = e->spawn == ENGINES_SPAWN_ZYGOTE,
+            .env = role == &sandbox_role_python ? pyenv : NULL,
         };
     }
     const struct sandbox_launcher_config c = {
@@ -87,6 +146,7 @@ host_launcher_start(const struct engines *engines,
     l->fd = -1;
     l->pid = sandbox_launcher_start(&c, &l->fd, err, errlen);
     free(v); /* the launcher has its own copy, from the fork */
+    env_free(pyenv);
     if (l->pid < 0) {
         free(l);
         return NULL;

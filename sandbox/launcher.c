@@ -64,8 +64,10 @@ static const char *const passthrough[] = {
     SANDBOX_DEBUG_ENV,
 };
 /* PATH, LANG, WM_WORKER_ID, WM_ENGINE, WM_CONFINEMENT, the pass-through
- * ones, NULL. */
-#define ENV_MAX (5 + sizeof passthrough / sizeof passthrough[0] + 1)
+ * ones, the engine's own, NULL. */
+#define ENV_MAX                                                                \
+    (5 + sizeof passthrough / sizeof passthrough[0] +                          \
+     LAUNCHER_ENGINE_ENV_MAX + 1)
 
 /* An engine's zygote (zygote.h). */
 struct lzygote {
@@ -185,6 +187,8 @@ host_env(const struct sandbox_launcher_engine *e, const char *worker,
         if (v)
             envp[k++] = env_pair(passthrough[i], v);
     }
+    for (size_t i = 0; e->env && e->env[i] && i < LAUNCHER_ENGINE_ENV_MAX; i++)
+        envp[k++] = strdup(e->env[i]);
     *n = k;
     for (size_t i = 0; i < k; i++)
         if (envp[i] == NULL)

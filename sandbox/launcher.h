@@ -51,7 +51,13 @@ struct sandbox_launcher_engine {
     bool zygote; /* its hosts are forked from a zygote (zygote.h) the
                     launcher starts as it starts, and again when one
                     is needed after it ended */
+    /* "NAME=value" strings added to its hosts' environment (the engine's
+     * settings from the daemon's configuration), NULL-terminated, at most
+     * LAUNCHER_ENGINE_ENV_MAX; NULL for none. */
+    char *const *env;
 };
+
+#define LAUNCHER_ENGINE_ENV_MAX 8
 
 struct sandbox_launcher_config {
     const struct sandbox_launcher_engine *engines;

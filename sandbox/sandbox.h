@@ -272,6 +272,8 @@ struct sandbox_role {
 
 /* The native engine host's role (role_native.c). */
 extern const struct sandbox_role sandbox_role_native;
+/* The Python engine host's role (role_python.c). */
+extern const struct sandbox_role sandbox_role_python;
 
 /* The role an engine descriptor names ("native", ...: roles.c), or NULL
  * when this build has none of that name. */

@@ -143,6 +143,8 @@ test_defaults(void)
     CHECK(c.allowed_code_source_hosts.n == 0);
     CHECK(c.python_allowed_packages.n == 0);
     CHECK(c.python_blocked_modules.n == 0);
+    CHECK(c.python_allowlist);
+    CHECK(c.python_preload.n == 0);
     CHECK(strcmp(c.min_confinement, "none") == 0);
     CHECK(strcmp(c.cgroup_parent, "workmanager") == 0);
     CHECK_EQ(c.host_pids_max, 256);
@@ -348,6 +350,17 @@ test_bad_values(void)
     bad_o("cgroup_parent=../x", "cgroup_parent", "is not a word");
     bad_o("host_pids_max=-1", "host_pids_max", "");
     bad_o("instance=a\tb", "instance", "control character");
+    bad_o("python_allowed_packages=numpy,../x", "python_allowed_packages",
+          "'../x' is not a module name");
+    bad_o("python_blocked_modules=os.", "python_blocked_modules",
+          "'os.' is not a module name");
+    bad_o("python_preload=1socket", "python_preload",
+          "'1socket' is not a module name");
+    /* list entries are checked one by one */
+    bad_o("code_source_allowed_networks=10.0.0.0/8,nonsense",
+          "code_source_allowed_networks", "nonsense");
+    bad_o("python_allowlist=sometimes", "python_allowlist",
+          "true/false, 1/0, yes/no or on/off");
 }
 
 static void

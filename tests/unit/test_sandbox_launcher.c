@@ -406,10 +406,10 @@ main(int argc, char **argv)
         return 1;
     }
     const struct sandbox_launcher_engine engines[] = {
-        { "true", "/bin/true", &plain, false },
-        { "sleeper", sleeper, &plain, false },
-        { "zyg", self, &plain, true },
-        { "zygfail", zygfail, &plain, true },
+        { "true", "/bin/true", &plain, false, NULL },
+        { "sleeper", sleeper, &plain, false, NULL },
+        { "zyg", self, &plain, true, NULL },
+        { "zygfail", zygfail, &plain, true, NULL },
     };
     const struct sandbox_launcher_config c = {
         .engines = engines,

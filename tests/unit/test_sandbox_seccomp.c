@@ -1,9 +1,10 @@
 /*
  * test_sandbox_seccomp.c — the seccomp tables and their loader
- * (sandbox/seccomp.c, sandbox/role_native.c).
+ * (sandbox/seccomp.c, sandbox/role_native.c, sandbox/role_python.c).
  *
  * Each behaviour is observed in a forked child that takes the native
- * role's steps (and its second filter where it says so), then makes the
+ * role's steps (and its second filter where it says so), or the python
+ * role's (test_python_role: the strict tier's answers), then makes the
  * calls and exits with the number of the first check that failed, or is
  * expected to die by SIGSYS on its last call.  Calls that could have side
  * effects get arguments that make them fail harmlessly when not filtered
@@ -152,6 +153,7 @@ test_every_name_is_known(void)
     const char *missing = NULL;
     CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.filter, &missing), 0);
     CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.strict, &missing), 0);
+    CHECK_EQ(sandbox_filter_unknown(sandbox_role_python.filter, &missing), 0);
     if (missing)
         FAIL("unknown syscall name %s", missing);
 #else
@@ -451,6 +453,91 @@ test_compiled_filters_are_loaded_as_given(void)
     close(compiled_fd);
 }
 
+/* ---- the python role ------------------------------------------------- */
+
+static void
+enter_python(void)
+{
+    char err[256];
+
+    if (sandbox_role_enter(&sandbox_role_python, SANDBOX_MODE_ENFORCE, err,
+                           sizeof err) != SANDBOX_LEVEL_SECCOMP) {
+        fprintf(stderr, "enter python: %s\n", err);
+        _exit(100);
+    }
+}
+
+/* The strict tier's answers (role_python.c), each checked in turn; the
+ * exit code names the first that was wrong. */
+static void
+python_answers(void)
+{
+    struct termios t;
+
+    enter_python();
+    EXPECT(2, getpid() > 0);
+    void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT(3, m != MAP_FAILED);
+    EXPECT(4, mmap(NULL, 4096, PROT_READ | PROT_EXEC,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED &&
+                  errno == EACCES);
+    EXPECT(5, open("/etc/hostname", O_RDONLY) < 0 && errno == EACCES);
+    EXPECT(6, open("/nonexistent-wm/x", O_WRONLY | O_CREAT, 0600) < 0 &&
+                  errno == EACCES);
+    EXPECT(7, tcgetattr(0, &t) < 0 && errno == ENOTTY);
+    pid_t f = fork();
+    if (f == 0)
+        _exit(0);
+    EXPECT(8, f < 0 && errno == EPERM);
+    EXPECT(9, unlink("/nonexistent-wm/x") < 0 && errno == EPERM);
+    EXPECT(10, execl("/nonexistent-wm/true", "true", (char *)NULL) < 0 &&
+                   errno == EPERM);
+    pthread_t th;
+    EXPECT(11, pthread_create(&th, NULL, thread_main, NULL) != 0);
+    _exit(0);
+}
+
+static void
+python_socket(void)
+{
+    enter_python();
+    reached();
+    (void)socket(AF_INET, SOCK_STREAM, 0);
+}
+
+static void
+python_kill_parent(void)
+{
+    enter_python();
+    reached();
+    (void)kill(getppid(), 0);
+}
+
+static void
+python_pipe(void)
+{
+    int p[2];
+
+    enter_python();
+    reached();
+    (void)!pipe(p);
+}
+
+static void
+test_python_role(void)
+{
+    int st = child(python_answers);
+
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        FAIL("python role: check %d failed (signal %d)",
+             WIFEXITED(st) ? WEXITSTATUS(st) : 0,
+             WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    check_killed(python_socket, "python: socket");
+    check_killed(python_kill_parent, "python: kill another process");
+    check_killed(python_pipe, "python: pipe (subprocess's first call)");
+}
+
 int
 main(void)
 {
@@ -475,5 +562,6 @@ main(void)
     RUN(test_trap_mode_names_the_call);
     RUN(test_log_mode_kills_nothing);
     RUN(test_compiled_filters_are_loaded_as_given);
+    RUN(test_python_role);
     return check_result();
 }

@@ -1,0 +1,67 @@
+"""Hot reload of a Python worker (issue 8; DESIGN §7): a new version's
+module replaces the old one in the running host, the old one is dropped
+(200 reloads leave the host's memory bounded), and a version that does not
+load leaves the running one serving."""
+
+import pytest
+
+from pyhost_lib import create, daemon, host_pid, proc_status, reload
+
+VERSION = """
+    import json
+    TABLE = [{{"v": {v}, "i": i, "pad": "x" * 200}} for i in range(2000)]
+
+    def Process(event):
+        return {{"type": "v", "data": {{"version": {v}, "n": len(TABLE)}}}}
+"""
+
+
+@pytest.fixture
+def wmd(wm_builddir, tmp_path):
+    d = daemon(wm_builddir, tmp_path)
+    d.start()
+    yield d
+    assert d.stop() == 0, d.log()
+
+
+def rss_kib(pid):
+    return int(proc_status(pid)["VmRSS"].split()[0])
+
+
+def test_reload_swaps_the_module_in_the_same_host(wmd):
+    w = create(wmd, VERSION.format(v=1))
+    pid = host_pid(wmd, w["id"])
+    assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
+    assert reload(wmd, w["id"], VERSION.format(v=2))["version"] == 2
+    assert wmd.invoke(w["id"], "go").json["data"]["version"] == 2
+    assert host_pid(wmd, w["id"]) == pid
+
+
+def test_failed_reload_keeps_the_running_version(wmd):
+    w = create(wmd, VERSION.format(v=1))
+    r = wmd.put(f"/v1/workers/{w['id']}/code",
+                {"code": {"content": __import__("wm").b64(
+                    "def Process(event) nope\n")}})
+    assert r.status == 422, r
+    assert "SyntaxError" in r.json["error"]["message"], r
+    assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
+
+
+def test_200_reloads_leave_the_host_bounded(wmd):
+    """Each version holds about 1 MiB of data; 200 reloads in one host keep
+    its resident memory within a few MiB of where it started (the old
+    modules are freed, not accumulated)."""
+    w = create(wmd, VERSION.format(v=0))
+    wid = w["id"]
+    pid = host_pid(wmd, wid)
+    for v in range(1, 6):
+        reload(wmd, wid, VERSION.format(v=v))
+    assert wmd.invoke(wid, "go").status == 200
+    before = rss_kib(pid)
+    for v in range(6, 206):
+        reload(wmd, wid, VERSION.format(v=v))
+    r = wmd.invoke(wid, "go")
+    assert r.json["data"] == {"version": 205, "n": 2000}, r
+    assert host_pid(wmd, wid) == pid
+    after = rss_kib(pid)
+    assert after - before < 8 * 1024, (before, after)
