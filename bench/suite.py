@@ -423,7 +423,8 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     # A first run of cap events; more when it ends under the minimum.
     # Enough for every publisher to make a few requests, unless the
     # caller knows the worker to be slow.
-    cap = cap0 or max(2000 if cfg.quick else 20000, publishers * batch * 4)
+    cap = max(cap0, publishers * batch) if cap0 else \
+        max(2000 if cfg.quick else 20000, publishers * batch * 4)
     ctx = multiprocessing.get_context("fork")
     for attempt in range(6):
         topic = f"tp{publishers}b{batch}{'g' if group else ''}a{attempt}"
