@@ -413,6 +413,10 @@ def invoke_wrk(cfg, d, eng, tmp, conns):
             "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s}
 
 
+# (engine, batch, grouped): the events/s last measured (throughput()).
+RATES = {}
+
+
 def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     """publish -> processed -> acked: `publishers` processes POST for
     cfg.min_s (or until cap events are out), then the clock stops when
@@ -425,6 +429,11 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     # caller knows the worker to be slow.
     cap = max(cap0, publishers * batch) if cap0 else \
         max(2000 if cfg.quick else 20000, publishers * batch * 4)
+    # After the first run of this engine and shape, its rate says how
+    # many events the minimum needs: fewer runs again.
+    known = RATES.get((eng.key, batch, bool(group)))
+    if known:
+        cap = max(cap, int(known * cfg.min_s * 1.5))
     ctx = multiprocessing.get_context("fork")
     for attempt in range(6):
         topic = f"tp{publishers}b{batch}{'g' if group else ''}a{attempt}"
@@ -468,9 +477,10 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
             break
         # Too few events for the minimum: again, with as many as the rate
         # just measured needs, and some.
-        cap = int(cap * cfg.min_s / elapsed * 1.3) + batch
+        cap = int(cap * cfg.min_s / elapsed * 1.5) + batch
     else:
         raise RuntimeError(f"shorter than {cfg.min_s} s after 6 runs")
+    RATES[(eng.key, batch, bool(group))] = total / elapsed
     cpu = {k: round((b - a) * 1e6 / max(total, 1), 1) for k, a, b in
            zip(("daemon", "hosts", "publishers"), cpu0, cpu1)}
     got = sum(processed(d, w) for w in wids)
