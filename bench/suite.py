@@ -442,10 +442,14 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
         acked0 = metric(d, "workmanager_events_acked_total")
         sent, deadline = ctx.Value("q", 0), ctx.Value("d", 0.0)
         ready, go, q = ctx.Queue(), ctx.Event(), ctx.Queue()
+        # At most 8 processes, the publishers spread over them as threads.
+        nproc = min(publishers, 8)
         procs = [ctx.Process(target=publisher,
                              args=(str(d.socket), topic, body, ctype, batch,
+                                   publishers // nproc
+                                   + (i < publishers % nproc),
                                    ready, go, deadline, sent, cap, q))
-                 for _ in range(publishers)]
+                 for i in range(nproc)]
         for p in procs:
             p.start()
         for _ in procs:  # every publisher connected before the clock
