@@ -78,6 +78,7 @@ static PyObject *guard_builtins;   /* the worker module's __builtins__ */
 static PyObject *real_import;      /* builtins.__import__ */
 static PyObject *format_exception; /* traceback.format_exception */
 static PyObject *glue;             /* the namespace of GLUE below */
+static PyObject *flush_out;        /* its flush(), after every job */
 static char init_warnings[2048];   /* sent as a Log once connected */
 
 static struct event_base *base;
@@ -752,6 +753,9 @@ pyhost_init(char *err, size_t errlen)
     if (r == NULL)
         goto py_fail;
     Py_DECREF(r);
+    if ((flush_out = PyDict_GetItemString(glue, "flush")) == NULL)
+        goto py_fail;
+    Py_INCREF(flush_out);
     r = PyRun_String("import sys\n"
                      "sys.stdout = _Out(2)\n"
                      "sys.stderr = _Out(3)\n"
@@ -1020,7 +1024,7 @@ run(struct job *j)
         run_load(j);
     else
         run_process(j);
-    PyObject *r = PyRun_String("flush()", Py_eval_input, glue, glue);
+    PyObject *r = PyObject_CallNoArgs(flush_out);
     if (r == NULL)
         PyErr_Clear();
     Py_XDECREF(r);
