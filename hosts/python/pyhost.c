@@ -569,10 +569,10 @@ static const char GLUE[] =
     "def remember(src):\n"
     "    _lc.cache['worker.py'] = (len(src), None, src.splitlines(True),\n"
     "                              'worker.py')\n"
+    "_outs = (_Out(2), _Out(3))\n"
     "def flush():\n"
-    "    import sys\n"
-    "    for f in (sys.stdout, sys.stderr):\n"
-    "        if isinstance(f, _Out):\n"
+    "    for f in _outs:\n"
+    "        if f.buf:\n"
     "            f.flush()\n";
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -753,8 +753,7 @@ pyhost_init(char *err, size_t errlen)
         goto py_fail;
     Py_DECREF(r);
     r = PyRun_String("import sys\n"
-                     "sys.stdout = _Out(2)\n"
-                     "sys.stderr = _Out(3)\n"
+                     "sys.stdout, sys.stderr = _outs\n"
                      "sys.stdin = None\n"
                      "import json\n"
                      "json.loads(json.dumps({'a': [1, 2.5, 'x', None, True],"
@@ -1031,7 +1030,9 @@ run(struct job *j)
         run_load(j);
     else
         run_process(j);
-    PyObject *r = PyRun_String("flush()", Py_eval_input, glue, glue);
+    /* the partial lines of stdout and stderr (the glue's flush()) */
+    PyObject *fn = PyDict_GetItemString(glue, "flush");
+    PyObject *r = fn ? PyObject_CallNoArgs(fn) : NULL;
     if (r == NULL)
         PyErr_Clear();
     Py_XDECREF(r);
