@@ -1,7 +1,9 @@
 /*
- * host_rtt.c — wm-host-native on its own: Process -> Result round trips
- * between this program, playing the master, and a real native host running
- * a real package (bench/README.md, "Native engine (out of process)").
+ * host_rtt.c — an engine host on its own: Process -> Result round trips
+ * between this program, playing the master, and a real host running real
+ * code: wm-host-native with a package (bench/README.md, "Native engine
+ * (out of process)"), or wm-host-python with a module's source (CODE
+ * ending in .py; "Python engine").
  *
  * It spawns HOST with one end of a socketpair on fd 3, as the master does,
  * speaks the channel protocol (ipc/channel.h: the host's Hello answered,
@@ -21,9 +23,11 @@
  *
  * The event is the one of ipc_roundtrip (64 bytes of data, one extension)
  * with type "echo": the test worker (tests/workers/native/echo_worker.cc)
- * echoes it with two extensions more.
+ * echoes it with two extensions more.  For a Python worker
+ * (bench/echo_worker.py) the 64 bytes are a JSON object, content type
+ * application/json.
  *
- * Usage: host_rtt HOST PACKAGE [LATENCY_CALLS [PIPELINED_CALLS [WINDOW
+ * Usage: host_rtt HOST CODE [LATENCY_CALLS [PIPELINED_CALLS [WINDOW
  *                 [CONCURRENCY]]]]   (defaults 100000, 1000000, 256, 1)
  * CONCURRENCY is the Load's limits.concurrency: the host's pool threads.
  */
@@ -327,6 +331,17 @@ spawn_host(const char *host, int sv[2])
     _exit(127);
 }
 
+/* A module's source (*.py, for wm-host-python), else a native package. */
+static const char *
+code_mime(const char *path)
+{
+    size_t n = strlen(path);
+
+    return n > 3 && strcmp(path + n - 3, ".py") == 0
+               ? "text/x-python"
+               : "application/x-native-dll";
+}
+
 int
 main(int argc, char **argv)
 {
@@ -388,7 +403,7 @@ main(int argc, char **argv)
     load.type = IPC_BODY_LOAD;
     load.u.load.worker_id = ipc_str_c("host-rtt");
     load.u.load.version = 1;
-    load.u.load.mime = ipc_str_c("application/x-native-dll");
+    load.u.load.mime = ipc_str_c(code_mime(argv[2]));
     load.u.load.code_fd = 0;
     load.u.load.code_len = code_len;
     load.u.load.identity.id = ipc_str_c("host-rtt");
@@ -409,6 +424,13 @@ main(int argc, char **argv)
 
     memset(data, 'x', sizeof data);
     memset(&ce, 0, sizeof ce);
+    /* A Python worker gets what a JSON event gives it: a dict to read
+     * (64 bytes of JSON, parsed by the host); a native one the bytes. */
+    if (strcmp(code_mime(argv[2]), "text/x-python") == 0) {
+        memcpy(data, "{\"n\": 1, \"s\": \"", 15);
+        memcpy(data + sizeof data - 2, "\"}", 2);
+        ce.datacontenttype = ipc_str_c("application/json");
+    }
     ce.id = ipc_str_c("bench-event-0001");
     ce.type = ipc_str_c("echo");
     ce.source = ipc_str_c("urn:bench");

@@ -818,8 +818,16 @@ static void __attribute__((noreturn)) finish(void)
             ;
         release(&L.hosts[i]);
     }
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
+    /* What is left: the zygotes, and their hosts, the launcher's children
+     * once their zygote is reaped (it is their subreaper).  Everything
+     * was sent SIGKILL; a process stuck in the kernel gets 2 s. */
+    for (int i = 0; i < 200; i++) {
+        pid_t pid = waitpid(-1, NULL, WNOHANG);
+        if (pid < 0 && errno == ECHILD)
+            break;
+        if (pid <= 0)
+            usleep(10000);
+    }
     sandbox_cg_fini();
     _exit(0);
 }

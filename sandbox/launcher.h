@@ -6,10 +6,10 @@
  *
  * The daemon forks it early, as it starts (sandbox_launcher_start()),
  * with everything that decides how a host is confined fixed from then
- * on: the engines' host binaries by name, the role of each, the
- * namespaces and Landlock ABI detection found, the range of host users,
- * the pids and cpu limits.  The master then asks over one private
- * SOCK_SEQPACKET socket, and only two things:
+ * on: the engines' host binaries by name, the role and settings
+ * (environment) of each, the namespaces and Landlock ABI detection found,
+ * the range of host users, the pids and cpu limits.  The master then
+ * asks over one private SOCK_SEQPACKET socket, and only two things:
  *
  *   spawn  an engine by name, for a worker id, with a memory limit, the
  *          host's end of the channel passed as SCM_RIGHTS: the launcher

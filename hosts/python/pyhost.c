@@ -78,6 +78,7 @@ static PyObject *guard_builtins;   /* the worker module's __builtins__ */
 static PyObject *real_import;      /* builtins.__import__ */
 static PyObject *format_exception; /* traceback.format_exception */
 static PyObject *glue;             /* the namespace of GLUE below */
+static PyObject *flush_out;        /* its flush(), after every job */
 static char init_warnings[2048];   /* sent as a Log once connected */
 
 static struct event_base *base;
@@ -86,8 +87,8 @@ static bool shutting_down, busy;
 static char worker_id[128] = "";
 static char source[192] = "urn:workmanager:worker";
 
-/* The loaded worker: its module's dict and Process. */
-static PyObject *worker_globals, *worker_process;
+/* The loaded worker: its module's dict, Process, and its source. */
+static PyObject *worker_globals, *worker_process, *worker_source;
 
 /* The log budget of the current job. */
 static unsigned log_lines, log_bytes, log_dropped;
@@ -569,10 +570,10 @@ static const char GLUE[] =
     "def remember(src):\n"
     "    _lc.cache['worker.py'] = (len(src), None, src.splitlines(True),\n"
     "                              'worker.py')\n"
+    "_outs = (_Out(2), _Out(3))\n"
     "def flush():\n"
-    "    import sys\n"
-    "    for f in (sys.stdout, sys.stderr):\n"
-    "        if isinstance(f, _Out):\n"
+    "    for f in _outs:\n"
+    "        if f.buf:\n"
     "            f.flush()\n";
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -752,9 +753,11 @@ pyhost_init(char *err, size_t errlen)
     if (r == NULL)
         goto py_fail;
     Py_DECREF(r);
+    if ((flush_out = PyDict_GetItemString(glue, "flush")) == NULL)
+        goto py_fail;
+    Py_INCREF(flush_out);
     r = PyRun_String("import sys\n"
-                     "sys.stdout = _Out(2)\n"
-                     "sys.stderr = _Out(3)\n"
+                     "sys.stdout, sys.stderr = _outs\n"
                      "sys.stdin = None\n"
                      "import json\n"
                      "json.loads(json.dumps({'a': [1, 2.5, 'x', None, True],"
@@ -863,6 +866,18 @@ load_failed(uint64_t seq, const char *msg)
     reply_loaded(seq, &e);
 }
 
+/* The module's source lines for tracebacks, since there is no file to
+ * read (linecache, through the glue); src NULL: none. */
+static void
+remember(PyObject *src)
+{
+    PyObject *fn = PyDict_GetItemString(glue, "remember");
+    PyObject *r = fn && src ? PyObject_CallOneArg(fn, src) : NULL;
+
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
 /* Runs the module's source in a fresh module; swaps it in when it
  * defines a callable Process. */
 static void
@@ -871,7 +886,7 @@ run_load(struct job *j)
     char msg[2048], type[256];
     PyObject *keep = NULL;
     PyObject *g = PyDict_New();
-    PyObject *code = NULL, *r = NULL, *proc;
+    PyObject *code = NULL, *r = NULL, *src = NULL, *proc;
     struct ipc_error e;
 
     PyObject *name = PyUnicode_FromString("worker");
@@ -879,19 +894,13 @@ run_load(struct job *j)
     Py_XDECREF(name);
     if (rc < 0 || PyDict_SetItemString(g, "__builtins__", guard_builtins) < 0)
         goto exception;
-    /* The source must be text; compile() would say so less clearly. */
     code = Py_CompileStringExFlags((const char *)j->buf, "worker.py",
                                    Py_file_input, NULL, -1);
     if (code == NULL)
         goto exception;
-    /* The source lines for tracebacks (there is no file to read). */
-    PyObject *fn = PyDict_GetItemString(glue, "remember");
-    PyObject *src = PyUnicode_DecodeUTF8((const char *)j->buf,
-                                         (Py_ssize_t)j->len, "replace");
-    PyObject *ok = fn && src ? PyObject_CallOneArg(fn, src) : NULL;
-    Py_XDECREF(ok);
-    Py_XDECREF(src);
-    PyErr_Clear();
+    src = PyUnicode_DecodeUTF8((const char *)j->buf, (Py_ssize_t)j->len,
+                               "replace");
+    remember(src);
     r = PyEval_EvalCode(code, g, g);
     if (r == NULL)
         goto exception;
@@ -910,9 +919,11 @@ run_load(struct job *j)
     }
     Py_XDECREF(worker_globals);
     Py_XDECREF(worker_process);
+    Py_XDECREF(worker_source);
     worker_process = Py_NewRef(proc);
     worker_globals = g;
-    g = NULL;
+    worker_source = src;
+    g = src = NULL;
     snprintf(worker_id, sizeof worker_id, "%s", j->worker);
     snprintf(source, sizeof source, "urn:workmanager:worker:%s", worker_id);
     reply_loaded(j->seq, NULL);
@@ -929,6 +940,9 @@ exception:
     e.type = ipc_str_c("load_error");
     reply_loaded(j->seq, &e);
 out:
+    if (src) /* it did not load: the running module's lines again */
+        remember(worker_source);
+    Py_XDECREF(src);
     Py_XDECREF(keep);
     Py_XDECREF(r);
     Py_XDECREF(code);
@@ -1020,7 +1034,9 @@ run(struct job *j)
         run_load(j);
     else
         run_process(j);
-    PyObject *r = PyRun_String("flush()", Py_eval_input, glue, glue);
+    /* the partial lines of stdout and stderr (the glue's flush(), kept
+     * at init: nothing to compile or look up per event) */
+    PyObject *r = PyObject_CallNoArgs(flush_out);
     if (r == NULL)
         PyErr_Clear();
     Py_XDECREF(r);

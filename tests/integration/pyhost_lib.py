@@ -7,6 +7,7 @@ python3-embed: WM_PYTHON_ENGINE is not in config.h) skips these tests with
 that reason; a build that has it must have built the host, or they fail.
 """
 
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -37,6 +38,21 @@ def require_engine(builddir):
         pytest.skip("built without the Python engine (no python3-embed)")
     host = Path(builddir) / "hosts" / "python" / "wm-host-python"
     assert host.exists(), f"{host} is built when WM_PYTHON_ENGINE is set"
+
+
+def require_sandbox(builddir):
+    """The build confines its hosts and the kernel can: else skip (fail
+    with SANDBOX_MUST_WORK=1).  Tests that assert the kernel's answer need
+    it: unconfined, their escapes would succeed."""
+    config = (Path(builddir) / "config.h").read_text()
+    if not re.search(r"^#define WM_SANDBOX 1$", config, re.M):
+        pytest.skip("built --without-sandbox: hosts run unconfined")
+    with open("/proc/self/status") as f:
+        if not any(line.startswith("Seccomp:") for line in f):
+            if os.environ.get("SANDBOX_MUST_WORK") == "1":
+                pytest.fail("SANDBOX_MUST_WORK=1 but this kernel has no "
+                            "seccomp")
+            pytest.skip("this kernel has no seccomp")
 
 
 def daemon(builddir, tmp_path, options=None, env=None, spawn="zygote"):

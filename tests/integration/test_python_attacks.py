@@ -15,14 +15,12 @@ without seccomp skips unless SANDBOX_MUST_WORK=1 (CI), where it fails.
 """
 
 import os
-import re
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
-from pyhost_lib import create, daemon, host_pid, restarts
+from pyhost_lib import create, daemon, host_pid, require_sandbox, restarts
 
 SIGSYS = int(signal.SIGSYS)
 MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
@@ -30,16 +28,7 @@ MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
 
 @pytest.fixture(scope="module")
 def sandboxed(wm_builddir):
-    config = (Path(wm_builddir) / "config.h").read_text()
-    if not re.search(r"^#define WM_SANDBOX 1$", config, re.M):
-        pytest.skip("built --without-sandbox: hosts run unconfined")
-    with open("/proc/self/status") as f:
-        if not any(line.startswith("Seccomp:") for line in f):
-            if MUST_WORK:
-                pytest.fail("SANDBOX_MUST_WORK=1 but this kernel has no "
-                            "seccomp")
-            pytest.skip("this kernel has no seccomp")
-    return True
+    require_sandbox(wm_builddir)
 
 
 PRELOAD = "os,socket,ctypes,subprocess,threading"

@@ -195,3 +195,26 @@ def test_outputs_are_published_to_their_type(wmd):
         s.close()
     assert got["type"] == "out.dict" and got["correlationid"] == "cc"
     assert got["data"] == {"ok": True}
+
+
+def test_idle_heartbeats_and_a_clean_stop(wm_builddir, tmp_path):
+    """An idle host echoes the master's heartbeats (every 300 ms here: no
+    restart, the same pid); Shutdown ends it with exit code 0 (reason
+    stopped)."""
+    import time
+    d = daemon(wm_builddir, tmp_path, options={
+        "heartbeat_interval_ms": 300, "heartbeat_timeout_ms": 200})
+    d.start()
+    try:
+        w = create(d, RETURNS)
+        pid = host_pid(d, w["id"])
+        time.sleep(1.5)
+        assert d.invoke(w["id"], "dict").status == 200
+        v = d.get(f"/v1/workers/{w['id']}").json
+        assert v["pid"] == pid and v["restarts"] == 0, v
+        assert d.post(f"/v1/workers/{w['id']}/stop").status in (200, 202)
+        d.wait_for(lambda: re.search(
+            rf"host pid {pid} of worker {w['id']} exited: exit code 0, "
+            r"reason stopped", d.log()), what="a clean exit")
+    finally:
+        assert d.stop() == 0, d.log()

@@ -47,6 +47,20 @@ def test_failed_reload_keeps_the_running_version(wmd):
     assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
 
 
+def test_tracebacks_show_the_running_versions_lines(wmd):
+    """Tracebacks quote the module's source (there is no file): after a
+    reload that failed at its top level, the running version's lines."""
+    w = create(wmd, "def Process(event):\n    raise KeyError('v1 line')\n")
+    r = wmd.put(f"/v1/workers/{w['id']}/code",
+                {"code": {"content": __import__("wm").b64(
+                    "x = 1\nraise ValueError('v2 top level')\n")}})
+    assert r.status == 422 and "v2 top level" in r.json["error"]["message"]
+    r = wmd.invoke(w["id"], "go")
+    tb = r.json["error"]["traceback"]
+    assert "raise KeyError('v1 line')" in tb, tb
+    assert "v2" not in tb, tb
+
+
 def test_200_reloads_leave_the_host_bounded(wmd):
     """Each version holds about 1 MiB of data; 200 reloads in one host keep
     its resident memory within a few MiB of where it started (the old

@@ -507,8 +507,9 @@ test_shipped(void)
         const struct engines_entry *py = engines_find_name(&list, "python");
         const struct engines_entry *dn = engines_find_name(&list, "dotnet");
 
-        /* exec'd until the zygote lands (issue 8) */
-        CHECK(py != NULL && py->spawn == ENGINES_SPAWN_EXEC);
+        /* forked from its zygote (sandbox/zygote.h), confined as python */
+        CHECK(py != NULL && py->spawn == ENGINES_SPAWN_ZYGOTE &&
+              strcmp(py->role, "python") == 0);
         CHECK(dn != NULL && dn->spawn == ENGINES_SPAWN_EXEC &&
               dn->probe != NULL && strcmp(dn->probe, "libhostfxr.so") == 0);
         /* Whether .NET is installed here or not, the outcome is explicit. */
