@@ -427,7 +427,9 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     # A first run of cap events; more when it ends under the minimum.
     # Enough for every publisher to make a few requests, unless the
     # caller knows the worker to be slow.
-    cap = max(cap0, publishers * batch) if cap0 else \
+    # (A grouped pair's events go one at a time: its first run may leave
+    # a publisher idle.)
+    cap = max(cap0, batch if group else publishers * batch) if cap0 else \
         max(2000 if cfg.quick else 20000, publishers * batch * 4)
     # After the first run of this engine and shape, its rate says how
     # many events the minimum needs: fewer runs again.
