@@ -50,7 +50,7 @@ from common import (TOP, children_cpu_s, cpu_s, http_rtt,  # noqa: E402
                     pct, publish_body, publisher, rss_kib,
                     smaps_rollup)
 from mkpackage import make_package  # noqa: E402
-from wm import Daemon, UnixHTTPConnection, metric  # noqa: E402
+from wm import Daemon, metric  # noqa: E402
 
 PY = "/usr/bin/python3"
 PEERS = TOP / "bench" / "peers"
