@@ -12,6 +12,7 @@
 
 static const struct sandbox_role *const roles[] = {
     &sandbox_role_native,
+    &sandbox_role_dotnet,
 };
 
 const struct sandbox_role *

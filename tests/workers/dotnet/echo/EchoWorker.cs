@@ -1,0 +1,59 @@
+// EchoWorker.cs — the .NET test worker: what it does comes from the
+// event's type (echo, none, throw, failfast, overflow, loop, gateway,
+// version, alc).  Built by tests/integration/test_dotnet_*.py.
+using System;
+using System.Runtime.Loader;
+using System.Text.Json.Nodes;
+using System.Threading.Tasks;
+using Virtufin.Worker;
+
+namespace Samples;
+
+public sealed class EchoWorker : WorkerBase
+{
+    public EchoWorker() : base("echo.out", "dotnet/echo") { }
+
+    public override async Task<CloudEvent?> ProcessAsync(CloudEvent input)
+    {
+        switch (input.Type) {
+        case "none":
+            return null;
+        case "throw":
+            throw new InvalidOperationException("asked to throw");
+        case "failfast":
+            Environment.FailFast("asked to fail fast");
+            return null;
+        case "overflow":
+            return Recurse(input, 0);
+        case "loop":
+            for (;;) { }
+        case "gateway": {
+            var api = new ApiClient();
+            await api.InvokeAsync("workmanager.state", "put",
+                                  new JsonObject { ["key"] = "k", ["value"] = 41 });
+            dynamic gw = api.Gateway;
+            JsonNode? got = await gw.workmanager.state.get(new JsonObject { ["key"] = "k" });
+            return Response(input, new JsonObject { ["value"] = (int)got!["value"]! + 1 });
+        }
+        case "context":
+            return Response(input, new JsonObject {
+                ["context"] = AssemblyLoadContext.GetLoadContext(GetType().Assembly)?.Name,
+                ["collectible"] = GetType().Assembly.IsCollectible,
+                ["devkit_shared"] = AssemblyLoadContext.GetLoadContext(typeof(IWorker).Assembly)
+                                    == AssemblyLoadContext.Default,
+            });
+        default:
+            await Task.Yield();
+            var output = new CloudEvent { Type = ResponseType, Source = Source,
+                                          Data = input.Data,
+                                          DataContentType = input.DataContentType };
+            output.SetExtension("version", Version);
+            return output.WithCorrelationId(input);
+        }
+    }
+
+    // Replaced by the reload test's builds.
+    private const string Version = "v1";
+
+    private static CloudEvent Recurse(CloudEvent e, int n) => n < 0 ? e : Recurse(e, n + 1);
+}
