@@ -1,6 +1,6 @@
 // EchoWorker.cs — the .NET test worker: what it does comes from the
 // event's type (echo, none, throw, failfast, overflow, loop, gateway,
-// version, alc).  Built by tests/integration/test_dotnet_*.py.
+// heap, contexts, context).  Built by tests/integration/test_dotnet_*.py.
 using System;
 using System.Runtime.Loader;
 using System.Text.Json.Nodes;
@@ -24,7 +24,7 @@ public sealed class EchoWorker : WorkerBase
             Environment.FailFast("asked to fail fast");
             return null;
         case "overflow":
-            return Recurse(input, 0);
+            return Response(input, new JsonObject { ["depth"] = Depth(0) });
         case "loop":
             for (;;) { }
         case "gateway": {
@@ -34,6 +34,21 @@ public sealed class EchoWorker : WorkerBase
             dynamic gw = api.Gateway;
             JsonNode? got = await gw.workmanager.state.get(new JsonObject { ["key"] = "k" });
             return Response(input, new JsonObject { ["value"] = (int)got!["value"]! + 1 });
+        }
+        case "heap":
+            return Response(input, new JsonObject {
+                ["limit"] = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
+            });
+        case "contexts": {
+            for (int i = 0; i < 3; i++) {
+                GC.Collect();
+                GC.WaitForPendingFinalizers();
+            }
+            int n = 0;
+            foreach (var alc in AssemblyLoadContext.All)
+                if (alc.Name == "worker" && alc != AssemblyLoadContext.GetLoadContext(GetType().Assembly))
+                    n++;
+            return Response(input, new JsonObject { ["unloading"] = n });
         }
         case "context":
             return Response(input, new JsonObject {
@@ -55,5 +70,6 @@ public sealed class EchoWorker : WorkerBase
     // Replaced by the reload test's builds.
     private const string Version = "v1";
 
-    private static CloudEvent Recurse(CloudEvent e, int n) => n < 0 ? e : Recurse(e, n + 1);
+    // Not a tail call: each level keeps its frame.
+    private static long Depth(long n) => n == long.MaxValue ? n : Depth(n + 1) + 1;
 }
