@@ -134,7 +134,7 @@ def test_heap_limit_from_memory_mb(wmd, echo_pkg):
      "no lib/ folder of the package suits .NET"),
     ({"readme.txt": b"x"}, "the package has no lib/<tfm>/ folder"),
     ({"lib/net10.0/Bad.dll": b"not an assembly"}, "is not a .NET assembly"),
-])
+], ids=["no-suitable-tfm", "no-lib", "not-an-assembly"])
 def test_bad_packages_refused(wmd, entries, want):
     import io
     import zipfile

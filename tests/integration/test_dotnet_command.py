@@ -71,7 +71,7 @@ def test_generic_dispatch_and_wire_names(wmd, command_pkg):
     ({"name": "x"}, "Missing 'command' field"),
     (b"{not json", "Failed to parse command JSON"),
     (b"null", "Failed to parse command JSON"),
-])
+], ids=["unknown", "number", "missing", "malformed", "null"])
 def test_error_texts(wmd, command_pkg, data, want):
     """Spec: Unknown command; Missing command field; Malformed JSON."""
     w = create(wmd, command_pkg)
