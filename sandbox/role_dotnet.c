@@ -17,11 +17,17 @@
  * another process), and nothing of it is needed.
  *
  * How the table was derived: the .NET integration tests
- * (tests/integration/test_dotnet_*.py) run with WM_SANDBOX_DEBUG=log
- * (every kill made "log", errno answers logged too) and the kernel's
- * audit records (dmesg, type=1326) of the host's pid read for each call
- * the table did not allow; each one seen is below with why the runtime
- * makes it.
+ * (tests/integration/test_dotnet*.py) run with WM_SANDBOX_DEBUG=log
+ * (every kill made "log", errno answers logged too), the kernel's audit
+ * records (dmesg, type=1326, exe wm-host-dotnet) read for each call the
+ * table did not allow, and the same calls seen with their arguments under
+ * strace -f.  Seen and now allowed: getsid, stat and lstat (the
+ * framework's assemblies), sched_get_priority_max/min, get_mempolicy.
+ * Seen and left refused: clone3 (ENOSYS: glibc falls back to clone, whose
+ * flags the filter sees), openat of /proc/self/task/N/comm for writing
+ * (the runtime naming its threads: they keep the host's name) and
+ * sched_setscheduler (the runtime setting its threads' priorities: they
+ * keep the default).
  */
 #include "config.h"
 
@@ -88,6 +94,8 @@ static const struct sandbox_rule dotnet_rules[] = {
      * files; reading only */
     ALLOW_IF(openat, MASKED(2, OPEN_WRITES, 0)),
     ALLOW(newfstatat),
+    ALLOW(stat), /* the framework's assemblies, before they are mapped */
+    ALLOW(lstat),
     ALLOW(fstat),
     ALLOW(statx),
     ALLOW(statfs),
@@ -126,6 +134,9 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW(sched_setaffinity),
     ALLOW(sched_getparam),
     ALLOW(sched_getscheduler),
+    ALLOW(sched_get_priority_max), /* the runtime's thread priorities */
+    ALLOW(sched_get_priority_min),
+    ALLOW(get_mempolicy), /* the GC's NUMA probe */
     ALLOW(getpriority),
     ALLOW(exit),
     ALLOW(exit_group),
@@ -144,6 +155,7 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW(getpid),
     ALLOW(gettid),
     ALLOW(getppid),
+    ALLOW(getsid),
     ALLOW(getuid),
     ALLOW(geteuid),
     ALLOW(getgid),
