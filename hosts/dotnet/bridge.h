@@ -48,6 +48,9 @@ struct dn_callbacks {
     dn_complete_fn complete;
     dn_log_fn log;
     dn_gateway_fn gateway;
+    /* The DevKit's image (blobs.h), for compiling C# source workers. */
+    const uint8_t *devkit;
+    int64_t devkit_len;
 };
 
 /* The bridge's entry points (Workmanager.Bridge.Entry). */

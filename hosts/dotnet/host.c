@@ -38,6 +38,7 @@
 
 #include <event2/event.h>
 
+#include "hosts/dotnet/blobs.h"
 #include "hosts/dotnet/bridge.h"
 #include "hosts/dotnet/clr.h"
 #include "ipc/channel.h"
@@ -433,10 +434,12 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
     }
     if (!started) {
         uint32_t mb = l->limits.present ? l->limits.memory_mb : 0;
-        static const struct dn_callbacks cbs = {
+        const struct dn_callbacks cbs = {
             .complete = on_complete,
             .log = on_log,
             .gateway = on_gateway,
+            .devkit = wm_dn_devkit,
+            .devkit_len = wm_dn_devkit_end - wm_dn_devkit,
         };
         if (clr_start(heap_limit(mb), &bridge, err, errlen) < 0)
             return err;

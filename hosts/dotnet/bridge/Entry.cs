@@ -26,6 +26,7 @@ internal static unsafe class Entry
     internal static int Init(NativeCallbacks* callbacks)
     {
         cb = *callbacks;
+        SourceWorker.DevKitImage = new ReadOnlySpan<byte>(cb.DevKit, checked((int)cb.DevKitLen)).ToArray();
         GatewayTransport.Current = new Gateway();
         return 0;
     }
@@ -40,6 +41,7 @@ internal static unsafe class Entry
             var bytes = new ReadOnlySpan<byte>(code, checked((int)codeLen)).ToArray();
             var next = m switch {
                 "application/x-dotnet-dll" => WorkerContext.FromPackage(bytes),
+                "text/x-csharp" => SourceWorker.Load(bytes),
                 _ => throw new LoadException($"this host has no loader for {m}"),
             };
             var old = current;

@@ -42,4 +42,7 @@ internal unsafe struct NativeCallbacks
     public delegate* unmanaged<int, NativeStr*, void> Log;
     // (token, service, method, request)
     public delegate* unmanaged<ulong, NativeStr*, NativeStr*, NativeStr*, void> Gateway;
+    // The DevKit's image, for compiling C# source workers against it.
+    public byte* DevKit;
+    public long DevKitLen;
 }

@@ -23,7 +23,7 @@ internal sealed class WorkerContext
     private static readonly List<WeakReference> unloading = new();
     private static int loads;
 
-    private WorkerContext(Context alc, IWorker worker)
+    internal WorkerContext(Context alc, IWorker worker)
     {
         Alc = alc;
         Worker = worker;
