@@ -95,3 +95,41 @@ def test_unhandled_enum_value_warns_cs8509(wmd):
     wmd.wait_for(lambda: "warning CS8509" in wmd.log(), what="CS8509")
     assert "Mode.title" in wmd.log()
     assert wmd.invoke(w, "upper", data={"text": "a"}).status == 200
+
+
+API_WORKER = """\
+using System.Text.Json.Nodes;
+
+public sealed class Counter : ApiWorker
+{
+    public Counter() : base("api.example", 6000, "count.out", "dotnet/count") { }
+
+    protected override async Task<CloudEvent?> ProcessAsync(CloudEvent input, ApiClient api)
+    {
+        await api.InvokeAsync("workmanager.state", "put",
+                              new JsonObject { ["key"] = "n", ["value"] = 7 });
+        var got = await api.InvokeAsync("workmanager.state", "get",
+                                        new JsonObject { ["key"] = "n" });
+        string refused = "";
+        try {
+            await api.InvokeAsync("no.such", "call", null);
+        } catch (GatewayException e) {
+            refused = $"{e.Status}";
+        }
+        return Response(input, new JsonObject {
+            ["value"] = got!["value"]!.DeepClone(), ["host"] = api.Host,
+            ["port"] = api.Port, ["refused"] = refused });
+    }
+}
+"""
+
+
+def test_api_worker_with_its_client(wmd):
+    """Spec: ApiWorker with pre-configured ApiClient (its calls go to the
+    master's gateway services; an unknown service is a GatewayException
+    with the status)."""
+    w = create(wmd, API_WORKER).json["id"]
+    r = wmd.invoke(w, "count")
+    assert r.status == 200, r
+    assert r.json["data"] == {"value": 7, "host": "api.example",
+                              "port": 6000, "refused": "404"}, r.json
