@@ -24,8 +24,11 @@
  * echoes it with two extensions more.
  *
  * Usage: host_rtt HOST PACKAGE [LATENCY_CALLS [PIPELINED_CALLS [WINDOW
- *                 [CONCURRENCY]]]]   (defaults 100000, 1000000, 256, 1)
+ *                 [CONCURRENCY [MIME]]]]]
+ *                 (defaults 100000, 1000000, 256, 1, application/x-native-dll)
  * CONCURRENCY is the Load's limits.concurrency: the host's pool threads.
+ * MIME is the Load's (application/x-dotnet-dll for wm-host-dotnet with a
+ * nupkg of the .NET test worker, bench/dotnet.py).
  */
 #include "config.h"
 
@@ -356,7 +359,7 @@ main(int argc, char **argv)
     if (argc < 3 || lat_calls < 100 || pipe_calls == 0 || window == 0 ||
         concurrency == 0) {
         fprintf(stderr, "usage: host_rtt HOST PACKAGE [LATENCY_CALLS "
-                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY]]]]\n");
+                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY [MIME]]]]]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -388,7 +391,8 @@ main(int argc, char **argv)
     load.type = IPC_BODY_LOAD;
     load.u.load.worker_id = ipc_str_c("host-rtt");
     load.u.load.version = 1;
-    load.u.load.mime = ipc_str_c("application/x-native-dll");
+    load.u.load.mime =
+        ipc_str_c(argc > 7 ? argv[7] : "application/x-native-dll");
     load.u.load.code_fd = 0;
     load.u.load.code_len = code_len;
     load.u.load.identity.id = ipc_str_c("host-rtt");

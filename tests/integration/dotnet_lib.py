@@ -58,7 +58,8 @@ def build_worker(builddir, project, out, replace=None):
         f.write_text(text)
     feed = out / "no-feed"
     feed.mkdir()
-    devkit = Path(builddir) / "hosts" / "dotnet" / "Virtufin.Worker.DevKit.dll"
+    devkit = (Path(builddir) / "hosts" / "dotnet" /
+              "Virtufin.Worker.DevKit.dll").resolve()
     assert devkit.exists(), f"{devkit} is built by make check"
     env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1",
                DOTNET_SKIP_FIRST_TIME_EXPERIENCE="1")
