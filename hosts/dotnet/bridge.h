@@ -57,7 +57,7 @@ struct dn_callbacks {
 struct dn_bridge {
     int (*init)(const struct dn_callbacks *cb);
     int (*load)(const struct dn_str *mime, const uint8_t *code, int64_t len,
-                char *err, int32_t errcap);
+                int32_t concurrency, char *err, int32_t errcap);
     void (*process)(uint64_t seq, const struct dn_event *ev);
     void (*gateway_reply)(uint64_t token, int32_t status, const uint8_t *body,
                           int64_t len);

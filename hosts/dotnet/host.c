@@ -457,7 +457,11 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
     snprintf(mime, sizeof mime, "%.*s", (int)l->mime.len,
              l->mime.ptr ? l->mime.ptr : "");
     const struct dn_str m = { (const uint8_t *)mime, (int64_t)strlen(mime) };
-    int rc = bridge.load(&m, code, (int64_t)l->code_len, err, (int32_t)errlen);
+    int32_t conc = l->limits.present && l->limits.concurrency
+                       ? (int32_t)l->limits.concurrency
+                       : 1;
+    int rc =
+        bridge.load(&m, code, (int64_t)l->code_len, conc, err, (int32_t)errlen);
     free(code);
     return rc == 0 ? NULL : err;
 }

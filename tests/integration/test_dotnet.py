@@ -121,6 +121,29 @@ def test_infinite_loop_killed_at_the_deadline(wmd, echo_pkg):
     assert wmd.invoke(w["id"], "echo").status == 200
 
 
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_concurrency_limit(wmd, echo_pkg, concurrency):
+    """limits.concurrency: at most that many events inside the worker at
+    once (the rest wait without a thread)."""
+    import threading
+    w = create(wmd, echo_pkg, limits={"concurrency": concurrency})
+    results = []
+
+    def one():
+        results.append(wmd.invoke(w["id"], "busy"))
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status == 200 for r in results), results
+    most = max(r.json["data"]["most"] for r in results)
+    if concurrency == 1:
+        assert most == 1, most
+    else:
+        assert 2 <= most <= concurrency, most
+
+
 def test_heap_limit_from_memory_mb(wmd, echo_pkg):
     """GCHeapHardLimit: three quarters of memory_mb."""
     w = create(wmd, echo_pkg, limits={"memory_mb": 256})

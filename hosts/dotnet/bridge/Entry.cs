@@ -34,7 +34,8 @@ internal static unsafe class Entry
     // Loads the code (a nupkg for application/x-dotnet-dll) in place of
     // the current worker.  0, or -1 with the reason in err (NUL-ended).
     [UnmanagedCallersOnly]
-    internal static int Load(NativeStr* mime, byte* code, long codeLen, byte* err, int errCap)
+    internal static int Load(NativeStr* mime, byte* code, long codeLen, int concurrency,
+                             byte* err, int errCap)
     {
         try {
             string m = Str(mime) ?? "";
@@ -44,6 +45,7 @@ internal static unsafe class Entry
                 "text/x-csharp" => SourceWorker.Load(bytes),
                 _ => throw new LoadException($"this host has no loader for {m}"),
             };
+            next.Gate = new SemaphoreSlim(Math.Max(1, concurrency));
             var old = current;
             current = next;
             old?.Unload();
@@ -70,8 +72,9 @@ internal static unsafe class Entry
             }
             // The worker's code, even its synchronous start, runs on the
             // pool: the loop thread only hands it over.
-            ThreadPool.UnsafeQueueUserWorkItem(static s => _ = Runner.Run(s.seq, s.w, s.input),
-                                               (seq, w: w.Worker, input), preferLocal: false);
+            ThreadPool.UnsafeQueueUserWorkItem(static s => _ = Runner.Run(s.seq, s.w, s.gate, s.input),
+                                               (seq, w: w.Worker, gate: w.Gate, input),
+                                               preferLocal: false);
         } catch (Exception e) {
             Fail(seq, "worker_error", $"{e.GetType().Name}: {e.Message}", null, null);
         }
@@ -229,14 +232,18 @@ internal static unsafe class Entry
 // context): its outcome goes to the host's completion callback.
 internal static class Runner
 {
-    internal static async Task Run(ulong seq, IWorker w, CloudEvent input)
+    internal static async Task Run(ulong seq, IWorker w, SemaphoreSlim gate, CloudEvent input)
     {
         CloudEvent? output;
+        // The worker's concurrency: waited for without a thread.
+        await gate.WaitAsync().ConfigureAwait(false);
         try {
             output = await w.ProcessAsync(input).ConfigureAwait(false);
         } catch (Exception e) {
             Entry.Fail(seq, "exception", e.Message, e.GetType().FullName, e.ToString());
             return;
+        } finally {
+            gate.Release();
         }
         try {
             Entry.Complete(seq, output);

@@ -12,6 +12,7 @@ using System.Linq;
 using System.Reflection;
 using System.Runtime.CompilerServices;
 using System.Runtime.Loader;
+using System.Threading;
 using Virtufin.Worker;
 
 namespace Workmanager.Bridge;
@@ -31,6 +32,8 @@ internal sealed class WorkerContext
 
     public Context Alc { get; }
     public IWorker Worker { get; }
+    // Events in the worker at once: the Load's limits.concurrency.
+    public SemaphoreSlim Gate { get; set; } = new(1);
 
     // Contexts unloaded and not yet collected.
     public static int Unloading

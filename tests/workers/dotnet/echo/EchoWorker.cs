@@ -1,6 +1,6 @@
 // EchoWorker.cs — the .NET test worker: what it does comes from the
 // event's type (echo, none, throw, failfast, overflow, loop, gateway,
-// heap, contexts, context).  Built by tests/integration/test_dotnet_*.py.
+// heap, contexts, context, busy).  Built by tests/integration/test_dotnet_*.py.
 using System;
 using System.Runtime.Loader;
 using System.Text.Json.Nodes;
@@ -35,6 +35,15 @@ public sealed class EchoWorker : WorkerBase
             JsonNode? got = await gw.workmanager.state.get(new JsonObject { ["key"] = "k" });
             return Response(input, new JsonObject { ["value"] = (int)got!["value"]! + 1 });
         }
+        case "busy": {
+            int now = System.Threading.Interlocked.Increment(ref inside);
+            lock (Lock)
+                most = Math.Max(most, now);
+            await Task.Delay(300);
+            System.Threading.Interlocked.Decrement(ref inside);
+            lock (Lock)
+                return Response(input, new JsonObject { ["most"] = most });
+        }
         case "heap":
             return Response(input, new JsonObject {
                 ["limit"] = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
@@ -66,6 +75,10 @@ public sealed class EchoWorker : WorkerBase
             return output.WithCorrelationId(input);
         }
     }
+
+    // Events inside at once ("busy"), and the most seen.
+    private static int inside, most;
+    private static readonly object Lock = new();
 
     // Replaced by the reload test's builds.
     private const string Version = "v1";
