@@ -237,15 +237,18 @@ def test_reloads_collect_the_old_contexts(wm_builddir, wmd, tmp_path):
         out = wmd.invoke(w["id"], "echo")
         assert out.status == 200 and out.json["version"] == v, out
         if i == 19:
+            # After a full collection, as at the end.
+            assert wmd.invoke(w["id"], "contexts").status == 200
             first = rss()
     assert wmd.get(f"/v1/workers/{w['id']}").json["pid"] == pid
     r = wmd.invoke(w["id"], "contexts")
     assert r.status == 200, r
     # Unloaded contexts still alive after a full collection: a few at
     # most (the last ones), not 200.
-    assert r.json["data"]["unloading"] <= 8, r.json
     last = rss()
-    assert last < first + 64 * 1024, (first, last)
+    assert r.json["data"]["unloading"] <= 8, (r.json, first, last)
+    # RSS in KiB: 180 reloads may not grow the host by 64 MiB.
+    assert last < first + 64 * 1024, (r.json, first, last)
 
 
 def host_pid(pid):
