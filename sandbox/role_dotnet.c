@@ -13,8 +13,9 @@
  * private root holding /usr only, Landlock, the cgroup, its own uid).
  * Still killed outright: what would leave the host's confinement or reach
  * another process whatever it answered (execve, ptrace, process_vm_*,
- * mount, unshare, setns, a fork: clone without CLONE_THREAD, signals to
- * another process), and nothing of it is needed.
+ * mount, unshare, setns, ...); a fork is refused (EPERM, or ENOSYS for a
+ * clone without CLONE_THREAD), which a worker's Process.Start sees as an
+ * exception.
  *
  * How the table was derived: the .NET integration tests
  * (tests/integration/test_dotnet*.py) run with WM_SANDBOX_DEBUG=log
@@ -180,11 +181,14 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW_IF(prctl, EQ(0, PR_GET_NAME)),
     ALLOW_IF(prctl, EQ(0, PR_GET_DUMPABLE)),
     ALLOW_IF(prctl, EQ(0, PR_SET_VMA)),
+    /* a process of its own (Process.Start: vfork, or clone without
+     * CLONE_THREAD, answered by the fallback): refused, an exception in
+     * the worker rather than a dead host */
+    ERRNO(fork, EPERM),
+    ERRNO(vfork, EPERM),
     /* what would reach beyond the host: killed whatever it answered */
     KILL(execve),
     KILL(execveat),
-    KILL(fork),
-    KILL(vfork),
     KILL(ptrace),
     KILL(process_vm_readv),
     KILL(process_vm_writev),

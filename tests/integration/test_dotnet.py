@@ -144,6 +144,27 @@ def test_concurrency_limit(wmd, echo_pkg, concurrency):
         assert 2 <= most <= concurrency, most
 
 
+def test_confined(wmd, echo_pkg):
+    """The dotnet role (sandbox/role_dotnet.c) under the daemon's
+    confinement: the host reports the level the machine offers; a worker
+    cannot start a process, write outside its /tmp, read /etc/passwd or
+    reach the network, and each attempt is an exception, not a dead
+    host."""
+    import os
+    w = create(wmd, echo_pkg)
+    view = wmd.get(f"/v1/workers/{w['id']}").json
+    offered = wmd.get("/health").json["sandbox"]["level"]
+    if "WM_SANDBOX_DEBUG" not in os.environ:
+        assert view["confinement"] == offered, (view, offered)
+    r = wmd.invoke(w["id"], "escape")
+    assert r.status == 200, r
+    got = r.json["data"]
+    assert all(v != "ok" for v in got.values()), got
+    assert wmd.get(f"/v1/workers/{w['id']}").json["restarts"] == 0
+    if os.geteuid() == 0 and os.environ.get("SANDBOX_MUST_WORK") == "1":
+        assert offered == "full", offered
+
+
 def test_heap_limit_from_memory_mb(wmd, echo_pkg):
     """GCHeapHardLimit: three quarters of memory_mb."""
     w = create(wmd, echo_pkg, limits={"memory_mb": 256})

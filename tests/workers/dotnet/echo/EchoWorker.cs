@@ -1,6 +1,6 @@
 // EchoWorker.cs — the .NET test worker: what it does comes from the
 // event's type (echo, none, throw, failfast, overflow, loop, gateway,
-// heap, contexts, context, busy).  Built by tests/integration/test_dotnet_*.py.
+// heap, contexts, context, busy, escape).  Built by tests/integration/test_dotnet_*.py.
 using System;
 using System.Runtime.Loader;
 using System.Text.Json.Nodes;
@@ -44,6 +44,13 @@ public sealed class EchoWorker : WorkerBase
             lock (Lock)
                 return Response(input, new JsonObject { ["most"] = most });
         }
+        case "escape":
+            return Response(input, new JsonObject {
+                ["spawn"] = Try(() => System.Diagnostics.Process.Start("/bin/true")?.WaitForExit()),
+                ["write"] = Try(() => System.IO.File.WriteAllText("/etc/wm-dotnet-test", "x")),
+                ["read"] = Try(() => System.IO.File.ReadAllText("/etc/passwd")),
+                ["socket"] = Try(() => new System.Net.Sockets.TcpClient().Connect("127.0.0.1", 1)),
+            });
         case "heap":
             return Response(input, new JsonObject {
                 ["limit"] = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
@@ -82,6 +89,17 @@ public sealed class EchoWorker : WorkerBase
 
     // Replaced by the reload test's builds.
     private const string Version = "v1";
+
+    // "ok", or the exception's type.
+    private static string Try(Action a)
+    {
+        try {
+            a();
+            return "ok";
+        } catch (Exception e) {
+            return e.GetType().Name;
+        }
+    }
 
     // Not a tail call: each level keeps its frame.
     private static long Depth(long n) => n == long.MaxValue ? n : Depth(n + 1) + 1;
