@@ -17,6 +17,12 @@
  * clone without CLONE_THREAD), which a worker's Process.Start sees as an
  * exception.
  *
+ * Its spawner's steps differ too (sandbox.h, struct sandbox_role): its
+ * Landlock domain also reads /proc and the CPUs' and cgroup's files
+ * (dotnet_reads), and its private root holds its binary at its own path
+ * (exe_in_root): CoreCLR resolves /proc/self/exe and reads
+ * /proc/self/maps at start, and does not start without them.
+ *
  * How the table was derived: the .NET integration tests
  * (tests/integration/test_dotnet*.py) run with WM_SANDBOX_DEBUG=log
  * (every kill made "log", errno answers logged too), the kernel's audit
@@ -59,7 +65,6 @@
     { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e, .nconds = 1, \
       .conds = { c } }
 #define EQ(a, v) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value = v }
-#define NE(a, v) { .arg = a, .cmp = SANDBOX_CMP_NE, .value = v }
 #define MASKED(a, m, v) \
     { .arg = a, .cmp = SANDBOX_CMP_MASKED_EQ, .mask = m, .value = v }
 #define IS_PID(a) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value_is_pid = true }
@@ -79,7 +84,20 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW(dup),
     ALLOW(dup2),
     ALLOW(dup3),
-    ALLOW(fcntl),
+    /* descriptor and status flags, the memfds' seals, duplicates; not
+     * F_SETOWN nor F_SETSIG, which would aim a signal at another process
+     * (answered by the fallback) */
+    ALLOW_IF(fcntl, EQ(1, F_GETFD)),
+    ALLOW_IF(fcntl, EQ(1, F_SETFD)),
+    ALLOW_IF(fcntl, EQ(1, F_GETFL)),
+    ALLOW_IF(fcntl, EQ(1, F_SETFL)),
+    ALLOW_IF(fcntl, EQ(1, F_DUPFD)),
+    ALLOW_IF(fcntl, EQ(1, F_DUPFD_CLOEXEC)),
+    ALLOW_IF(fcntl, EQ(1, F_GET_SEALS)),
+    ALLOW_IF(fcntl, EQ(1, F_ADD_SEALS)),
+    ALLOW_IF(fcntl, EQ(1, F_GETLK)),
+    ALLOW_IF(fcntl, EQ(1, F_SETLK)),
+    ALLOW_IF(fcntl, EQ(1, F_SETLKW)),
     ALLOW(recvmsg),
     ALLOW(sendmsg),
     ALLOW(epoll_create1),
