@@ -29,7 +29,8 @@
  * records (dmesg, type=1326, exe wm-host-dotnet) read for each call the
  * table did not allow, and the same calls seen with their arguments under
  * strace -f.  Seen and now allowed: getsid, stat and lstat (the
- * framework's assemblies), sched_get_priority_max/min, get_mempolicy.
+ * framework's assemblies), sched_get_priority_max/min, get_mempolicy,
+ * flock.
  * Seen and left refused: clone3 (ENOSYS: glibc falls back to clone, whose
  * flags the filter sees), openat of /proc/self/task/N/comm for writing
  * (the runtime naming its threads: they keep the host's name) and
@@ -98,6 +99,7 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW_IF(fcntl, EQ(1, F_GETLK)),
     ALLOW_IF(fcntl, EQ(1, F_SETLK)),
     ALLOW_IF(fcntl, EQ(1, F_SETLKW)),
+    ALLOW(flock), /* the runtime's locks on files it opened */
     ALLOW(recvmsg),
     ALLOW(sendmsg),
     ALLOW(epoll_create1),
