@@ -45,6 +45,15 @@ def dotnet_engine(host):
                              "spawn = exec\nrole = dotnet\nprotocol = 1\n"}
 
 
+def tfm(builddir):
+    """net<major>.0 of the build's SDK (configure's DOTNET_MAJOR), which
+    the workers target as the host's bridge does."""
+    for line in (Path(builddir) / "Makefile").read_text().splitlines():
+        if line.startswith("DOTNET_MAJOR = "):
+            return f"net{line.split('=', 1)[1].strip()}.0"
+    return "net10.0"
+
+
 def build_worker(builddir, project, out, replace=None):
     """Builds tests/workers/dotnet/<project> into out (a fresh folder) and
     returns the folder holding its dll.  replace: {old: new} applied to
@@ -66,7 +75,8 @@ def build_worker(builddir, project, out, replace=None):
     r = subprocess.run(["dotnet", "build", str(src), "-c", "Release",
                         "--nologo", "-v", "q", "--artifacts-path",
                         str(out / "art"), "--source", str(feed),
-                        f"-p:DevKit={devkit}"],
+                        f"-p:DevKit={devkit}",
+                        f"-p:TargetFramework={tfm(builddir)}"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     bins = list((out / "art" / "bin").glob("*/release"))
@@ -74,9 +84,10 @@ def build_worker(builddir, project, out, replace=None):
     return bins[0], r.stdout + r.stderr
 
 
-def nupkg(folder, tfm="net10.0", extra=None):
-    """A nupkg (zip) with folder's dlls under lib/<tfm>/; extra: more
-    {name: bytes} entries."""
+def nupkg(folder, tfm="net8.0", extra=None):
+    """A nupkg (zip) with folder's dlls under lib/<tfm>/ (net8.0: not
+    above any runtime the host runs on); extra: more {name: bytes}
+    entries."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("Sample.nuspec", "<package/>")

@@ -177,7 +177,7 @@ def test_heap_limit_from_memory_mb(wmd, echo_pkg):
     ({"lib/netstandard1.0/A.dll": b"x"},
      "no lib/ folder of the package suits .NET"),
     ({"readme.txt": b"x"}, "the package has no lib/<tfm>/ folder"),
-    ({"lib/net10.0/Bad.dll": b"not an assembly"}, "is not a .NET assembly"),
+    ({"lib/net8.0/Bad.dll": b"not an assembly"}, "is not a .NET assembly"),
 ], ids=["no-suitable-tfm", "no-lib", "not-an-assembly"])
 def test_bad_packages_refused(wmd, entries, want):
     import io
@@ -221,10 +221,11 @@ def test_tfm_rule(wmd, echo_pkg, tmp_path):
     import io
     import zipfile
     src = zipfile.ZipFile(io.BytesIO(echo_pkg))
-    dll = src.read("lib/net10.0/EchoWorker.dll")
+    dll = src.read("lib/net8.0/EchoWorker.dll")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("lib/net8.0/EchoWorker.dll", dll)
+        z.writestr("lib/net5.0/EchoWorker.dll", b"lower: not taken")
         z.writestr("lib/net99.0/EchoWorker.dll", b"not for this runtime")
         z.writestr("lib/netstandard2.0/EchoWorker.dll", b"nor this")
     w = create(wmd, buf.getvalue())
