@@ -28,8 +28,13 @@
  * application/json.
  *
  * Usage: host_rtt HOST CODE [LATENCY_CALLS [PIPELINED_CALLS [WINDOW
- *                 [CONCURRENCY]]]]   (defaults 100000, 1000000, 256, 1)
+ *                 [CONCURRENCY [MIME]]]]]
+ *                 (defaults 100000, 1000000, 256, 1, and the MIME type
+ *                 from CODE: text/x-python for *.py, else
+ *                 application/x-native-dll)
  * CONCURRENCY is the Load's limits.concurrency: the host's pool threads.
+ * MIME is the Load's (application/x-dotnet-dll for wm-host-dotnet with a
+ * nupkg of the .NET test worker, bench/dotnet.py).
  */
 #include "config.h"
 
@@ -371,7 +376,7 @@ main(int argc, char **argv)
     if (argc < 3 || lat_calls < 100 || pipe_calls == 0 || window == 0 ||
         concurrency == 0) {
         fprintf(stderr, "usage: host_rtt HOST PACKAGE [LATENCY_CALLS "
-                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY]]]]\n");
+                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY [MIME]]]]]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -403,7 +408,7 @@ main(int argc, char **argv)
     load.type = IPC_BODY_LOAD;
     load.u.load.worker_id = ipc_str_c("host-rtt");
     load.u.load.version = 1;
-    load.u.load.mime = ipc_str_c(code_mime(argv[2]));
+    load.u.load.mime = ipc_str_c(argc > 7 ? argv[7] : code_mime(argv[2]));
     load.u.load.code_fd = 0;
     load.u.load.code_len = code_len;
     load.u.load.identity.id = ipc_str_c("host-rtt");

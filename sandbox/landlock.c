@@ -72,11 +72,13 @@ allow(int rs, const char *path, uint64_t rights, uint64_t handled)
     return rc < 0 ? -1 : 0;
 }
 
-/* A ruleset for a host: the system's code, host_dir (if not NULL) and
- * the binary binfd (if >= 0); its descriptor, or -1 with errno and *what
+/* A ruleset for a host: the system's code, host_dir (if not NULL), the
+ * binary binfd (if >= 0) and its role's extra read-only paths reads
+ * (NULL-terminated, or NULL); its descriptor, or -1 with errno and *what
  * naming the path.  System calls only: async-signal-safe. */
 static int
-make_ruleset(int abi, const char *host_dir, int binfd, const char **what)
+make_ruleset(int abi, const char *host_dir, int binfd, const char *const *reads,
+             const char **what)
 {
     static const char *const code[] = { "/usr", "/bin", "/lib", "/lib64" };
     static const char *const devices[] = { "/dev/null", "/dev/zero",
@@ -108,6 +110,10 @@ make_ruleset(int abi, const char *host_dir, int binfd, const char **what)
         allow(rs, *what = "/tmp", ra.handled_access_fs & ~FS_EXECUTE,
               ra.handled_access_fs) < 0)
         goto bad;
+    for (size_t i = 0; reads && reads[i]; i++)
+        if (allow(rs, *what = reads[i], FS_READ_FILE | FS_READ_DIR,
+                  ra.handled_access_fs) < 0)
+            goto bad;
     for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++)
         if (allow(rs, *what = devices[i],
                   FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE,
@@ -133,11 +139,11 @@ bad:;
 }
 
 int
-sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
-                         size_t errlen)
+sandbox_landlock_ruleset(int abi, const char *host_dir,
+                         const char *const *reads, char *err, size_t errlen)
 {
     const char *what;
-    int rs = make_ruleset(abi, host_dir, -1, &what);
+    int rs = make_ruleset(abi, host_dir, -1, reads, &what);
 
     if (rs < 0)
         snprintf(err, errlen, "landlock: %s: %s", what, strerror(errno));
@@ -145,10 +151,10 @@ sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
 }
 
 int
-sandbox_landlock_enter(int abi, int binfd)
+sandbox_landlock_enter(int abi, int binfd, const char *const *reads)
 {
     const char *what;
-    int rs = make_ruleset(abi, NULL, binfd, &what);
+    int rs = make_ruleset(abi, NULL, binfd, reads, &what);
 
     if (rs < 0)
         return -1;

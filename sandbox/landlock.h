@@ -22,11 +22,13 @@
  * (sandbox.h, landlock_abi of struct sandbox_support). */
 
 /*
- * A ruleset for a host whose binary is in host_dir, for ABI abi: its
- * descriptor (close-on-exec), or -1 with a message in err.  Paths that do
- * not exist on this machine are left out.
+ * A ruleset for a host whose binary is in host_dir, for ABI abi, with its
+ * role's extra read-only paths reads (struct sandbox_role; NULL for
+ * none): its descriptor (close-on-exec), or -1 with a message in err.
+ * Paths that do not exist on this machine are left out.
  */
-int sandbox_landlock_ruleset(int abi, const char *host_dir, char *err,
+int sandbox_landlock_ruleset(int abi, const char *host_dir,
+                             const char *const *reads, char *err,
                              size_t errlen);
 
 /* No new privileges, then the ruleset enforced on the caller: 0, or -1
@@ -36,10 +38,11 @@ int sandbox_landlock_restrict(int ruleset_fd);
 /*
  * For a host in its private root (root.h): the ruleset built from the
  * paths as the root shows them (its /tmp is its own) and the binary's
- * descriptor binfd (which execveat() will run), then enforced as
+ * descriptor binfd (which execveat() will run) and the role's reads, then
+ * enforced as
  * sandbox_landlock_restrict() does.  System calls only: async-signal-safe.
  * 0, or -1 with errno.
  */
-int sandbox_landlock_enter(int abi, int binfd);
+int sandbox_landlock_enter(int abi, int binfd, const char *const *reads);
 
 #endif /* WM_SANDBOX_LANDLOCK_H */

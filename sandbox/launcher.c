@@ -201,7 +201,8 @@ host_env(const struct sandbox_launcher_engine *e, const char *worker,
  * on the directory of the binary itself: Landlock judges the file a
  * symbolic link leads to. */
 static int
-host_landlock(const char *host_path, char *err, size_t errlen)
+host_landlock(const char *host_path, const struct sandbox_role *role, char *err,
+              size_t errlen)
 {
     char real[PATH_MAX], why[300];
     char *slash;
@@ -217,7 +218,8 @@ host_landlock(const char *host_path, char *err, size_t errlen)
         slash[1] = '\0'; /* a binary in / */
     else
         *slash = '\0';
-    fd = sandbox_landlock_ruleset(L.c->landlock_abi, real, why, sizeof why);
+    fd = sandbox_landlock_ruleset(L.c->landlock_abi, real, role->reads, why,
+                                  sizeof why);
     if (fd < 0)
         snprintf(err, errlen, "cannot confine its paths: %s", why);
     return fd;
@@ -599,7 +601,7 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
      * hide nothing from a host that shares the daemon's). */
     unsigned ns = slot >= 0 ? L.c->namespaces : 0;
     if (L.c->landlock_abi > 0 && !(ns & SANDBOX_NS_MOUNT) &&
-        (landlock = host_landlock(e->path, err, sizeof err)) < 0) {
+        (landlock = host_landlock(e->path, e->role, err, sizeof err)) < 0) {
         refuse(r, EACCES, "engine_unavailable", "%s", err);
         goto fail;
     }

@@ -13,6 +13,7 @@
 static const struct sandbox_role *const roles[] = {
     &sandbox_role_native,
     &sandbox_role_python,
+    &sandbox_role_dotnet,
 };
 
 const struct sandbox_role *

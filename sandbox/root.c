@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -50,13 +51,88 @@ bind_dev(const char *src, const char *dst)
     return mount(src, dst, NULL, MS_BIND, NULL);
 }
 
+/* "/proc/self/fd/<fd>" into buf (at least 32 bytes). */
+static void
+fd_path(int fd, char *buf)
+{
+    static const char pre[] = "/proc/self/fd/";
+    char digits[12];
+    size_t n = 0, at = sizeof pre - 1;
+
+    memcpy(buf, pre, sizeof pre - 1);
+    do {
+        digits[n++] = (char)('0' + fd % 10);
+        fd /= 10;
+    } while (fd > 0);
+    while (n > 0)
+        buf[at++] = digits[--n];
+    buf[at] = '\0';
+}
+
+/*
+ * The binary execfd (an O_PATH descriptor, of the spawner's mount
+ * namespace) found again by its path in this one, before the tmpfs hides
+ * the machine's /tmp: into path, and its descriptor, or -1.
+ */
+static int
+exe_open(int execfd, char *path, size_t len)
+{
+    char fdp[32];
+    ssize_t n;
+
+    fd_path(execfd, fdp);
+    n = readlink(fdp, path, len - 1);
+    if (n <= 1 || path[0] != '/') {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    path[n] = '\0';
+    return open(path, O_PATH | O_CLOEXEC);
+}
+
+/*
+ * That binary (fd, of this namespace, from exe_open()) bound read-only at
+ * its own path in the new root, its directories made in the root's tmpfs
+ * (or in its /tmp, for a binary under /tmp: mounted before).  A runtime
+ * that resolves /proc/self/exe, as CoreCLR does at start, then finds it.
+ */
+static int
+bind_exe(int fd, const char *path)
+{
+    char src[32], dst[4200];
+    size_t len = strlen(path);
+
+    if (len + sizeof NEW > sizeof dst) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dst, NEW, sizeof NEW - 1);
+    memcpy(dst + sizeof NEW - 1, path, len + 1);
+    for (char *p = dst + sizeof NEW; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(dst, 0755);
+        *p = '/';
+        if (rc < 0 && errno != EEXIST)
+            return -1;
+    }
+    fd_path(fd, src);
+    return bind_ro(src, dst, 0);
+}
+
 int
-sandbox_root_enter(const char **step)
+sandbox_root_enter(int execfd, const char **step)
 {
     struct stat st;
+    char exe[4096];
+    int exefd = -1;
 
     *step = "making the mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return -1;
+    *step = "finding the host's binary";
+    if (execfd >= 0 && (exefd = exe_open(execfd, exe, sizeof exe)) < 0)
         return -1;
     *step = "mounting the tmpfs root";
     if (mount("tmpfs", NEW, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -91,6 +167,13 @@ sandbox_root_enter(const char **step)
         mount("tmpfs", NEW "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "size=16m,nr_inodes=1024,mode=1777") < 0)
         return -1;
+    *step = "binding the host's binary into the root";
+    if (exefd >= 0) {
+        int rc = bind_exe(exefd, exe);
+        (void)close(exefd);
+        if (rc < 0)
+            return -1;
+    }
     *step = "mounting the root's /proc";
     if (mkdir(NEW "/proc", 0555) < 0 ||
         mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,

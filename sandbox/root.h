@@ -16,9 +16,11 @@
 #define WM_SANDBOX_ROOT_H
 
 /*
- * Builds the root and enters it.  0, or -1 with errno and *step naming
- * what failed ("mounting the tmpfs root", ...).
+ * Builds the root and enters it; with execfd >= 0 (an O_PATH descriptor
+ * of the host's binary), the binary is bound read-only at its own path
+ * in it too (a role's exe_in_root, sandbox.h).  0, or -1 with errno and
+ * *step naming what failed ("mounting the tmpfs root", ...).
  */
-int sandbox_root_enter(const char **step);
+int sandbox_root_enter(int execfd, const char **step);
 
 #endif /* WM_SANDBOX_ROOT_H */

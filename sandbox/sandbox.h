@@ -268,12 +268,21 @@ struct sandbox_role {
     enum sandbox_step steps[SANDBOX_ROLE_STEPS]; /* SANDBOX_STEP_END ends */
     const struct sandbox_filter *filter;
     const struct sandbox_filter *strict;
+    /* Read-only paths its Landlock domain allows besides the system's
+     * code (NULL-terminated; NULL for none), e.g. the runtime's /proc. */
+    const char *const *reads;
+    /* Its binary at its own path in its private root (root.h): for a
+     * runtime that resolves /proc/self/exe at start (CoreCLR). */
+    bool exe_in_root;
 };
 
 /* The native engine host's role (role_native.c). */
 extern const struct sandbox_role sandbox_role_native;
 /* The Python engine host's role (role_python.c). */
 extern const struct sandbox_role sandbox_role_python;
+
+/* The .NET engine host's role (role_dotnet.c). */
+extern const struct sandbox_role sandbox_role_dotnet;
 
 /* The role an engine descriptor names ("native", ...: roles.c), or NULL
  * when this build has none of that name. */

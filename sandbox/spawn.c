@@ -267,7 +267,8 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
         }
         case SANDBOX_STEP_ROOT:
             if ((s->namespaces & SANDBOX_NS_MOUNT) &&
-                sandbox_root_enter(&detail) < 0)
+                sandbox_root_enter(s->role->exe_in_root ? execfd : -1,
+                                   &detail) < 0)
                 goto fail;
             break;
         case SANDBOX_STEP_INIT:
@@ -297,7 +298,8 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
                 goto fail;
             if (llfd < 0 && (s->namespaces & SANDBOX_NS_MOUNT) &&
                 s->landlock_abi > 0 &&
-                sandbox_landlock_enter(s->landlock_abi, execfd) < 0)
+                sandbox_landlock_enter(s->landlock_abi, execfd,
+                                       s->role->reads) < 0)
                 goto fail;
             break;
         case SANDBOX_STEP_FDS: {

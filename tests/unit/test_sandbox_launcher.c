@@ -37,10 +37,9 @@
 #include "tests/unit/check.h"
 
 static const struct sandbox_role plain = {
-    "plain",
-    { SANDBOX_STEP_SESSION, SANDBOX_STEP_FDS, SANDBOX_STEP_EXEC },
-    NULL,
-    NULL,
+    "plain", { SANDBOX_STEP_SESSION, SANDBOX_STEP_FDS, SANDBOX_STEP_EXEC },
+    NULL,    NULL,
+    NULL,    false,
 };
 
 static char dir[] = "/tmp/wm-test-launcher.XXXXXX";

@@ -154,6 +154,7 @@ test_every_name_is_known(void)
     CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.filter, &missing), 0);
     CHECK_EQ(sandbox_filter_unknown(sandbox_role_native.strict, &missing), 0);
     CHECK_EQ(sandbox_filter_unknown(sandbox_role_python.filter, &missing), 0);
+    CHECK_EQ(sandbox_filter_unknown(sandbox_role_dotnet.filter, &missing), 0);
     if (missing)
         FAIL("unknown syscall name %s", missing);
 #else

@@ -29,6 +29,8 @@ static const struct sandbox_role plain = {
       SANDBOX_STEP_EXEC },
     NULL,
     NULL,
+    NULL,
+    false,
 };
 
 static const struct sandbox_role with_init = {
@@ -37,6 +39,8 @@ static const struct sandbox_role with_init = {
       SANDBOX_STEP_FDS, SANDBOX_STEP_EXEC },
     NULL,
     NULL,
+    NULL,
+    false,
 };
 
 static bool namespaces_ok;
@@ -121,9 +125,9 @@ test_failing_step_is_named(void)
     CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
     close(notruleset);
 
-    const struct sandbox_role bad = {
-        "bad", { SANDBOX_STEP_EXEC }, NULL, NULL
-    };
+    const struct sandbox_role bad = { "bad", { SANDBOX_STEP_EXEC },
+                                      NULL,  NULL,
+                                      NULL,  false };
     static char x[] = "x";
     char *const argv[] = { x, NULL };
     const struct sandbox_spawn s = {

@@ -1,0 +1,688 @@
+/*
+ * host.c — wm-host-dotnet: the engine host of .NET workers (DESIGN §5,
+ * §12; issue 10).  One host process serves one worker.
+ *
+ * The loop thread owns the channel (fd 3, ipc/channel.h): it answers the
+ * handshake, Loads, Heartbeats and Shutdown.  The first Load starts
+ * CoreCLR (clr.h: hostfxr, the embedded bridge and DevKit in the default
+ * load context) with a GC heap limit from the worker's memory_mb; a
+ * runtime never unloads, so a reload only swaps the worker's collectible
+ * load context (bridge/WorkerContext.cs).  The package is validated by
+ * the bridge, in this process: the master parses no package format.
+ *
+ * Process: the event's verified buffer is decoded into views and handed
+ * to the bridge's Process, which copies it and returns at once; the
+ * worker runs on the runtime's thread pool.  Its outcome comes back
+ * through on_complete() on whatever thread finished it, as do its log
+ * lines and gateway calls: each is copied into a message, queued, and the
+ * loop thread woken through an eventfd to turn it into a frame (the
+ * channel is not thread-safe).  A gateway reply goes back into the bridge
+ * from the loop thread, which completes the worker's task without running
+ * its continuation there.
+ *
+ * Confinement (sandbox/role_dotnet.c): the role's own steps, the filter
+ * included, are taken in main() before the channel exists and before the
+ * runtime starts, so every thread CoreCLR makes inherits them.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "hosts/dotnet/blobs.h"
+#include "hosts/dotnet/bridge.h"
+#include "hosts/dotnet/clr.h"
+#include "ipc/channel.h"
+#include "ipc/cloudevent.h"
+#ifdef WM_SANDBOX
+#include "sandbox/sandbox.h"
+#endif
+
+#define HOST_FD 3
+/* Events the master may hand us at once. */
+#define HOST_MAX_INFLIGHT 256
+/* A package's largest size (the master's cap is lower). */
+#define HOST_CODE_MAX (256u << 20)
+
+/* What another thread hands the loop thread. */
+enum msg_kind { MSG_RESULT, MSG_LOG, MSG_CALL };
+
+struct msg {
+    struct msg *next;
+    enum msg_kind kind;
+    uint64_t seq; /* RESULT: the Process's; CALL: the bridge's token */
+    int level;    /* LOG */
+    /* RESULT: the output as an ABI CloudEvent buffer (NULL: none); CALL:
+     * the request. */
+    uint8_t *buf;
+    size_t len;
+    /* RESULT: error type, message, exception type, traceback (NULL when
+     * absent); LOG: s[1]; CALL: s[0] service, s[1] method. */
+    char *s[4];
+};
+
+static struct event_base *base;
+static struct ipc_channel *ch;
+static struct dn_bridge bridge;
+static bool started;
+static unsigned inflight;
+static bool shutting_down;
+static int wake_fd;
+static pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct msg *queue, **queue_tail = &queue;
+
+static void die(const char *what) __attribute__((noreturn));
+
+static void
+die(const char *what)
+{
+    fprintf(stderr, "wm-host-dotnet[%d]: %s: %s\n", (int)getpid(), what,
+            strerror(errno));
+    _exit(1);
+}
+
+static void
+send_frame(const struct ipc_frame *f)
+{
+    if (ipc_channel_send(ch, f, NULL, 0) < 0 && errno != EAGAIN)
+        die("send");
+}
+
+#define host_log(level, ...)                                                   \
+    do {                                                                       \
+        if (ipc_channel_log(ch, level, __VA_ARGS__) < 0 && errno != EAGAIN)    \
+            die("send a Log");                                                 \
+    } while (0)
+
+/* ---- from the runtime's threads --------------------------------------- */
+
+static char *
+dup_str(const struct dn_str *s)
+{
+    if (s->len < 0)
+        return NULL;
+    char *r = malloc((size_t)s->len + 1);
+    if (r == NULL)
+        die("malloc");
+    memcpy(r, s->ptr, (size_t)s->len);
+    r[s->len] = '\0';
+    return r;
+}
+
+static void
+enqueue(struct msg *m)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&queue_mu);
+    *queue_tail = m;
+    queue_tail = &m->next;
+    pthread_mutex_unlock(&queue_mu);
+    if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        die("eventfd");
+}
+
+static struct msg *
+msg_new(enum msg_kind kind, uint64_t seq)
+{
+    struct msg *m = calloc(1, sizeof *m);
+
+    if (m == NULL)
+        die("malloc");
+    m->kind = kind;
+    m->seq = seq;
+    return m;
+}
+
+static struct ipc_str
+view(const struct dn_str *s)
+{
+    struct ipc_str r = { NULL, 0 };
+
+    if (s->len >= 0) {
+        r.ptr = s->ptr ? (const char *)s->ptr : "";
+        r.len = (uint32_t)s->len;
+    }
+    return r;
+}
+
+/* The worker's outcome; the views die with the return, so the output is
+ * encoded here into a buffer of the message's own. */
+static void
+on_complete(uint64_t seq, const struct dn_event *out, const struct dn_str *err)
+{
+    struct msg *m = msg_new(MSG_RESULT, seq);
+
+    if (err[0].len >= 0) {
+        for (int i = 0; i < 4; i++)
+            m->s[i] = dup_str(&err[i]);
+    } else if (out) {
+        struct ipc_cloudevent ce;
+        struct ipc_pair *pairs = NULL;
+        struct ipc_fb_builder b;
+
+        memset(&ce, 0, sizeof ce);
+        struct ipc_str *attr[] = { &ce.id,
+                                   &ce.type,
+                                   &ce.source,
+                                   &ce.specversion,
+                                   &ce.datacontenttype,
+                                   &ce.dataschema,
+                                   &ce.subject,
+                                   &ce.time };
+        for (int i = 0; i < DN_DATA; i++)
+            *attr[i] = view(&out->f[i]);
+        if (out->f[DN_DATA].len >= 0) {
+            ce.data.ptr =
+                out->f[DN_DATA].ptr ? out->f[DN_DATA].ptr : (const uint8_t *)"";
+            ce.data.len = (uint32_t)out->f[DN_DATA].len;
+        }
+        if (out->next > 0) {
+            pairs = calloc((size_t)out->next, sizeof *pairs);
+            if (pairs == NULL)
+                die("malloc");
+            for (int64_t i = 0; i < out->next; i++) {
+                pairs[i].name = view(&out->ext[2 * i]);
+                pairs[i].value = view(&out->ext[2 * i + 1]);
+            }
+            ce.extensions.n = (uint32_t)out->next;
+            ce.extensions.items = pairs;
+        }
+        ipc_fb_builder_init(&b);
+        if (ipc_cloudevent_encode(&b, &ce) < 0)
+            die("encoding an output");
+        m->buf = b.buf; /* the builder's memory is the message's now */
+        m->len = b.len;
+        free(pairs);
+    }
+    enqueue(m);
+}
+
+static void
+on_log(int32_t level, const struct dn_str *text)
+{
+    struct msg *m = msg_new(MSG_LOG, 0);
+
+    m->level = level < 0 ? 0 : level > 4 ? 4 : level;
+    m->s[1] = dup_str(text);
+    enqueue(m);
+}
+
+static void
+on_gateway(uint64_t token, const struct dn_str *service,
+           const struct dn_str *method, const struct dn_str *request)
+{
+    struct msg *m = msg_new(MSG_CALL, token);
+
+    m->s[0] = dup_str(service);
+    m->s[1] = dup_str(method);
+    m->len = request->len > 0 ? (size_t)request->len : 0;
+    m->buf = malloc(m->len ? m->len : 1);
+    if (m->buf == NULL)
+        die("malloc");
+    if (m->len)
+        memcpy(m->buf, request->ptr, m->len);
+    enqueue(m);
+}
+
+/* ---- on the loop thread ------------------------------------------------ */
+
+static void
+msg_free(struct msg *m)
+{
+    free(m->buf);
+    for (int i = 0; i < 4; i++)
+        free(m->s[i]);
+    free(m);
+}
+
+static void
+maybe_exit(void)
+{
+    if (shutting_down && inflight == 0) {
+        (void)ipc_channel_flush(ch, 2000);
+        _exit(0); /* no runtime shutdown: nothing of it needs to run */
+    }
+}
+
+static void
+send_result(uint64_t seq, const struct ipc_cloudevent *out, const char *type,
+            const char *message, const char *exc_type, const char *trace)
+{
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_RESULT;
+    f.reply_to = seq;
+    if (out) {
+        f.u.result.outputs.n = 1;
+        f.u.result.outputs.items = out;
+    }
+    if (type) {
+        f.u.result.error.type = ipc_str_c(type);
+        f.u.result.error.message = ipc_str_c(message ? message : "");
+        f.u.result.error.exception_type = ipc_str_c(exc_type);
+        f.u.result.error.traceback = ipc_str_c(trace);
+    }
+    if (ipc_channel_send(ch, &f, NULL, 0) < 0) {
+        if (errno != EMSGSIZE)
+            die("send a Result");
+        send_result(seq, NULL, "output_too_large",
+                    "the worker's output does not fit in a frame", NULL, NULL);
+    }
+}
+
+static void
+answer(struct msg *m)
+{
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+    char why[512], detail[256];
+
+    if (m->s[0]) {
+        send_result(m->seq, NULL, m->s[0], m->s[1], m->s[2], m->s[3]);
+    } else if (m->buf == NULL) {
+        send_result(m->seq, NULL, NULL, NULL, NULL, NULL);
+    } else if (ipc_cloudevent_read(m->buf, m->len, &ce, &fe) < 0 ||
+               ipc_cloudevent_check(&ce, &fe) < 0) {
+        ipc_fb_error_format(&fe, detail, sizeof detail);
+        snprintf(why, sizeof why,
+                 "the worker's output is not a valid CloudEvent: %s", detail);
+        send_result(m->seq, NULL, "worker_error", why, NULL, NULL);
+    } else {
+        send_result(m->seq, &ce, NULL, NULL, NULL, NULL);
+    }
+    inflight--;
+}
+
+static void
+on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
+                 unsigned nfds, const char *error, void *arg)
+{
+    uint64_t token = (uint64_t)(uintptr_t)arg;
+
+    (void)c;
+    (void)fds;
+    (void)nfds;
+    if (error == NULL && reply->type == IPC_BODY_GATEWAY_REPLY) {
+        const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
+        if (g->status == 200)
+            bridge.gateway_reply(token, 200, g->response.ptr, g->response.len);
+        else
+            bridge.gateway_reply(token, g->status,
+                                 (const uint8_t *)g->error.ptr, g->error.len);
+    } else {
+        const char *why = error ? error : "not a GatewayReply";
+        bridge.gateway_reply(token, 500, (const uint8_t *)why,
+                             (int64_t)strlen(why));
+    }
+}
+
+static void
+forward_call(struct msg *m)
+{
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_GATEWAY_CALL;
+    f.u.gateway_call.service = ipc_str_c(m->s[0]);
+    f.u.gateway_call.method = ipc_str_c(m->s[1]);
+    f.u.gateway_call.request.ptr = m->buf;
+    f.u.gateway_call.request.len = (uint32_t)m->len;
+    if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply,
+                         (void *)(uintptr_t)m->seq) < 0) {
+        const char *why = strerror(errno);
+        bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
+                             (int64_t)strlen(why));
+    }
+}
+
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    uint64_t n;
+    struct msg *m;
+
+    (void)what;
+    (void)arg;
+    if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        die("eventfd");
+    pthread_mutex_lock(&queue_mu);
+    m = queue;
+    queue = NULL;
+    queue_tail = &queue;
+    pthread_mutex_unlock(&queue_mu);
+    while (m) {
+        struct msg *next = m->next;
+        struct ipc_frame f;
+        switch (m->kind) {
+        case MSG_RESULT:
+            answer(m);
+            break;
+        case MSG_LOG:
+            memset(&f, 0, sizeof f);
+            f.type = IPC_BODY_LOG;
+            f.u.log.level = (enum ipc_log_level)m->level;
+            f.u.log.message = ipc_str_c(m->s[1]);
+            send_frame(&f);
+            break;
+        case MSG_CALL:
+            forward_call(m);
+            break;
+        }
+        msg_free(m);
+        m = next;
+    }
+    maybe_exit();
+}
+
+static void
+reply_loaded(uint64_t seq, const char *error)
+{
+    struct ipc_frame f;
+
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_LOADED;
+    f.reply_to = seq;
+    f.u.loaded.ok = error == NULL;
+    if (error) {
+        f.u.loaded.error.type = ipc_str_c("load_error");
+        f.u.loaded.error.message = ipc_str_c(error);
+    }
+    send_frame(&f);
+}
+
+/* The runtime's GC heap limit for a worker of memory_mb (0: none): three
+ * quarters, the rest for the runtime's own memory, the JIT's code and the
+ * host. */
+static uint64_t
+heap_limit(uint32_t memory_mb)
+{
+    return ((uint64_t)memory_mb << 20) / 4 * 3;
+}
+
+/* Starts the runtime, reads the code and loads it.  NULL once loaded, or
+ * the reason. */
+static const char *
+load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
+     size_t errlen)
+{
+    int fd, seals, need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    char mime[128];
+
+    if (l->in_process)
+        return "the .NET engine has no in-process path";
+    if (l->code_fd < 0 || (unsigned)l->code_fd >= nfds)
+        return "the Load carries no code";
+    fd = fds[l->code_fd];
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & need) != need)
+        return "the code memfd is not sealed";
+    if (l->code_len > HOST_CODE_MAX) {
+        snprintf(err, errlen, "the code has %llu bytes, over %u",
+                 (unsigned long long)l->code_len, HOST_CODE_MAX);
+        return err;
+    }
+    if (!started) {
+        uint32_t mb = l->limits.present ? l->limits.memory_mb : 0;
+        const struct dn_callbacks cbs = {
+            .complete = on_complete,
+            .log = on_log,
+            .gateway = on_gateway,
+            .devkit = wm_dn_devkit,
+            .devkit_len = wm_dn_devkit_end - wm_dn_devkit,
+        };
+        if (clr_start(heap_limit(mb), &bridge, err, errlen) < 0)
+            return err;
+        if (bridge.init(&cbs) != 0)
+            return "the bridge did not start";
+        started = true;
+    }
+    uint8_t *code = malloc(l->code_len ? l->code_len : 1);
+    if (code == NULL)
+        return "out of memory";
+    if (pread(fd, code, l->code_len, 0) != (ssize_t)l->code_len) {
+        free(code);
+        return "the code memfd is shorter than Load.code_len";
+    }
+    snprintf(mime, sizeof mime, "%.*s", (int)l->mime.len,
+             l->mime.ptr ? l->mime.ptr : "");
+    const struct dn_str m = { (const uint8_t *)mime, (int64_t)strlen(mime) };
+    int32_t conc = l->limits.present && l->limits.concurrency
+                       ? (int32_t)l->limits.concurrency
+                       : 1;
+    int rc =
+        bridge.load(&m, code, (int64_t)l->code_len, conc, err, (int32_t)errlen);
+    free(code);
+    return rc == 0 ? NULL : err;
+}
+
+static void
+on_process(const struct ipc_frame *f)
+{
+    const struct ipc_process *pr = &f->u.process;
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+    struct dn_event ev;
+    struct dn_str ext[2 * 128];
+
+    inflight++;
+    if (!started) {
+        send_result(f->seq, NULL, "worker_error", "no worker is loaded", NULL,
+                    NULL);
+        inflight--;
+        return;
+    }
+    /* Verified by the channel already; decoded into views here. */
+    if (ipc_cloudevent_read(pr->event.ptr, pr->event.len, &ce, &fe) < 0)
+        die("a verified event does not decode");
+    const struct ipc_str *attr[] = { &ce.id,
+                                     &ce.type,
+                                     &ce.source,
+                                     &ce.specversion,
+                                     &ce.datacontenttype,
+                                     &ce.dataschema,
+                                     &ce.subject,
+                                     &ce.time };
+    for (int i = 0; i < DN_DATA; i++) {
+        ev.f[i].ptr = (const uint8_t *)attr[i]->ptr;
+        ev.f[i].len = attr[i]->ptr ? (int64_t)attr[i]->len : -1;
+    }
+    ev.f[DN_DATA].ptr = ce.data.ptr;
+    ev.f[DN_DATA].len = ce.data.ptr ? (int64_t)ce.data.len : -1;
+    /* ipc_cloudevent_check() bounds the extensions of a verified event. */
+    ev.next = 0;
+    for (uint32_t i = 0; i < ce.extensions.n && i < 128; i++) {
+        struct ipc_pair p;
+        ipc_pair_list_get(&ce.extensions, i, &p);
+        ext[2 * i] =
+            (struct dn_str){ (const uint8_t *)p.name.ptr, (int64_t)p.name.len };
+        ext[2 * i + 1] = (struct dn_str){ (const uint8_t *)p.value.ptr,
+                                          (int64_t)p.value.len };
+        ev.next++;
+    }
+    ev.ext = ext;
+    bridge.process(f->seq, &ev);
+}
+
+static void
+on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
+         unsigned nfds, void *arg)
+{
+    struct ipc_frame h;
+    char err[2048];
+    const char *why;
+
+    (void)c;
+    (void)arg;
+    switch (f->type) {
+    case IPC_BODY_LOAD:
+        why = load(&f->u.load, fds, nfds, err, sizeof err);
+        reply_loaded(f->seq, why);
+        if (why == NULL)
+            host_log(IPC_LOG_INFO, "loaded worker %.*s version %u (%.*s)",
+                     (int)f->u.load.worker_id.len, f->u.load.worker_id.ptr,
+                     (unsigned)f->u.load.version, (int)f->u.load.mime.len,
+                     f->u.load.mime.ptr);
+        break;
+    case IPC_BODY_PROCESS:
+        on_process(f);
+        break;
+    case IPC_BODY_HEARTBEAT:
+        memset(&h, 0, sizeof h);
+        h.type = IPC_BODY_HEARTBEAT;
+        h.reply_to = f->seq;
+        send_frame(&h);
+        break;
+    case IPC_BODY_SHUTDOWN:
+        shutting_down = true;
+        maybe_exit();
+        break;
+    default:
+        fprintf(stderr, "wm-host-dotnet[%d]: unexpected %s frame\n",
+                (int)getpid(), ipc_body_name(f->type));
+        _exit(4);
+    }
+}
+
+static void
+on_close(struct ipc_channel *c, enum ipc_channel_status status,
+         const char *reason, void *arg)
+{
+    (void)c;
+    (void)arg;
+    if (status == IPC_CHANNEL_EOF)
+        _exit(0);
+    fprintf(stderr, "wm-host-dotnet[%d]: channel closed (%s): %s\n",
+            (int)getpid(), ipc_channel_status_name(status), reason);
+    _exit(1);
+}
+
+#ifdef WM_SANDBOX
+/* Its own level raised to what its spawner's steps gave (as in
+ * wm-host-native). */
+static enum sandbox_level
+spawned_level(enum sandbox_level own)
+{
+    const char *v = getenv(SANDBOX_CONFINEMENT_ENV);
+    enum sandbox_level spawned;
+
+    if (own < SANDBOX_LEVEL_SECCOMP || v == NULL ||
+        sandbox_level_parse(v, &spawned) != 0 || spawned < own)
+        return own;
+    return spawned;
+}
+#endif
+
+/* The dotnet role's own steps (sandbox/role_dotnet.c).  Returns the
+ * confinement for the Hello; *warn says why it is less, or is empty. */
+static const char *
+confine(char *warn, size_t len)
+{
+    warn[0] = '\0';
+#ifdef WM_SANDBOX
+    const char *debug = getenv(SANDBOX_DEBUG_ENV);
+    enum sandbox_mode mode = sandbox_mode_parse(debug);
+    char err[256] = "";
+    int level = sandbox_role_enter(&sandbox_role_dotnet, mode, err, sizeof err);
+
+    if (level < 0) {
+        fprintf(stderr, "wm-host-dotnet[%d]: confinement: %s\n", (int)getpid(),
+                err);
+        _exit(1);
+    }
+    if (level == SANDBOX_LEVEL_NONE) {
+        snprintf(warn, len, "running unconfined: %s", err);
+        return "none";
+    }
+    if (mode != SANDBOX_MODE_ENFORCE) {
+        snprintf(warn, len, "seccomp in %s mode (%s=%s)",
+                 sandbox_mode_name(mode), SANDBOX_DEBUG_ENV, debug);
+        if (mode == SANDBOX_MODE_LOG)
+            return "none";
+    }
+    return sandbox_level_name(spawned_level((enum sandbox_level)level));
+#else
+    (void)len;
+    return "none";
+#endif
+}
+
+int
+main(int argc, char **argv)
+{
+    struct ipc_channel_config cfg = {
+        .role = IPC_CHANNEL_HOST,
+        .engine = "dotnet",
+        .max_inflight = HOST_MAX_INFLIGHT,
+    };
+    const struct ipc_channel_callbacks cb = {
+        .on_frame = on_frame,
+        .on_close = on_close,
+    };
+    struct event *ev;
+    char warn[512];
+
+    /* For people and tests: what the runtime is started with, and where
+     * it is found. */
+    if (argc == 2 && strcmp(argv[1], "--runtimeconfig") == 0) {
+        char buf[1024];
+        fputs(clr_runtimeconfig(0, buf, sizeof buf), stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--find") == 0) {
+        char root[4096], fxr[4096], why[1024];
+        if (clr_find(root, sizeof root, fxr, sizeof fxr, why, sizeof why) < 0) {
+            fprintf(stderr, "%s\n", why);
+            return 1;
+        }
+        printf("%s\n%s\n", root, fxr);
+        return 0;
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: wm-host-dotnet [--runtimeconfig | --find] "
+                        "(started by workmanagerd with its channel on fd 3)\n");
+        return 2;
+    }
+    if (fcntl(HOST_FD, F_GETFD) < 0)
+        die("no channel on fd 3");
+    /* Before the runtime: it keeps ignored dispositions (B5), and shutdown
+     * comes by frame, not by signal. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    /* No diagnostic socket, no debugger or profiler attach, no dumps. */
+    setenv("DOTNET_EnableDiagnostics", "0", 1);
+    setenv("DOTNET_DbgEnableMiniDump", "0", 1);
+    setenv("DOTNET_CLI_TELEMETRY_OPTOUT", "1", 1);
+    base = event_base_new();
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (base == NULL || wake_fd < 0)
+        die("start");
+    ev = event_new(base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
+    if (ev == NULL || event_add(ev, NULL) < 0)
+        die("event_new");
+    /* Before the filter: a failure is reported at the first Load. */
+    char prep[512] = "";
+    (void)clr_prepare(prep, sizeof prep);
+    cfg.confinement = confine(warn, sizeof warn);
+    ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
+    if (ch == NULL)
+        die("ipc_channel_new");
+    if (warn[0])
+        host_log(IPC_LOG_WARN, "%s", warn);
+    if (prep[0])
+        host_log(IPC_LOG_ERROR, "%s", prep);
+    if (event_base_dispatch(base) < 0)
+        die("event_base_dispatch");
+    return 0;
+}
