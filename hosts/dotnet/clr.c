@@ -65,6 +65,9 @@ typedef int (*get_function_pointer_fn)(const char *type_name,
 
 #define BRIDGE_TYPE "Workmanager.Bridge.Entry, Workmanager.DotnetBridge"
 
+static void say(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static void
 say(char *buf, size_t len, const char *fmt, ...)
 {
@@ -247,6 +250,9 @@ fxr_error(const char *message)
     say(fxr_errors, sizeof fxr_errors, "%s%s", fxr_errors[0] ? "; " : "",
         message);
 }
+
+static int fail(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int
 fail(char *why, size_t whylen, const char *fmt, ...)
