@@ -125,11 +125,17 @@ void supervise_forget(struct supervisor *sv, struct worker *w);
 void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
 
-/* Number of live host processes (for /health and tests). */
+/* Number of live host processes, of every worker (for /health, the
+ * metrics and tests). */
 size_t supervise_hosts(const struct supervisor *sv);
 
 /* The confinement w's running host said in its Hello it applied to itself
  * ("seccomp", ...), or NULL when no host of w has said hello. */
 const char *supervise_confinement(const struct worker *w);
+
+/* The pids of w's host processes, oldest first (w->pid is the first), at
+ * most max of them in pids; returns how many.  None for an in-process
+ * worker (its pid is the daemon's). */
+size_t supervise_pids(const struct worker *w, int *pids, size_t max);
 
 #endif /* WM_MASTER_SUPERVISE_H */
