@@ -103,6 +103,8 @@ api_worker_json(const struct worker *w)
      * processes, engines.h); pid is the first's. */
     int pids[MAX_CONCURRENCY];
     size_t npids = supervise_pids(w, pids, MAX_CONCURRENCY);
+    if (npids > MAX_CONCURRENCY)
+        npids = MAX_CONCURRENCY;
     json_t *jpids = json_array();
     for (size_t i = 0; i < npids; i++)
         json_array_append_new(jpids, json_integer(pids[i]));

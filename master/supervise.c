@@ -2587,9 +2587,13 @@ supervise_pids(const struct worker *w, int *pids, size_t max)
 
     if (w->host == NULL || w->host->ip)
         return 0;
-    TAILQ_FOREACH (p, &w->host->procs, hlink)
-        if (!p->validator && n < max)
-            pids[n++] = proc_pid(p);
+    TAILQ_FOREACH (p, &w->host->procs, hlink) {
+        if (p->validator)
+            continue;
+        if (n < max)
+            pids[n] = proc_pid(p);
+        n++;
+    }
     return n;
 }
 

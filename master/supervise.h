@@ -133,9 +133,9 @@ size_t supervise_hosts(const struct supervisor *sv);
  * ("seccomp", ...), or NULL when no host of w has said hello. */
 const char *supervise_confinement(const struct worker *w);
 
-/* The pids of w's host processes, oldest first (w->pid is the first), at
- * most max of them in pids; returns how many.  None for an in-process
- * worker (its pid is the daemon's). */
+/* The pids of w's host processes, oldest first (w->pid is the first), the
+ * first max of them in pids (NULL when max is 0); returns how many there
+ * are.  None for an in-process worker (its pid is the daemon's). */
 size_t supervise_pids(const struct worker *w, int *pids, size_t max);
 
 #endif /* WM_MASTER_SUPERVISE_H */
