@@ -2140,9 +2140,12 @@ proc_finalize(struct proc *p)
         break;
     case STOP_IDLE:
     case STOP_VALIDATED:
+        /* (Another process of the worker that crashed meanwhile restarts
+         * after its backoff.) */
         set_state(sv, w,
-                  w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
-                                                : WORKER_STATE_IDLE);
+                  w->status == WORKER_SUSPENDED       ? WORKER_STATE_SUSPENDED
+                  : evtimer_pending(h->backoff, NULL) ? WORKER_STATE_PENDING
+                                                      : WORKER_STATE_IDLE);
         break;
     case STOP_FAILED:
         /* Failed unless a load or a start reset it meanwhile. */
