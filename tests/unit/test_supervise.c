@@ -64,9 +64,10 @@ static char nohello_bin[PATH_MAX + 32];
 static char badproto_bin[PATH_MAX + 32];
 static char inflight1_bin[PATH_MAX + 32];
 /* The engines the launcher knows (by name: each its own).  engine_procs:
- * concurrency = processes, hosts of max_inflight 1 (as Python's). */
+ * concurrency = processes, hosts of max_inflight 1 (as Python's);
+ * engine_procs4: the same with hosts of max_inflight 4. */
 static struct engines_entry engine, engine_nohello, engine_badproto,
-    engine_missing, engine_procs;
+    engine_missing, engine_procs, engine_procs4;
 
 /* A worker with the code the hook hands out and the states it went
  * through. */
@@ -970,6 +971,52 @@ test_processes(void)
     finish(t);
 }
 
+/* A deadline on one of a worker's processes: its hung event fails, its
+ * other events in flight go back to the queue (none fails), the other
+ * process's events go on there, and only the hung one is replaced. */
+static void
+test_processes_deadline(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs4);
+    struct outcome o, h, s[7];
+    int pids[4], pids2[4];
+
+    /* As in test_hang: the sleeps start 500 ms after the hang and last
+     * 1600 ms, so the hung host's are still in flight at its deadline. */
+    t->w.limits.timeout_ms = 2000;
+    t->w.limits.concurrency = 2;
+    load(t, &o);
+    CHECK_EQ(supervise_hosts(sv), 1);
+    memset(&h, 0, sizeof h);
+    memset(s, 0, sizeof s);
+    CHECK_EQ(send_event(t, "hang", &h), 0);
+    spin(500);
+    /* Three fill the first host, the other four start the second. */
+    for (int i = 0; i < 7; i++)
+        CHECK_EQ(send_event(t, "sleep:1600", &s[i]), 0);
+    WAIT_FOR(supervise_hosts(sv) == 2, 5000);
+    CHECK_EQ(supervise_pids(&t->w, pids, 4), 2);
+    WAIT_FOR(h.done, 5000);
+    CHECK(strcmp(h.type, "timeout") == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(!s[i].done); /* requeued, not failed */
+    WAIT_FOR(s[0].done && s[1].done && s[2].done && s[3].done && s[4].done &&
+                 s[5].done && s[6].done,
+             8000);
+    for (int i = 0; i < 7; i++) {
+        CHECK_EQ(s[i].calls, 1);
+        CHECK_EQ(s[i].type[0], '\0');
+    }
+    WAIT_FOR(supervise_hosts(sv) == 2, 5000);
+    CHECK_EQ(supervise_pids(&t->w, pids2, 4), 2);
+    CHECK_EQ(pids2[0], pids[1]); /* the second goes on, first now */
+    CHECK(pids2[1] != pids[0]);
+    CHECK_EQ(t->w.pid, pids2[0]);
+    CHECK_EQ(t->w.restarts, 1);
+    CHECK(strcmp(t->w.last_exit.reason, "timeout") == 0);
+    finish(t);
+}
+
 static void
 test_forget(void)
 {
@@ -1113,6 +1160,9 @@ setup(int argc, char **argv)
     engine_procs.name = (char *)(uintptr_t) "test-procs";
     engine_procs.host_path = inflight1_bin;
     engine_procs.concurrency = ENGINES_CONCURRENCY_PROCESSES;
+    engine_procs4 = engine;
+    engine_procs4.name = (char *)(uintptr_t) "test-procs4";
+    engine_procs4.concurrency = ENGINES_CONCURRENCY_PROCESSES;
 
     conf.message_timeout_ms = T_MESSAGE_MS;
     conf.handshake_timeout_ms = T_HANDSHAKE_MS;
@@ -1141,9 +1191,10 @@ main(int argc, char **argv)
     tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
     if (base == NULL || tick == NULL || event_add(tick, &tv) < 0)
         return 1;
-    struct engines_entry list[] = { engine, engine_nohello, engine_badproto,
-                                    engine_missing, engine_procs };
-    const struct engines engines = { .v = list, .n = 5 };
+    struct engines_entry list[] = { engine,          engine_nohello,
+                                    engine_badproto, engine_missing,
+                                    engine_procs,    engine_procs4 };
+    const struct engines engines = { .v = list, .n = 6 };
     char err[512];
     /* Hosts unconfined: this test is about supervision (the sandbox's
      * own tests confine). */
@@ -1176,6 +1227,7 @@ main(int argc, char **argv)
     RUN_TIMED(test_orphan);
     RUN_TIMED(test_threads);
     RUN_TIMED(test_processes);
+    RUN_TIMED(test_processes_deadline);
     RUN_TIMED(test_shutdown); /* last: the supervisor takes no work after it */
 
     supervise_free(sv);
