@@ -2,12 +2,15 @@
  * supervise.h — engine-host processes: spawn, handshake, load, events,
  * heartbeats, deadlines, restarts, reaping (DESIGN §2, §3, §7).
  *
- * One host process serves one worker.  Hosts start lazily (on the first
+ * One host process serves one worker; a worker of an engine whose
+ * concurrency is processes (engines.h) has up to limits.concurrency of
+ * them, over which its events are spread.  Hosts start lazily (on the first
  * event, or when a create or reload must validate code), are reaped after
  * the worker's idle timeout, and are restarted with exponential backoff
  * after a crash, up to a crash-loop cap.  The supervisor owns struct host
- * and writes the observed fields of struct worker (state, pid, restarts,
- * last_exit); it never touches the desired status or the store.
+ * and writes the observed fields of struct worker (state, pid: the first
+ * host's, restarts, last_exit); it never touches the desired status or the
+ * store.
  *
  * Hosts are untrusted: a malformed frame, a protocol violation, a missed
  * handshake or heartbeat, or an overrun deadline gets the host killed and
