@@ -1017,6 +1017,35 @@ test_processes_deadline(void)
     finish(t);
 }
 
+/* Each of a worker's processes is reaped when idle; the worker is idle
+ * once the last is gone, never stopping or idle before. */
+static void
+test_processes_idle(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs);
+    struct outcome e[3];
+
+    t->w.idle_timeout_s = 1;
+    t->w.limits.concurrency = 3;
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:200", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    t->nseen = 0;
+    WAIT_FOR(supervise_hosts(sv) == 0, 10000);
+    CHECK_EQ(supervise_hosts(sv), 0);
+    CHECK_EQ(t->w.state, WORKER_STATE_IDLE);
+    CHECK(strcmp(t->w.last_exit.reason, "idle") == 0);
+    CHECK_EQ(t->w.pid, 0);
+    CHECK_EQ(t->w.restarts, 0);
+    /* running → stopping (the last one asked) → idle, once each. */
+    CHECK_EQ(t->nseen, 2);
+    CHECK(t->nseen == 2 && t->seen[0] == WORKER_STATE_STOPPING &&
+          t->seen[1] == WORKER_STATE_IDLE);
+    finish(t);
+}
+
 static void
 test_forget(void)
 {
@@ -1228,6 +1257,7 @@ main(int argc, char **argv)
     RUN_TIMED(test_threads);
     RUN_TIMED(test_processes);
     RUN_TIMED(test_processes_deadline);
+    RUN_TIMED(test_processes_idle);
     RUN_TIMED(test_shutdown); /* last: the supervisor takes no work after it */
 
     supervise_free(sv);
