@@ -2026,11 +2026,19 @@ host_after_crash(struct host *h, const char *reason, const char *how, bool live,
     log_info("worker %s: host restart in %llu ms (%u of %u within %llu s)",
              w->id, (unsigned long long)delay, h->nrestarts_at,
              c->crash_loop_max, (unsigned long long)c->crash_loop_window_s);
-    /* Only this process restarts; the state says so while no other
-     * serves. */
+    /* Only this process restarts.  The worker passes through pending
+     * (hooks->on_state: the lifecycle's error and restarting events come
+     * from there) and, while its other processes serve, back to what they
+     * are. */
     h->restarts_due++;
-    if (!serving)
-        set_state(sv, w, WORKER_STATE_PENDING);
+    set_state(sv, w, WORKER_STATE_PENDING);
+    if (serving) {
+        const struct proc *q;
+        bool loaded = false;
+        TAILQ_FOREACH (q, &h->procs, hlink)
+            loaded |= proc_serving(q) && q->loaded;
+        set_state(sv, w, loaded ? WORKER_STATE_RUNNING : WORKER_STATE_STARTING);
+    }
     timer_ms(h->backoff, delay);
 }
 

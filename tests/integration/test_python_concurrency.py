@@ -116,6 +116,12 @@ def test_kill_one_host_restarts_it_alone(wmd):
     view = wmd.get(f"/v1/workers/{wid}").json
     assert view["last_exit"]["signal"] == 9, view
     assert view["state"] == "running", view
+    # The death is told as any host's: worker.error, then restarting.
+    names = wmd.lifecycle_names(wid)
+    assert "error" in names and "restarting" in names, names
+    err = [e for e in wmd.lifecycle(wid)
+           if e["type"].endswith(".error")][0]["data"]
+    assert err["signal"] == signal.SIGKILL, err
     # The worker goes on: every event of a new burst is answered.
     assert len(burst(wmd, out, "b")) == N
     out.close()
