@@ -409,14 +409,14 @@ proc_current(const struct proc *p, const struct worker *w)
            p->loaded_version == w->version;
 }
 
-/* Whether a process of h other than `not` is serving. */
+/* Whether a process of h other than `skip` is serving. */
 static bool
-host_serving_other(const struct host *h, const struct proc * not )
+host_serving_other(const struct host *h, const struct proc *skip)
 {
     const struct proc *q;
 
     TAILQ_FOREACH (q, &h->procs, hlink)
-        if (q != not &&proc_serving(q))
+        if (q != skip && proc_serving(q))
             return true;
     return false;
 }
@@ -1686,8 +1686,9 @@ pick_proc(struct host *h)
 }
 
 /* Whether h should start one more process: it may have more, no restart
- * is due, and more events wait than its starting processes will take
- * (one each: their max_inflight is not known before their Hello).  So
+ * is due, and more events wait than its starting or reloading processes
+ * will take (one each: their max_inflight is not known before their
+ * Hello; a reload is short, and must not start spare processes).  So
  * processes start as the queue needs them, lazily like the first: a
  * worker that gets one event at a time keeps one process, a burst starts
  * up to limits.concurrency at once; idle ones are reaped one by one. */
@@ -1701,7 +1702,7 @@ want_more(struct host *h)
     if (h->nprocs >= host_max_procs(h) || evtimer_pending(h->backoff, NULL))
         return false;
     TAILQ_FOREACH (q, &h->procs, hlink)
-        if (proc_serving(q) && !q->loaded)
+        if (proc_serving(q) && (!q->loaded || q->load_sent))
             starting++;
     TAILQ_FOREACH (ev, &h->queue, link)
         if (++waiting > starting)
