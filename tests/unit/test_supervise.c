@@ -1048,6 +1048,43 @@ test_processes_idle(void)
     finish(t);
 }
 
+/* A version that fails to load in a worker's processes: the reload fails
+ * once, with the host's message; the processes that tried it go, and the
+ * next event starts one with the version the caller went back to. */
+static void
+test_processes_reload_fail(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs);
+    struct outcome o, e[3];
+
+    t->w.limits.concurrency = 3;
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:200", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    t->code = "load_fail version 2 is broken";
+    t->w.nhistory = 2;
+    t->w.version = 2;
+    load(t, &o);
+    CHECK_EQ(o.calls, 1);
+    CHECK(strcmp(o.type, "load_error") == 0);
+    CHECK(strcmp(o.msg, "version 2 is broken") == 0);
+    t->code = "echo"; /* back to version 1, as the API does */
+    t->w.nhistory = 1;
+    t->w.version = 1;
+    WAIT_FOR(supervise_hosts(sv) == 0, 10000);
+    CHECK_EQ(supervise_hosts(sv), 0);
+    CHECK_EQ(t->w.state, WORKER_STATE_IDLE);
+    memset(e, 0, sizeof e);
+    CHECK_EQ(send_event(t, "span:10", &e[0]), 0);
+    WAIT_FOR(e[0].done, 5000);
+    CHECK_EQ(e[0].type[0], '\0');
+    CHECK_EQ(span_field(&e[0], "version"), 1);
+    CHECK_EQ(t->w.restarts, 0);
+    finish(t);
+}
+
 static void
 test_forget(void)
 {
@@ -1260,6 +1297,7 @@ main(int argc, char **argv)
     RUN_TIMED(test_processes);
     RUN_TIMED(test_processes_deadline);
     RUN_TIMED(test_processes_idle);
+    RUN_TIMED(test_processes_reload_fail);
     RUN_TIMED(test_shutdown); /* last: the supervisor takes no work after it */
 
     supervise_free(sv);
