@@ -124,9 +124,10 @@ engines_json(const struct engines *list, const struct conf *conf)
         for (size_t k = 0; k < e->nmime_types; k++)
             json_array_append_new(mimes, json_string(e->mime_types[k]));
         json_t *j = json_pack(
-            "{s:s, s:o, s:s, s:s, s:b, s:b}", "name", e->name, "mime_types",
-            mimes, "language", e->language ? e->language : "", "spawn",
-            engines_spawn_name(e->spawn), "available", e->available,
+            "{s:s, s:o, s:s, s:s, s:s, s:b, s:b}", "name", e->name,
+            "mime_types", mimes, "language", e->language ? e->language : "",
+            "spawn", engines_spawn_name(e->spawn), "concurrency",
+            engines_concurrency_name(e->concurrency), "available", e->available,
             "in_process", e->in_process && conf->allow_in_process_native);
         if (e->host_path)
             json_object_set_new(j, "host", json_string(e->host_path));

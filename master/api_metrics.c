@@ -150,6 +150,18 @@ api_metrics_route(struct api_req *rq)
             worker_state_name((enum worker_state)s), by_state[s]);
     scalar(&t, "workmanager_host_processes", "gauge",
            "Engine-host processes alive.", supervise_hosts(d->sv));
+    /* Several per worker for an engine of concurrency processes. */
+    head(&t, "workmanager_worker_host_processes", "gauge",
+         "Engine-host processes of a worker.");
+    for (size_t i = 0; i < registry_count(d->registry); i++) {
+        const struct worker *w = registry_at(d->registry, i);
+        char a[300], b[300];
+        add(&t,
+            "workmanager_worker_host_processes{worker=\"%s\",name=\"%s\","
+            "tenant=\"%s\"} %zu\n",
+            w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
+            supervise_pids(w, NULL, 0));
+    }
 
     per_worker(&t, d->registry, "workmanager_worker_events_processed_total",
                "Events a worker completed (deliveries and invokes).",

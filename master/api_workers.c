@@ -99,6 +99,18 @@ api_worker_json(const struct worker *w)
         "version", (json_int_t)w->version, "pid",
         w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
         (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
+    /* Every host process (several for an engine of concurrency
+     * processes, engines.h); pid is the first's. */
+    int pids[MAX_CONCURRENCY];
+    size_t npids = supervise_pids(w, pids, MAX_CONCURRENCY);
+    if (npids > MAX_CONCURRENCY)
+        npids = MAX_CONCURRENCY;
+    json_t *jpids = json_array();
+    for (size_t i = 0; i < npids; i++)
+        json_array_append_new(jpids, json_integer(pids[i]));
+    if (npids == 0 && w->pid > 0) /* in process: the daemon's */
+        json_array_append_new(jpids, json_integer(w->pid));
+    json_object_set_new(j, "pids", jpids);
     const char *confinement = supervise_confinement(w);
     json_object_set_new(j, "confinement",
                         w->in_process ? json_string("none (in-process)")

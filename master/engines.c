@@ -113,6 +113,7 @@ enum dkey {
     K_DESCRIPTION,
     K_HOST,
     K_SPAWN,
+    K_CONCURRENCY,
     K_IN_PROCESS,
     K_PROTOCOL,
     K_PROBE,
@@ -132,6 +133,7 @@ static const struct {
     [K_DESCRIPTION] = { "description", false },
     [K_HOST] = { "host", false },
     [K_SPAWN] = { "spawn", false },
+    [K_CONCURRENCY] = { "concurrency", false },
     [K_IN_PROCESS] = { "in_process", false },
     [K_PROTOCOL] = { "protocol", false },
     [K_PROBE] = { "probe", false },
@@ -151,6 +153,19 @@ engines_spawn_name(enum engines_spawn spawn)
     if ((size_t)spawn >= sizeof(spawn_names) / sizeof(spawn_names[0]))
         return "?";
     return spawn_names[spawn];
+}
+
+static const char *const concurrency_names[] = {
+    [ENGINES_CONCURRENCY_THREADS] = "threads",
+    [ENGINES_CONCURRENCY_PROCESSES] = "processes",
+};
+
+const char *
+engines_concurrency_name(enum engines_concurrency c)
+{
+    if ((size_t)c >= sizeof(concurrency_names) / sizeof(concurrency_names[0]))
+        return "?";
+    return concurrency_names[c];
 }
 
 static void
@@ -386,6 +401,16 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
             }
         return errbuf_set(why, whylen, "spawn '%s' is not one of: zygote, exec",
                           v);
+    case K_CONCURRENCY:
+        for (size_t i = 0;
+             i < sizeof(concurrency_names) / sizeof(concurrency_names[0]); i++)
+            if (strcmp(v, concurrency_names[i]) == 0) {
+                e->concurrency = (enum engines_concurrency)i;
+                return 0;
+            }
+        return errbuf_set(why, whylen,
+                          "concurrency '%s' is not one of: threads, processes",
+                          v);
     case K_ROLE:
         if (!valid_name(v))
             return errbuf_set(
@@ -519,11 +544,13 @@ parse_file(const struct engines *list, const char *path,
             if (strcmp(key, dkeys[k].name) == 0)
                 break;
         if (k == K_COUNT) {
-            errbuf_set(err, errlen,
-                       "%s:%u: unknown key '%s' (name, mime_type, language, "
-                       "description, host, spawn, role, in_process, protocol, "
-                       "probe, probe_what, probe_path)",
-                       path, lineno, key);
+            errbuf_set(
+                err, errlen,
+                "%s:%u: unknown key '%s' (name, mime_type, language, "
+                "description, host, spawn, concurrency, role, in_process, "
+                "protocol, "
+                "probe, probe_what, probe_path)",
+                path, lineno, key);
             goto out;
         }
         if (seen[k] != 0 && !dkeys[k].repeatable) {

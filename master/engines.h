@@ -14,6 +14,12 @@
  *   host        = wm-host-dotnet      a file name, looked up in
  *                 libexec_dir, or an absolute path             (required)
  *   spawn       = exec                zygote | exec                (required)
+ *   concurrency = processes           threads | processes: what a worker's
+ *                 limits.concurrency N multiplies: the threads of its
+ *                 one host (the native ABI is reentrant), or its host
+ *                 processes (an interpreter or runtime that runs one
+ *                 event at a time: N hosts, each a full one; the
+ *                 supervisor spreads events over them) (default threads)
  *   role        = dotnet              the sandbox role its hosts are
  *                 confined by: their steps and seccomp tables
  *                 (sandbox/role_*.c; default native); a role this build
@@ -54,6 +60,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* What a worker's limits.concurrency N gives it (supervise.c). */
+enum engines_concurrency {
+    ENGINES_CONCURRENCY_THREADS,   /* one host, N threads in it */
+    ENGINES_CONCURRENCY_PROCESSES, /* N host processes */
+};
+
 enum engines_spawn {
     ENGINES_SPAWN_ZYGOTE, /* forked from a zygote exec'd once */
     ENGINES_SPAWN_EXEC,   /* each host exec'd fresh */
@@ -70,6 +82,7 @@ struct engines_entry {
     char *host;      /* as written */
     char *host_path; /* absolute: in libexec_dir unless host was */
     enum engines_spawn spawn;
+    enum engines_concurrency concurrency;
     char *role;      /* the sandbox role (sandbox_role_find()) */
     bool in_process; /* workers may run in the master (in_process = yes) */
     unsigned protocol;
@@ -127,6 +140,9 @@ const struct engines_entry *engines_find_name(const struct engines *list,
 
 /* "zygote" or "exec". */
 const char *engines_spawn_name(enum engines_spawn spawn);
+
+/* "threads" or "processes". */
+const char *engines_concurrency_name(enum engines_concurrency c);
 
 /* Logs one line per engine: info when available, warning with the reason
  * when not (start-up's summary). */

@@ -8,10 +8,23 @@
  * history of the crash-loop window, the backoff timer.  It lives from the
  * worker's first load or event until supervise_forget() or
  * supervise_free(), across any number of processes.  A struct proc is one
- * host process: its pid, its channel and its timers (handshake is the
- * channel's, then the Load deadline, heartbeats, idle reaping, the grace
- * after Shutdown).  A host has at most one proc; a new one is spawned only
- * after the previous one is finalized.
+ * host process: its pid, its channel, the events in flight on it and its
+ * timers (handshake is the channel's, then the Load deadline, heartbeats,
+ * idle reaping, the grace after Shutdown).
+ *
+ * Several processes (DESIGN §2): a worker whose engine says `concurrency =
+ * processes` (engines.h) gets up to limits.concurrency procs, each a full
+ * host; any other has at most one (a native host runs that many threads).
+ * The queue is the worker's: pump() hands each event to the serving proc
+ * with the fewest in flight, up to its Hello's max_inflight, and starts
+ * another proc while more events wait than the starting ones will take
+ * (want_more()).  Each proc reloads, is reaped when idle and dies on its
+ * own; its death fails or requeues only its own events.  The worker's
+ * observed state is the set's: a proc's exit sets it only when it was the
+ * last, a crash makes it pending only when no other serves; the restart
+ * history and backoff stay the worker's (restarts_due counts the procs the
+ * backoff restarts).  A Load's waiters are answered once every serving
+ * proc runs the version, and fail only with the last serving proc.
  *
  * A proc ends in two steps that come in either order: its exit (reaped on
  * SIGCHLD, reap.c) and the close of its channel (EOF).  It is finalized
@@ -38,13 +51,13 @@
  * crash_loop_window_s (no more restarts until a load or an apply of
  * "running" resets it).
  *
- * Events: queued per host, sent as Process calls up to the host's
+ * Events: queued per worker, sent as Process calls up to each proc's
  * max_inflight (its Hello), each with a deadline timer.  A deadline kills
- * the host (timeout): that event fails with "timeout", the host's other
+ * the proc (timeout): that event fails with "timeout", the proc's other
  * in-flight events go back to the front of the queue, in order, for the
- * next host.  Any other death fails the in-flight events with the exit's
- * reason.  A Load for a new version waits until nothing is in flight, and
- * nothing is sent meanwhile (the hot reload).
+ * next host.  Any other death fails the proc's in-flight events with the
+ * exit's reason.  A Load for a new version waits until nothing is in
+ * flight on a proc, and nothing is sent to it meanwhile (the hot reload).
  *
  * Re-entrancy: the caller's callbacks may call back into the supervisor,
  * supervise_forget() included (not supervise_free()).  A host is held
@@ -56,10 +69,13 @@
  * Loads that waited on it itself.  hooks->on_state must not call back into
  * the supervisor.
  *
- * Invariants: w->host == h and h->w == w until the forget; h->proc is the
- * live proc or NULL; every event is in exactly one of h->queue and
- * h->inflight (ninflight counts the latter) or being completed; every done
- * callback runs exactly once; every child is reaped (reap.c).
+ * Invariants: w->host == h and h->w == w until the forget; h->procs holds
+ * the procs not finalized yet (nprocs of them, at most host_max_procs()
+ * but for one started before a lower limit), p->h == h for each; every
+ * event is in exactly one of h->queue and h->inflight (ninflight counts
+ * the latter; ev->p is the proc it is in flight on, whose ninflight counts
+ * it) or being completed; every done callback runs exactly once; every
+ * child is reaped (reap.c).
  */
 #include "config.h"
 
@@ -115,6 +131,7 @@ struct sv_event {
     struct event *deadline;
     uint32_t deadline_ms;
     uint32_t delivery;
+    struct proc *p;         /* the host process it is in flight on */
     struct native_job *job; /* in process: its call, while in flight */
 };
 
@@ -139,7 +156,8 @@ enum proc_stop {
 };
 
 struct proc {
-    LIST_ENTRY(proc) link;
+    LIST_ENTRY(proc) link;   /* sv->procs */
+    TAILQ_ENTRY(proc) hlink; /* h->procs, until finalized */
     struct supervisor *sv;
     struct host *h; /* NULL once the worker was forgotten */
     pid_t pid;
@@ -148,6 +166,8 @@ struct proc {
     int hold_fd;            /* a killed host's channel kept open, or -1 */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
+    unsigned ninflight;   /* of h->inflight, the events sent to it */
+    bool full;            /* its channel's queue is full (EAGAIN) */
     char confinement[16]; /* what its Hello says it applied; "" before */
     uint32_t seq;         /* its spawn's, which names it to the launcher */
     bool has_init;        /* pid is its pid namespace's init (spawn.h) */
@@ -187,11 +207,14 @@ struct supervise_call {
     struct native_call *nc;
 };
 
+TAILQ_HEAD(proc_list, proc);
+
 struct host {
     LIST_ENTRY(host) link;
     struct supervisor *sv;
     struct worker *w;
-    struct proc *proc;
+    struct proc_list procs; /* its live processes, oldest first */
+    unsigned nprocs;
     struct sv_event_list queue;
     struct sv_event_list inflight;
     unsigned ninflight;
@@ -204,6 +227,7 @@ struct host {
     unsigned nrestarts_at;
     struct event *kick; /* runs pump() on the next loop turn */
     struct event *backoff;
+    unsigned restarts_due; /* crashed processes the backoff restarts */
     unsigned busy;
     bool forgotten;
     /* In process (w->in_process): the library open in the master, the
@@ -353,6 +377,97 @@ kick(struct host *h)
         event_active(h->kick, EV_TIMEOUT, 1);
 }
 
+/* ---- a worker's processes ------------------------------------------- */
+
+/* How many host processes w may have: limits.concurrency for an engine
+ * whose concurrency is processes (engines.h), else one (its threads are
+ * the host's business; an in-process worker has one validator). */
+static unsigned
+host_max_procs(const struct host *h)
+{
+    const struct worker *w = h->w;
+
+    if (w->in_process || w->engine == NULL ||
+        w->engine->concurrency != ENGINES_CONCURRENCY_PROCESSES ||
+        w->limits.concurrency <= 1)
+        return 1;
+    return w->limits.concurrency;
+}
+
+/* p takes work: not stopping, not killed, its channel open. */
+static bool
+proc_serving(const struct proc *p)
+{
+    return p->stop == STOP_NONE && !p->kill_reason && p->ch != NULL;
+}
+
+/* p is serving and runs w's current version. */
+static bool
+proc_current(const struct proc *p, const struct worker *w)
+{
+    return proc_serving(p) && p->loaded && !p->load_sent &&
+           p->loaded_version == w->version;
+}
+
+/* Whether a process of h other than `skip` is serving. */
+static bool
+host_serving_other(const struct host *h, const struct proc *skip)
+{
+    const struct proc *q;
+
+    TAILQ_FOREACH (q, &h->procs, hlink)
+        if (q != skip && proc_serving(q))
+            return true;
+    return false;
+}
+
+/* Whether every serving process of h runs w's current version (and one
+ * does): what a Load's waiters wait for. */
+static bool
+host_all_current(const struct host *h)
+{
+    const struct proc *q;
+    bool one = false;
+
+    TAILQ_FOREACH (q, &h->procs, hlink) {
+        if (!proc_serving(q))
+            continue;
+        if (!proc_current(q, h->w))
+            return false;
+        one = true;
+    }
+    return one;
+}
+
+static int proc_pid(const struct proc *p);
+
+/* w->pid: its first (oldest) process's, 0 when none runs. */
+static void
+host_update_pid(struct host *h)
+{
+    struct proc *first = TAILQ_FIRST(&h->procs);
+
+    if (h->ip == NULL)
+        h->w->pid = first ? proc_pid(first) : 0;
+}
+
+static void proc_shutdown(struct proc *p, enum proc_stop stop,
+                          uint64_t grace_ms);
+
+/* Asks every process of h to go (proc_shutdown()). */
+static void
+host_shutdown_all(struct host *h, enum proc_stop stop, uint64_t grace_ms)
+{
+    struct proc *q, *next;
+
+    host_hold(h);
+    for (q = TAILQ_FIRST(&h->procs); q && !h->forgotten; q = next) {
+        next = TAILQ_NEXT(q, hlink);
+        proc_shutdown(q, stop, grace_ms);
+    }
+    host_release(h);
+}
+
 /* ---- completing callbacks -------------------------------------------- */
 
 static void
@@ -389,15 +504,32 @@ fail_queue(struct host *h, const char *type, const char *msg)
     }
 }
 
+/* Takes ev out of h->inflight (and its process's count). */
 static void
-fail_inflight(struct host *h, const char *type, const char *msg)
+inflight_remove(struct host *h, struct sv_event *ev)
+{
+    TAILQ_REMOVE(&h->inflight, ev, link);
+    h->ninflight--;
+    if (ev->p)
+        ev->p->ninflight--;
+    ev->p = NULL;
+    evtimer_del(ev->deadline);
+}
+
+/* Fails the events in flight on p (every one when p is NULL): the
+ * others go on. */
+static void
+fail_inflight(struct host *h, struct proc *p, const char *type, const char *msg)
 {
     struct sv_event *ev;
 
-    while ((ev = TAILQ_FIRST(&h->inflight)) != NULL) {
-        TAILQ_REMOVE(&h->inflight, ev, link);
-        h->ninflight--;
-        evtimer_del(ev->deadline);
+    for (;;) {
+        TAILQ_FOREACH (ev, &h->inflight, link)
+            if (p == NULL || ev->p == p)
+                break;
+        if (ev == NULL)
+            break;
+        inflight_remove(h, ev);
         event_complete(h, ev, NULL, type, msg);
     }
 }
@@ -448,8 +580,9 @@ host_reset(struct host *h)
 {
     h->failed = false;
     h->nrestarts_at = 0;
+    h->restarts_due = 0;
     evtimer_del(h->backoff);
-    if (h->proc == NULL && h->ip == NULL && h->w->state != WORKER_STATE_IDLE)
+    if (h->nprocs == 0 && h->ip == NULL && h->w->state != WORKER_STATE_IDLE)
         set_state(h->sv, h->w, WORKER_STATE_IDLE);
 }
 
@@ -526,8 +659,10 @@ proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
     if (h == NULL)
         return;
     host_hold(h);
-    fail_inflight(h, reason, p->kill_msg);
-    if (!h->forgotten)
+    fail_inflight(h, p, reason, p->kill_msg);
+    /* Load waiters wait for the version on every serving process: they
+     * fail with the last. */
+    if (!h->forgotten && !host_serving_other(h, p))
         finish_loads(h, reason, p->kill_msg);
     host_release(h);
 }
@@ -546,7 +681,8 @@ proc_shutdown(struct proc *p, enum proc_stop stop, uint64_t grace_ms)
         return; /* dying already; the exit will mean `stop` */
     /* (A validator whose library runs in the master is not the worker's
      * state.) */
-    if (h && stop != STOP_FAILED && !(p->validator && h->ip))
+    if (h && stop != STOP_FAILED && !(p->validator && h->ip) &&
+        !host_serving_other(h, p))
         set_state(p->sv, h->w, WORKER_STATE_STOPPING);
     if (p->shutdown_sent)
         return;
@@ -742,7 +878,7 @@ proc_reload(struct proc *p)
                 err);
         host_hold(h);
         finish_loads(h, "load_error", err);
-        if (!h->forgotten && h->proc == p)
+        if (!h->forgotten && p->h == h)
             proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
         host_release(h);
         return;
@@ -795,11 +931,14 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         p->loaded_version = p->code_version;
         log_info("worker %s: version %u loaded in host pid %d", w->id,
                  p->loaded_version, proc_pid(p));
-        if (w->state == WORKER_STATE_STARTING)
+        /* (Another process may be on its way out meanwhile.) */
+        if (w->state == WORKER_STATE_STARTING ||
+            (h->nprocs > 1 && (w->state == WORKER_STATE_STOPPING ||
+                               w->state == WORKER_STATE_PENDING)))
             set_state(p->sv, w,
                       w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
                                                     : WORKER_STATE_RUNNING);
-        if (p->loaded_version == w->version)
+        if (p->loaded_version == w->version && host_all_current(h))
             finish_loads(h, NULL, NULL);
         if (!h->forgotten && w->status == WORKER_STOPPED && h->loads == NULL &&
             p->stop == STOP_NONE)
@@ -829,7 +968,9 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
                       p->sv->conf->shutdown_grace_ms);
     } else {
         host_set_failed(h, "load_error", msg);
-        proc_shutdown(p, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
+        /* The code does not load: the worker's other processes, starting
+         * with the same code, go too. */
+        host_shutdown_all(h, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
         kick(h); /* fail the queue */
     }
 out:
@@ -904,7 +1045,7 @@ on_hb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (h == NULL || p->ch == NULL || p->stop != STOP_NONE || !p->loaded ||
-        h->ninflight || p->hb_outstanding)
+        p->ninflight || p->hb_outstanding)
         return;
     memset(&f, 0, sizeof f);
     f.type = IPC_BODY_HEARTBEAT;
@@ -936,7 +1077,7 @@ on_idle(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (h == NULL || p->stop != STOP_NONE || h->ninflight ||
+    if (h == NULL || p->stop != STOP_NONE || p->ninflight ||
         !TAILQ_EMPTY(&h->queue) || h->loads || h->w->status != WORKER_RUNNING)
         return;
     log_info("worker %s: host pid %d idle for %llu s: stopping it", h->w->id,
@@ -965,14 +1106,12 @@ on_result(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     host_hold(h);
     if (reply->type != IPC_BODY_RESULT) {
         /* ev stays in flight and fails with the others. */
-        if (h->proc)
-            proc_kill(h->proc, "protocol", "answered a Process with %s",
+        if (ev->p)
+            proc_kill(ev->p, "protocol", "answered a Process with %s",
                       ipc_body_name(reply->type));
         goto out;
     }
-    TAILQ_REMOVE(&h->inflight, ev, link);
-    h->ninflight--;
-    evtimer_del(ev->deadline);
+    inflight_remove(h, ev);
     const struct ipc_result *r = &reply->u.result;
     msg[0] = '\0';
     if (r->error.type.ptr) {
@@ -992,15 +1131,14 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     struct sv_event *ev = arg;
     struct host *h = ev->h;
-    struct proc *p = h->proc;
-    struct sv_event *o;
+    struct proc *p = ev->p;
+    struct sv_event *o, *prev;
     char msg[128];
 
     (void)fd;
     (void)what;
     host_hold(h);
-    TAILQ_REMOVE(&h->inflight, ev, link);
-    h->ninflight--;
+    inflight_remove(h, ev);
     if (ev->job) {
         /* In process: nothing can stop the call; its outcome is dropped
          * when it comes, the other calls go on. */
@@ -1016,12 +1154,14 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
         host_release(h);
         return;
     }
-    /* The others were not at fault: back to the front of the queue, in
-     * their order, for the next host. */
-    while ((o = TAILQ_LAST(&h->inflight, sv_event_list)) != NULL) {
-        TAILQ_REMOVE(&h->inflight, o, link);
-        h->ninflight--;
-        evtimer_del(o->deadline);
+    /* The others of its process were not at fault: back to the front of
+     * the queue, in their order, for the next host (those of the worker's
+     * other processes go on). */
+    for (o = TAILQ_LAST(&h->inflight, sv_event_list); o; o = prev) {
+        prev = TAILQ_PREV(o, sv_event_list, link);
+        if (o->p != p)
+            continue;
+        inflight_remove(h, o);
         TAILQ_INSERT_HEAD(&h->queue, o, link);
     }
     snprintf(msg, sizeof msg, "no Result within the %" PRIu32 " ms deadline",
@@ -1047,8 +1187,10 @@ dispatch_one(struct host *h, struct proc *p)
     f.u.process.deadline_ms = ev->deadline_ms = deadline_ms(h->sv, h->w);
     f.u.process.delivery = ev->delivery;
     if (ipc_channel_call(p->ch, &f, NULL, 0, on_result, ev) < 0) {
-        if (errno == EAGAIN)
+        if (errno == EAGAIN) {
+            p->full = true;
             return -1;
+        }
         char msg[128];
         TAILQ_REMOVE(&h->queue, ev, link);
         if (errno == EMSGSIZE)
@@ -1063,6 +1205,8 @@ dispatch_one(struct host *h, struct proc *p)
     TAILQ_REMOVE(&h->queue, ev, link);
     TAILQ_INSERT_TAIL(&h->inflight, ev, link);
     h->ninflight++;
+    ev->p = p;
+    p->ninflight++;
     timer_ms(ev->deadline, ev->deadline_ms);
     /* A busy host is judged by its deadlines, not by heartbeats. */
     timer_del(p->hb);
@@ -1139,6 +1283,10 @@ host_fail(struct host *h, const char *type, const char *msg)
 {
     log_err("worker %s: %s: %s", h->w->id, type, msg);
     host_set_failed(h, type, msg);
+    /* Its other processes, if any, go with it. */
+    host_shutdown_all(h, STOP_FAILED, h->sv->conf->shutdown_grace_ms);
+    if (h->forgotten)
+        return;
     set_state(h->sv, h->w, WORKER_STATE_FAILED);
     host_hold(h);
     finish_loads(h, type, msg);
@@ -1230,7 +1378,8 @@ host_start(struct host *h)
     p->host_pid = r.host_pid > 0 ? r.host_pid : pid;
     LIST_INSERT_HEAD(&sv->procs, p, link);
     sv->nprocs++;
-    h->proc = p;
+    TAILQ_INSERT_TAIL(&h->procs, p, hlink);
+    h->nprocs++;
     p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
     int saved = errno;
     if (p->has_init)
@@ -1244,8 +1393,9 @@ host_start(struct host *h)
                  p->validator ? " to validate the in-process library" : "",
                  (int)pid, (unsigned)r.uid);
     if (h->ip == NULL) { /* else the library in the master still runs */
-        w->pid = proc_pid(p);
-        set_state(sv, w, WORKER_STATE_STARTING);
+        host_update_pid(h);
+        if (!host_serving_other(h, p))
+            set_state(sv, w, WORKER_STATE_STARTING);
     }
     if (p->ch == NULL) /* the descriptor is closed: the exit follows */
         proc_kill(p, "crash", "cannot set up its channel: %s", strerror(saved));
@@ -1255,16 +1405,23 @@ static void
 on_backoff(evutil_socket_t fd, short what, void *arg)
 {
     struct host *h = arg;
+    unsigned n = h->restarts_due;
 
     (void)fd;
     (void)what;
-    if (h->proc || h->sv->shutting_down)
+    h->restarts_due = 0;
+    if (h->sv->shutting_down)
         return;
-    h->w->restarts++;
-    log_info("worker %s: restarting its host (restart %u)", h->w->id,
-             h->w->restarts);
     host_hold(h);
-    host_start(h);
+    /* One new process for each that crashed (several may have crashed
+     * within one backoff). */
+    while (n-- > 0 && h->nprocs < host_max_procs(h) && !h->forgotten &&
+           !h->failed) {
+        h->w->restarts++;
+        log_info("worker %s: restarting its host (restart %u)", h->w->id,
+                 h->w->restarts);
+        host_start(h);
+    }
     host_release(h);
 }
 
@@ -1436,7 +1593,7 @@ ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds, unsigned nfds)
                                             : WORKER_STATE_RUNNING);
     if (h->ip_version == w->version)
         finish_loads(h, NULL, NULL);
-    if (!h->forgotten && h->proc == p && p->stop == STOP_NONE)
+    if (!h->forgotten && p->h == h && p->stop == STOP_NONE)
         proc_shutdown(p, STOP_VALIDATED, sv->conf->shutdown_grace_ms);
     kick(h);
 }
@@ -1491,7 +1648,7 @@ pump_inproc(struct host *h)
         shutdown_check(sv);
         return;
     }
-    if (h->proc || w->state == WORKER_STATE_PENDING)
+    if (h->nprocs || evtimer_pending(h->backoff, NULL))
         return; /* a validator runs, or the backoff starts one */
     if (h->ip == NULL || h->ip_version != w->version) {
         if (h->ninflight == 0 && (h->loads || !TAILQ_EMPTY(&h->queue)))
@@ -1512,12 +1669,53 @@ pump_inproc(struct host *h)
 
 /* ---- the pump: what to do next for a host ----------------------------- */
 
+/* The process of h with the most room for an event (the fewest in
+ * flight), or NULL when every one is full or not ready: events spread
+ * over the worker's processes. */
+static struct proc *
+pick_proc(struct host *h)
+{
+    struct proc *q, *best = NULL;
+
+    TAILQ_FOREACH (q, &h->procs, hlink)
+        if (proc_current(q, h->w) && !q->full &&
+            q->ninflight < q->max_inflight &&
+            (best == NULL || q->ninflight < best->ninflight))
+            best = q;
+    return best;
+}
+
+/* Whether h should start one more process: it may have more, no restart
+ * is due, and more events wait than its starting or reloading processes
+ * will take (one each: their max_inflight is not known before their
+ * Hello; a reload is short, and must not start spare processes).  So
+ * processes start as the queue needs them, lazily like the first: a
+ * worker that gets one event at a time keeps one process, a burst starts
+ * up to limits.concurrency at once; idle ones are reaped one by one. */
+static bool
+want_more(struct host *h)
+{
+    const struct proc *q;
+    const struct sv_event *ev;
+    unsigned starting = 0, waiting = 0;
+
+    if (h->nprocs >= host_max_procs(h) || evtimer_pending(h->backoff, NULL))
+        return false;
+    TAILQ_FOREACH (q, &h->procs, hlink)
+        if (proc_serving(q) && (!q->loaded || q->load_sent))
+            starting++;
+    TAILQ_FOREACH (ev, &h->queue, link)
+        if (++waiting > starting)
+            return true;
+    return h->loads != NULL && h->nprocs == 0;
+}
+
 static void
 pump(struct host *h)
 {
     struct supervisor *sv = h->sv;
     struct worker *w = h->w;
-    struct proc *p = h->proc;
+    struct proc *p, *next;
 
     if (h->forgotten)
         return;
@@ -1529,40 +1727,47 @@ pump(struct host *h)
         pump_inproc(h);
         return;
     }
-    if (p == NULL) {
-        if (sv->shutting_down) {
+    if (sv->shutting_down) {
+        if (h->nprocs == 0) {
             finish_loads(h, "stopped", "the daemon is shutting down");
             if (!h->forgotten)
                 fail_queue(h, "stopped", "the daemon is shutting down");
-            return;
         }
-        if (w->state == WORKER_STATE_PENDING)
-            return; /* the backoff starts it */
-        if (h->loads || !TAILQ_EMPTY(&h->queue))
-            host_start(h);
         return;
     }
-    if (p->stop != STOP_NONE || p->kill_reason || p->ch == NULL)
-        return; /* on its way out: the next host takes the queue */
-    if (!p->loaded || p->load_sent)
-        return; /* starting or reloading */
-    if (p->loaded_version != w->version) {
-        if (h->ninflight == 0)
+    /* A new version reaches each process once nothing is in flight on
+     * it; it gets no event meanwhile (the hot reload). */
+    for (p = TAILQ_FIRST(&h->procs); p; p = next) {
+        next = TAILQ_NEXT(p, hlink);
+        p->full = false;
+        if (proc_serving(p) && p->loaded && !p->load_sent &&
+            p->loaded_version != w->version && p->ninflight == 0) {
             proc_reload(p);
-        return;
+            if (h->forgotten)
+                return;
+        }
     }
-    if (h->loads) {
+    if (h->loads && host_all_current(h)) {
         finish_loads(h, NULL, NULL);
-        if (h->forgotten || h->proc != p || p->stop != STOP_NONE)
+        if (h->forgotten)
             return;
     }
-    while (!TAILQ_EMPTY(&h->queue) && h->ninflight < p->max_inflight && p->ch &&
-           !p->kill_reason)
-        if (dispatch_one(h, p) < 0 || h->forgotten)
+    while (!TAILQ_EMPTY(&h->queue) && (p = pick_proc(h)) != NULL) {
+        dispatch_one(h, p);
+        if (h->forgotten)
             return;
-    if (h->proc != p || p->kill_reason)
-        return;
-    if (h->ninflight == 0 && TAILQ_EMPTY(&h->queue)) {
+    }
+    /* Processes on their way out leave the queue to the others, or to
+     * the next one. */
+    while (want_more(h)) {
+        unsigned n = h->nprocs;
+        host_start(h);
+        if (h->forgotten || h->failed || h->nprocs == n)
+            return;
+    }
+    TAILQ_FOREACH (p, &h->procs, hlink) {
+        if (!proc_current(p, w) || p->ninflight || !TAILQ_EMPTY(&h->queue))
+            continue;
         uint64_t idle = idle_timeout_ms(sv, w);
         if (idle && w->status == WORKER_RUNNING &&
             !evtimer_pending(p->idle, NULL))
@@ -1778,7 +1983,8 @@ classify(const struct proc *p, int *sig, int *code)
 /* An unexpected death of w's host: a restart after the backoff, or failed
  * (crash loop, or a status that does not call for one). */
 static void
-host_after_crash(struct host *h, const char *reason, const char *how)
+host_after_crash(struct host *h, const char *reason, const char *how, bool live,
+                 bool serving)
 {
     struct supervisor *sv = h->sv;
     const struct conf *c = sv->conf;
@@ -1789,7 +1995,8 @@ host_after_crash(struct host *h, const char *reason, const char *how)
     unsigned n = 0;
 
     if (w->status != WORKER_RUNNING || sv->shutting_down) {
-        set_state(sv, w, WORKER_STATE_FAILED);
+        if (!live)
+            set_state(sv, w, WORKER_STATE_FAILED);
         return;
     }
     if (h->restarts_at == NULL && c->crash_loop_max) {
@@ -1820,7 +2027,19 @@ host_after_crash(struct host *h, const char *reason, const char *how)
     log_info("worker %s: host restart in %llu ms (%u of %u within %llu s)",
              w->id, (unsigned long long)delay, h->nrestarts_at,
              c->crash_loop_max, (unsigned long long)c->crash_loop_window_s);
+    /* Only this process restarts.  The worker passes through pending
+     * (hooks->on_state: the lifecycle's error and restarting events come
+     * from there) and, while its other processes serve, back to what they
+     * are. */
+    h->restarts_due++;
     set_state(sv, w, WORKER_STATE_PENDING);
+    if (serving) {
+        const struct proc *q;
+        bool loaded = false;
+        TAILQ_FOREACH (q, &h->procs, hlink)
+            loaded |= proc_serving(q) && q->loaded;
+        set_state(sv, w, loaded ? WORKER_STATE_RUNNING : WORKER_STATE_STARTING);
+    }
     timer_ms(h->backoff, delay);
 }
 
@@ -1866,17 +2085,22 @@ proc_finalize(struct proc *p)
               killed ? p->kill_msg : "");
     LIST_REMOVE(p, link);
     sv->nprocs--;
-    proc_free(p);
     if (h == NULL) {
+        proc_free(p);
         shutdown_check(sv);
         return;
     }
 
     struct worker *w = h->w;
-    h->proc = NULL;
+    /* Out of the worker's list now; freed at the end, once its events
+     * are failed. */
+    TAILQ_REMOVE(&h->procs, p, hlink);
+    h->nprocs--;
+    p->h = NULL;
     if (h->ip) {
         /* The validator of a reload: the library in the master still
          * runs, its worker's state is not the validator's. */
+        proc_free(p);
         host_hold(h);
         if (stop == STOP_NONE)
             finish_loads(h, reason, msg);
@@ -1885,7 +2109,11 @@ proc_finalize(struct proc *p)
         shutdown_check(sv);
         return;
     }
-    w->pid = 0;
+    /* The worker's other processes go on: the state is the last one's
+     * to set, and a Load's waiters wait for the serving ones. */
+    bool live = h->nprocs > 0;
+    bool serving = host_serving_other(h, NULL);
+    host_update_pid(h);
     w->last_exit.present = true;
     snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
     w->last_exit.signal = sig;
@@ -1896,12 +2124,16 @@ proc_finalize(struct proc *p)
     w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
 
     host_hold(h);
-    fail_inflight(h, reason, msg);
+    fail_inflight(h, p, reason, msg);
     /* Loads asked for after a requested stop wait for the next host. */
-    if (!h->forgotten && stop == STOP_NONE)
+    if (!h->forgotten && stop == STOP_NONE && !serving)
         finish_loads(h, reason, msg);
     if (h->forgotten)
         goto out;
+    if (live && stop != STOP_NONE) {
+        kick(h);
+        goto out;
+    }
     switch (stop) {
     case STOP_USER:
     case STOP_DAEMON:
@@ -1917,23 +2149,27 @@ proc_finalize(struct proc *p)
         break;
     case STOP_IDLE:
     case STOP_VALIDATED:
+        /* (Another process of the worker that crashed meanwhile restarts
+         * after its backoff.) */
         set_state(sv, w,
-                  w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
-                                                : WORKER_STATE_IDLE);
+                  w->status == WORKER_SUSPENDED       ? WORKER_STATE_SUSPENDED
+                  : evtimer_pending(h->backoff, NULL) ? WORKER_STATE_PENDING
+                                                      : WORKER_STATE_IDLE);
         break;
     case STOP_FAILED:
         /* Failed unless a load or a start reset it meanwhile. */
         set_state(sv, w, h->failed ? WORKER_STATE_FAILED : WORKER_STATE_IDLE);
         break;
     case STOP_NONE:
-        host_after_crash(h, reason, how);
+        host_after_crash(h, reason, how, live, serving);
         break;
     }
-    if (!h->forgotten)
+    if (!h->forgotten && !live)
         finish_gones(h);
     kick(h);
 out:
     host_release(h);
+    proc_free(p);
     shutdown_check(sv);
 }
 
@@ -2102,6 +2338,7 @@ host_get(struct supervisor *sv, struct worker *w)
         return NULL;
     h->sv = sv;
     h->w = w;
+    TAILQ_INIT(&h->procs);
     TAILQ_INIT(&h->queue);
     TAILQ_INIT(&h->inflight);
     LIST_INIT(&h->ip_calls);
@@ -2181,15 +2418,21 @@ supervise_apply(struct supervisor *sv, struct worker *w,
                 void (*done)(struct worker *w, void *arg), void *arg)
 {
     struct host *h = w->host;
-    struct proc *p = h ? h->proc : NULL;
+    struct proc *p = h ? TAILQ_FIRST(&h->procs) : NULL;
     struct waiter *wt;
+    bool loaded = false, serving = false;
 
+    if (h)
+        TAILQ_FOREACH (p, &h->procs, hlink) {
+            loaded |= p->loaded && p->stop == STOP_NONE && !p->kill_reason;
+            serving |= p->stop == STOP_NONE && !p->kill_reason;
+        }
+    p = h ? TAILQ_FIRST(&h->procs) : NULL;
     switch (w->status) {
     case WORKER_RUNNING:
         if (h) {
             host_reset(h);
-            if ((p && p->loaded && p->stop == STOP_NONE && !p->kill_reason) ||
-                (h->ip && p == NULL))
+            if (loaded || (h->ip && p == NULL))
                 set_state(sv, w, WORKER_STATE_RUNNING);
             kick(h);
         } else if (w->state != WORKER_STATE_IDLE) {
@@ -2199,9 +2442,10 @@ supervise_apply(struct supervisor *sv, struct worker *w,
     case WORKER_SUSPENDED:
         if (h) {
             evtimer_del(h->backoff);
-            if (p)
+            h->restarts_due = 0;
+            TAILQ_FOREACH (p, &h->procs, hlink)
                 timer_del(p->idle);
-            if (p == NULL || (p->stop == STOP_NONE && !p->kill_reason))
+            if (h->nprocs == 0 || serving)
                 set_state(sv, w, WORKER_STATE_SUSPENDED);
         } else {
             set_state(sv, w, WORKER_STATE_SUSPENDED);
@@ -2221,7 +2465,7 @@ supervise_apply(struct supervisor *sv, struct worker *w,
             host_release(h);
             break;
         }
-        p = h->proc;
+        p = TAILQ_FIRST(&h->procs);
         if (w->in_process && h->ip) {
             /* Closed once its calls are answered (pump_inproc); a
              * validator still running is just killed. */
@@ -2252,7 +2496,7 @@ supervise_apply(struct supervisor *sv, struct worker *w,
             }
         }
         if (p)
-            proc_shutdown(p, STOP_USER, sv->conf->shutdown_grace_ms);
+            host_shutdown_all(h, STOP_USER, sv->conf->shutdown_grace_ms);
         else
             set_state(sv, w, WORKER_STATE_STOPPED);
         host_release(h);
@@ -2268,16 +2512,16 @@ static void
 host_forget(struct host *h, const char *type, const char *msg)
 {
     struct worker *w = h->w;
-    struct proc *p = h->proc;
+    struct proc *p;
     struct waiter *wt;
 
     host_hold(h);
-    if (p)
+    TAILQ_FOREACH (p, &h->procs, hlink)
         proc_kill(p, type, "%s", msg);
     /* Callbacks may queue more: loop until everything is empty. */
     while (!TAILQ_EMPTY(&h->inflight) || !TAILQ_EMPTY(&h->queue) || h->loads ||
            h->gones) {
-        fail_inflight(h, type, msg);
+        fail_inflight(h, NULL, type, msg);
         fail_queue(h, type, msg);
         finish_loads(h, type, msg);
         while ((wt = h->gones) != NULL) {
@@ -2286,9 +2530,11 @@ host_forget(struct host *h, const char *type, const char *msg)
             free(wt);
         }
     }
-    if (h->proc)
-        h->proc->h = NULL; /* reaped and logged later, on its own */
-    h->proc = NULL;
+    while ((p = TAILQ_FIRST(&h->procs)) != NULL) {
+        TAILQ_REMOVE(&h->procs, p, hlink);
+        p->h = NULL; /* reaped and logged later, on its own */
+    }
+    h->nprocs = 0;
     ip_close(h);
     w->host = NULL;
     w->pid = 0;
@@ -2320,6 +2566,7 @@ supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
     sv->shutdown_arg = arg;
     LIST_FOREACH (h, &sv->hosts, link) {
         evtimer_del(h->backoff);
+        h->restarts_due = 0;
         if (h->w->state == WORKER_STATE_PENDING)
             set_state(sv, h->w, WORKER_STATE_STOPPED);
         kick(h); /* fails what is queued */
@@ -2339,9 +2586,27 @@ supervise_hosts(const struct supervisor *sv)
 const char *
 supervise_confinement(const struct worker *w)
 {
-    const struct proc *p = w->host ? w->host->proc : NULL;
+    const struct proc *p = w->host ? TAILQ_FIRST(&w->host->procs) : NULL;
 
     return p && !p->validator && p->confinement[0] ? p->confinement : NULL;
+}
+
+size_t
+supervise_pids(const struct worker *w, int *pids, size_t max)
+{
+    const struct proc *p;
+    size_t n = 0;
+
+    if (w->host == NULL || w->host->ip)
+        return 0;
+    TAILQ_FOREACH (p, &w->host->procs, hlink) {
+        if (p->validator)
+            continue;
+        if (n < max)
+            pids[n] = proc_pid(p);
+        n++;
+    }
+    return n;
 }
 
 void
@@ -2366,7 +2631,8 @@ supervise_free(struct supervisor *sv)
         proc_free(p);
     }
     while ((h = LIST_FIRST(&sv->hosts)) != NULL) {
-        h->proc = NULL;
+        TAILQ_INIT(&h->procs); /* freed above */
+        h->nprocs = 0;
         host_forget(h, "stopped", "the supervisor is going away");
     }
     if (sv->launcher_ev)

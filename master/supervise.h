@@ -2,12 +2,15 @@
  * supervise.h — engine-host processes: spawn, handshake, load, events,
  * heartbeats, deadlines, restarts, reaping (DESIGN §2, §3, §7).
  *
- * One host process serves one worker.  Hosts start lazily (on the first
+ * One host process serves one worker; a worker of an engine whose
+ * concurrency is processes (engines.h) has up to limits.concurrency of
+ * them, over which its events are spread.  Hosts start lazily (on the first
  * event, or when a create or reload must validate code), are reaped after
  * the worker's idle timeout, and are restarted with exponential backoff
  * after a crash, up to a crash-loop cap.  The supervisor owns struct host
- * and writes the observed fields of struct worker (state, pid, restarts,
- * last_exit); it never touches the desired status or the store.
+ * and writes the observed fields of struct worker (state, pid: the first
+ * host's, restarts, last_exit); it never touches the desired status or the
+ * store.
  *
  * Hosts are untrusted: a malformed frame, a protocol violation, a missed
  * handshake or heartbeat, or an overrun deadline gets the host killed and
@@ -125,11 +128,17 @@ void supervise_forget(struct supervisor *sv, struct worker *w);
 void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
                         void (*done)(void *arg), void *arg);
 
-/* Number of live host processes (for /health and tests). */
+/* Number of live host processes, of every worker (for /health, the
+ * metrics and tests). */
 size_t supervise_hosts(const struct supervisor *sv);
 
 /* The confinement w's running host said in its Hello it applied to itself
  * ("seccomp", ...), or NULL when no host of w has said hello. */
 const char *supervise_confinement(const struct worker *w);
+
+/* The pids of w's host processes, oldest first (w->pid is the first), the
+ * first max of them in pids (NULL when max is 0); returns how many there
+ * are.  None for an in-process worker (its pid is the daemon's). */
+size_t supervise_pids(const struct worker *w, int *pids, size_t max);
 
 #endif /* WM_MASTER_SUPERVISE_H */

@@ -20,15 +20,17 @@ MIME = "text/x-python"
 
 
 def python_engine(builddir, spawn="zygote"):
-    """The engine descriptor of the build's host, with the role and spawn
-    mode of engines.d/python.engine (hosts forked from the zygote), or
-    each host exec'd (spawn "exec")."""
+    """The engine descriptor of the build's host, with the role, spawn mode
+    and concurrency of engines.d/python.engine (hosts forked from the
+    zygote; a worker's concurrency is its number of hosts), or each host
+    exec'd (spawn "exec")."""
     host = Path(builddir) / "hosts" / "python" / "wm-host-python"
     return {"python.engine": "name = python\n"
                              f"mime_type = {MIME}\n"
                              "language = Python\n"
                              f"host = {host}\n"
                              f"spawn = {spawn}\nrole = python\n"
+                             "concurrency = processes\n"
                              "protocol = 1\n"}
 
 
@@ -86,6 +88,11 @@ def host_pid(d, wid):
     pid = d.get(f"/v1/workers/{wid}").json["pid"]
     assert pid, d.get(f"/v1/workers/{wid}").json
     return pid
+
+
+def host_pids(d, wid):
+    """Every host process of the worker, oldest first (the view's pids)."""
+    return d.get(f"/v1/workers/{wid}").json["pids"]
 
 
 def restarts(d, wid):

@@ -351,6 +351,12 @@ def test_engines(wmd, wm_repo):
     assert "application/x-wm-test" in engines["test"]["mime_types"]
     for e in engines.values():
         assert e["available"] or e["reason"]
+    # A worker's concurrency: threads of one host (the default), or host
+    # processes for the engines whose hosts run one event at a time.
+    assert engines["test"]["concurrency"] == "threads"
+    assert engines["native"]["concurrency"] == "threads"
+    assert engines["python"]["concurrency"] == "processes"
+    assert engines["dotnet"]["concurrency"] == "processes"
 
 
 def test_health(wmd):

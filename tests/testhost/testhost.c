@@ -86,7 +86,8 @@ static bool ignore_shutdown;
 static bool no_heartbeat;
 static bool log_events;    /* a Log frame "event <id> delivery <n>" per event */
 static int exit_code = -1; /* >= 0: exit with it once the queue drains */
-static unsigned answerable; /* events in flight that will be answered */
+static unsigned answerable;     /* events in flight that will be answered */
+static uint32_t loaded_version; /* of the last Load answered ok (span) */
 
 static void arm_poll(void);
 
@@ -301,12 +302,13 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     /* The worker's id as well: in a pid namespace of its own, every host
-     * is pid 2. */
+     * is pid 2.  The version: which code the host runs (a reload reaches
+     * each of a worker's hosts). */
     snprintf(data, sizeof data,
              "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d,"
-             "\"worker\":\"%.64s\"}",
+             "\"worker\":\"%.64s\",\"version\":%u}",
              (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
-             worker ? worker : "");
+             worker ? worker : "", (unsigned)loaded_version);
     pending_event(p, &ce);
     reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
@@ -634,6 +636,7 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
     if (reply) {
         host_log(IPC_LOG_INFO, "loaded worker %.*s version %u",
                  (int)l->worker_id.len, l->worker_id.ptr, l->version);
+        loaded_version = l->version;
         reply_loaded(f->seq, NULL);
     }
 }

@@ -109,6 +109,7 @@ static const char *const good_python = "name = python\n"
                                        "mime_type = application/x-python-code\n"
                                        "host = wm-host-python\n"
                                        "spawn = zygote\n"
+                                       "concurrency = processes\n"
                                        "protocol = 1\n";
 
 static void
@@ -151,6 +152,8 @@ test_valid(void)
         CHECK(e->reason == NULL);
         CHECK(strcmp(e->host_path, at("valid/libexec/wm-host-native")) == 0);
         CHECK(e->spawn == ENGINES_SPAWN_EXEC);
+        /* concurrency defaults to threads */
+        CHECK(e->concurrency == ENGINES_CONCURRENCY_THREADS);
         CHECK(e->protocol == 1);
         CHECK(strcmp(e->language, "C") == 0);
         CHECK(strcmp(e->description, "Native workers") == 0);
@@ -180,6 +183,7 @@ test_valid(void)
 
         CHECK(!e->available);
         CHECK(e->spawn == ENGINES_SPAWN_ZYGOTE);
+        CHECK(e->concurrency == ENGINES_CONCURRENCY_PROCESSES);
         snprintf(want, sizeof(want),
                  "host binary wm-host-python not found in %s", lx);
         CHECK(e->reason != NULL && strcmp(e->reason, want) == 0);
@@ -191,6 +195,10 @@ test_valid(void)
     CHECK(engines_find_name(&list, "python") == e);
     CHECK(engines_find_name(&list, "ruby") == NULL);
     CHECK(strcmp(engines_spawn_name(ENGINES_SPAWN_EXEC), "exec") == 0);
+    CHECK(strcmp(engines_concurrency_name(ENGINES_CONCURRENCY_PROCESSES),
+                 "processes") == 0);
+    CHECK(strcmp(engines_concurrency_name(ENGINES_CONCURRENCY_THREADS),
+                 "threads") == 0);
     CHECK(!e->in_process);
 
     /* a host installed later: engines_probe() sees it */
@@ -244,6 +252,8 @@ test_malformed(void)
         ":2:", "mime_type a/b given twice");
     bad("a.engine", "name = a\nspawn = fork\n",
         ":2:", "'fork' is not one of: zygote, exec");
+    bad("a.engine", "name = a\nconcurrency = fibers\n",
+        ":2:", "concurrency 'fibers' is not one of: threads, processes");
     bad("a.engine", "name = a\nrole = ../x\n", ":2:", "role '../x'");
     bad("a.engine", "name = a\nin_process = maybe\n",
         ":2:", "in_process 'maybe' is not yes or no");
@@ -507,9 +517,12 @@ test_shipped(void)
         const struct engines_entry *py = engines_find_name(&list, "python");
         const struct engines_entry *dn = engines_find_name(&list, "dotnet");
 
-        /* forked from its zygote (sandbox/zygote.h), confined as python */
+        /* forked from its zygote (sandbox/zygote.h), confined as python;
+         * a worker's concurrency is its number of hosts (DESIGN §2) */
         CHECK(py != NULL && py->spawn == ENGINES_SPAWN_ZYGOTE &&
-              strcmp(py->role, "python") == 0);
+              strcmp(py->role, "python") == 0 &&
+              py->concurrency == ENGINES_CONCURRENCY_PROCESSES);
+        CHECK(dn != NULL && dn->concurrency == ENGINES_CONCURRENCY_PROCESSES);
         CHECK(dn != NULL && dn->spawn == ENGINES_SPAWN_EXEC &&
               dn->probe != NULL && strcmp(dn->probe, "libhostfxr.so") == 0);
         /* Whether .NET is installed here or not, the outcome is explicit. */

@@ -62,9 +62,12 @@ static char host_bin[PATH_MAX];
 static char tmpdir[PATH_MAX];
 static char nohello_bin[PATH_MAX + 32];
 static char badproto_bin[PATH_MAX + 32];
-/* The engines the launcher knows (by name: each its own). */
+static char inflight1_bin[PATH_MAX + 32];
+/* The engines the launcher knows (by name: each its own).  engine_procs:
+ * concurrency = processes, hosts of max_inflight 1 (as Python's);
+ * engine_procs4: the same with hosts of max_inflight 4. */
 static struct engines_entry engine, engine_nohello, engine_badproto,
-    engine_missing;
+    engine_missing, engine_procs, engine_procs4;
 
 /* A worker with the code the hook hands out and the states it went
  * through. */
@@ -335,6 +338,28 @@ count_children(void)
     }
     closedir(d);
     return n;
+}
+
+/* The pid and version in a span's output ({"pid": ..., "version": ...}),
+ * 0 when absent. */
+static int
+span_field(const struct outcome *o, const char *name)
+{
+    char key[32];
+    const char *at;
+
+    snprintf(key, sizeof key, "\"%s\":", name);
+    at = strstr(o->out_data, key);
+    return at ? atoi(at + strlen(key)) : 0;
+}
+
+static bool
+pid_in(int pid, const int *pids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return true;
+    return false;
 }
 
 /* ---- tests ------------------------------------------------------------- */
@@ -816,6 +841,250 @@ test_stop(void)
     finish(t);
 }
 
+/* An engine of concurrency threads (the default): one host whatever the
+ * worker's concurrency (its threads are the host's). */
+static void
+test_threads(void)
+{
+    struct tw *t = tw_new("echo", &engine);
+    struct outcome e[3];
+    int pids[4];
+
+    t->w.limits.concurrency = 3;
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:100", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK_EQ(supervise_hosts(sv), 1);
+    CHECK_EQ(supervise_pids(&t->w, pids, 4), 1);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(span_field(&e[i], "pid"), pids[0]);
+    finish(t);
+}
+
+/* An engine of concurrency processes, hosts that take one event at a
+ * time, a worker of concurrency 3: the hosts start as the queue needs
+ * them, events spread over them, a crash fails and restarts only its own,
+ * a reload reaches each after its event in flight, a stop ends them all. */
+static void
+test_processes(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs);
+    struct outcome o, c, e[3];
+    int pids[8], pids2[8];
+    size_t n;
+    bool gone = false;
+
+    t->w.limits.concurrency = 3;
+    /* One event at a time: one host. */
+    memset(e, 0, sizeof e);
+    CHECK_EQ(send_event(t, "echo", &e[0]), 0);
+    WAIT_FOR(e[0].done, 5000);
+    CHECK_EQ(e[0].nout, 1);
+    CHECK_EQ(supervise_hosts(sv), 1);
+
+    /* A burst of three: two more start, each host takes one. */
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:300", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 10000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    n = supervise_pids(&t->w, pids, 8);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(t->w.pid, pids[0]);
+    CHECK(pids[0] != pids[1] && pids[1] != pids[2] && pids[0] != pids[2]);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(e[i].type[0], '\0');
+        CHECK(pid_in(span_field(&e[i], "pid"), pids, n));
+        for (int j = 0; j < i; j++)
+            CHECK(span_field(&e[i], "pid") != span_field(&e[j], "pid"));
+    }
+    CHECK_EQ(t->w.state, WORKER_STATE_RUNNING);
+
+    /* The third host crashes while the others work: only its event
+     * fails, only it restarts, the worker stays running. */
+    t->nseen = 0;
+    memset(e, 0, sizeof e);
+    memset(&c, 0, sizeof c);
+    CHECK_EQ(send_event(t, "sleep:800", &e[0]), 0);
+    CHECK_EQ(send_event(t, "sleep:800", &e[1]), 0);
+    CHECK_EQ(send_event(t, "crash", &c), 0);
+    WAIT_FOR(c.done, 5000);
+    CHECK(strcmp(c.type, "crash") == 0);
+    WAIT_FOR(e[0].done && e[1].done, 5000);
+    CHECK_EQ(e[0].calls, 1);
+    CHECK_EQ(e[0].type[0], '\0');
+    CHECK_EQ(e[1].calls, 1);
+    CHECK_EQ(e[1].type[0], '\0');
+    /* (Through pending, the lifecycle's error and restarting events,
+     * and back at once.) */
+    CHECK(saw(t, WORKER_STATE_PENDING));
+    CHECK_EQ(t->w.state, WORKER_STATE_RUNNING);
+    WAIT_FOR(supervise_hosts(sv) == 3, 5000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    CHECK_EQ(t->w.restarts, 1);
+    CHECK(strcmp(t->w.last_exit.reason, "crash") == 0);
+    CHECK_EQ(supervise_pids(&t->w, pids2, 8), 3);
+    CHECK_EQ(pids2[0], pids[0]);
+    CHECK_EQ(pids2[1], pids[1]);
+    CHECK(!pid_in(pids2[2], pids, 3));
+    memcpy(pids, pids2, sizeof pids);
+
+    /* A reload while each host has an event in flight: the events finish
+     * (neither lost nor failed), then every host runs version 2. */
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "sleep:300", &e[i]), 0);
+    spin(50); /* sent */
+    t->code = "# version 2\necho";
+    t->w.nhistory = 2;
+    t->w.version = 2;
+    load(t, &o);
+    CHECK_EQ(o.type[0], '\0');
+    for (int i = 0; i < 3; i++) {
+        CHECK(e[i].done);
+        CHECK_EQ(e[i].calls, 1);
+        CHECK_EQ(e[i].type[0], '\0');
+    }
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:100", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(span_field(&e[i], "version"), 2);
+        CHECK(pid_in(span_field(&e[i], "pid"), pids, 3));
+        for (int j = 0; j < i; j++)
+            CHECK(span_field(&e[i], "pid") != span_field(&e[j], "pid"));
+    }
+    CHECK_EQ(supervise_hosts(sv), 3);
+    CHECK_EQ(t->w.restarts, 1);
+
+    /* A stop ends them all; done once the last is gone. */
+    t->w.status = WORKER_STOPPED;
+    supervise_apply(sv, &t->w, on_gone, &gone);
+    CHECK(!gone);
+    CHECK_EQ(t->w.state, WORKER_STATE_STOPPING);
+    WAIT_FOR(gone, 10000);
+    CHECK(gone);
+    CHECK_EQ(supervise_hosts(sv), 0);
+    CHECK_EQ(supervise_pids(&t->w, pids, 8), 0);
+    CHECK_EQ(t->w.pid, 0);
+    CHECK_EQ(t->w.state, WORKER_STATE_STOPPED);
+    finish(t);
+}
+
+/* A deadline on one of a worker's processes: its hung event fails, its
+ * other events in flight go back to the queue (none fails), the other
+ * process's events go on there, and only the hung one is replaced. */
+static void
+test_processes_deadline(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs4);
+    struct outcome o, h, s[7];
+    int pids[4], pids2[4];
+
+    /* As in test_hang: the sleeps start 500 ms after the hang and last
+     * 1600 ms, so the hung host's are still in flight at its deadline. */
+    t->w.limits.timeout_ms = 2000;
+    t->w.limits.concurrency = 2;
+    load(t, &o);
+    CHECK_EQ(supervise_hosts(sv), 1);
+    memset(&h, 0, sizeof h);
+    memset(s, 0, sizeof s);
+    CHECK_EQ(send_event(t, "hang", &h), 0);
+    spin(500);
+    /* Three fill the first host, the other four start the second. */
+    for (int i = 0; i < 7; i++)
+        CHECK_EQ(send_event(t, "sleep:1600", &s[i]), 0);
+    WAIT_FOR(supervise_hosts(sv) == 2, 5000);
+    CHECK_EQ(supervise_pids(&t->w, pids, 4), 2);
+    WAIT_FOR(h.done, 5000);
+    CHECK(strcmp(h.type, "timeout") == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(!s[i].done); /* requeued, not failed */
+    WAIT_FOR(s[0].done && s[1].done && s[2].done && s[3].done && s[4].done &&
+                 s[5].done && s[6].done,
+             8000);
+    for (int i = 0; i < 7; i++) {
+        CHECK_EQ(s[i].calls, 1);
+        CHECK_EQ(s[i].type[0], '\0');
+    }
+    WAIT_FOR(supervise_hosts(sv) == 2, 5000);
+    CHECK_EQ(supervise_pids(&t->w, pids2, 4), 2);
+    CHECK_EQ(pids2[0], pids[1]); /* the second goes on, first now */
+    CHECK(pids2[1] != pids[0]);
+    CHECK_EQ(t->w.pid, pids2[0]);
+    CHECK_EQ(t->w.restarts, 1);
+    CHECK(strcmp(t->w.last_exit.reason, "timeout") == 0);
+    finish(t);
+}
+
+/* Each of a worker's processes is reaped when idle; the worker is idle
+ * once the last is gone, never stopping or idle before. */
+static void
+test_processes_idle(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs);
+    struct outcome e[3];
+
+    t->w.idle_timeout_s = 1;
+    t->w.limits.concurrency = 3;
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:200", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    t->nseen = 0;
+    WAIT_FOR(supervise_hosts(sv) == 0, 10000);
+    CHECK_EQ(supervise_hosts(sv), 0);
+    CHECK_EQ(t->w.state, WORKER_STATE_IDLE);
+    CHECK(strcmp(t->w.last_exit.reason, "idle") == 0);
+    CHECK_EQ(t->w.pid, 0);
+    CHECK_EQ(t->w.restarts, 0);
+    /* running → stopping (the last one asked) → idle, once each. */
+    CHECK_EQ(t->nseen, 2);
+    CHECK(t->nseen == 2 && t->seen[0] == WORKER_STATE_STOPPING &&
+          t->seen[1] == WORKER_STATE_IDLE);
+    finish(t);
+}
+
+/* A version that fails to load in a worker's processes: the reload fails
+ * once, with the host's message; the processes that tried it go, and the
+ * next event starts one with the version the caller went back to. */
+static void
+test_processes_reload_fail(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs);
+    struct outcome o, e[3];
+
+    t->w.limits.concurrency = 3;
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:200", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK_EQ(supervise_hosts(sv), 3);
+    t->code = "load_fail version 2 is broken";
+    t->w.nhistory = 2;
+    t->w.version = 2;
+    load(t, &o);
+    CHECK_EQ(o.calls, 1);
+    CHECK(strcmp(o.type, "load_error") == 0);
+    CHECK(strcmp(o.msg, "version 2 is broken") == 0);
+    t->code = "echo"; /* back to version 1, as the API does */
+    t->w.nhistory = 1;
+    t->w.version = 1;
+    WAIT_FOR(supervise_hosts(sv) == 0, 10000);
+    CHECK_EQ(supervise_hosts(sv), 0);
+    CHECK_EQ(t->w.state, WORKER_STATE_IDLE);
+    memset(e, 0, sizeof e);
+    CHECK_EQ(send_event(t, "span:10", &e[0]), 0);
+    WAIT_FOR(e[0].done, 5000);
+    CHECK_EQ(e[0].type[0], '\0');
+    CHECK_EQ(span_field(&e[0], "version"), 1);
+    CHECK_EQ(t->w.restarts, 0);
+    finish(t);
+}
+
 static void
 test_forget(void)
 {
@@ -929,8 +1198,11 @@ setup(int argc, char **argv)
              tmpdir);
     snprintf(badproto_bin, sizeof badproto_bin, "%s/wm-host-test.bad_protocol",
              tmpdir);
+    snprintf(inflight1_bin, sizeof inflight1_bin, "%s/wm-host-test.inflight1",
+             tmpdir);
     if (symlink(host_bin, nohello_bin) < 0 ||
-        symlink(host_bin, badproto_bin) < 0) {
+        symlink(host_bin, badproto_bin) < 0 ||
+        symlink(host_bin, inflight1_bin) < 0) {
         perror("symlink");
         return -1;
     }
@@ -952,6 +1224,13 @@ setup(int argc, char **argv)
     engine_missing = engine;
     engine_missing.name = (char *)(uintptr_t) "test-missing";
     engine_missing.host_path = (char *)(uintptr_t) "/nonexistent/wm-host-test";
+    engine_procs = engine;
+    engine_procs.name = (char *)(uintptr_t) "test-procs";
+    engine_procs.host_path = inflight1_bin;
+    engine_procs.concurrency = ENGINES_CONCURRENCY_PROCESSES;
+    engine_procs4 = engine;
+    engine_procs4.name = (char *)(uintptr_t) "test-procs4";
+    engine_procs4.concurrency = ENGINES_CONCURRENCY_PROCESSES;
 
     conf.message_timeout_ms = T_MESSAGE_MS;
     conf.handshake_timeout_ms = T_HANDSHAKE_MS;
@@ -980,9 +1259,10 @@ main(int argc, char **argv)
     tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
     if (base == NULL || tick == NULL || event_add(tick, &tv) < 0)
         return 1;
-    struct engines_entry list[] = { engine, engine_nohello, engine_badproto,
-                                    engine_missing };
-    const struct engines engines = { .v = list, .n = 4 };
+    struct engines_entry list[] = { engine,          engine_nohello,
+                                    engine_badproto, engine_missing,
+                                    engine_procs,    engine_procs4 };
+    const struct engines engines = { .v = list, .n = 6 };
     char err[512];
     /* Hosts unconfined: this test is about supervision (the sandbox's
      * own tests confine). */
@@ -1013,6 +1293,11 @@ main(int argc, char **argv)
     RUN_TIMED(test_stop);
     RUN_TIMED(test_forget);
     RUN_TIMED(test_orphan);
+    RUN_TIMED(test_threads);
+    RUN_TIMED(test_processes);
+    RUN_TIMED(test_processes_deadline);
+    RUN_TIMED(test_processes_idle);
+    RUN_TIMED(test_processes_reload_fail);
     RUN_TIMED(test_shutdown); /* last: the supervisor takes no work after it */
 
     supervise_free(sv);
@@ -1023,6 +1308,7 @@ main(int argc, char **argv)
     CHECK_EQ(check_count_fds(), fds_before);
     unlink(nohello_bin);
     unlink(badproto_bin);
+    unlink(inflight1_bin);
     rmdir(tmpdir);
     return check_result();
 }
