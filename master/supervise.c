@@ -818,7 +818,12 @@ proc_send_load(struct proc *p)
     f.u.load.limits.present = true;
     f.u.load.limits.timeout_ms = deadline_ms(p->sv, w);
     f.u.load.limits.memory_mb = w->limits.memory_mb;
-    f.u.load.limits.concurrency = w->limits.concurrency;
+    /* Each of several processes runs one event at a time: the worker's
+     * concurrency is their number (host_max_procs()), not each one's. */
+    f.u.load.limits.concurrency =
+        w->engine && w->engine->concurrency == ENGINES_CONCURRENCY_PROCESSES
+            ? 1
+            : w->limits.concurrency;
     f.u.load.in_process = p->validator;
 
     p->memfd = -1; /* the channel's from here on, also on failure */

@@ -86,8 +86,9 @@ static bool ignore_shutdown;
 static bool no_heartbeat;
 static bool log_events;    /* a Log frame "event <id> delivery <n>" per event */
 static int exit_code = -1; /* >= 0: exit with it once the queue drains */
-static unsigned answerable;     /* events in flight that will be answered */
-static uint32_t loaded_version; /* of the last Load answered ok (span) */
+static unsigned answerable;         /* events in flight that will be answered */
+static uint32_t loaded_version;     /* of the last Load answered ok (span) */
+static uint32_t loaded_concurrency; /* its limits.concurrency (span) */
 
 static void arm_poll(void);
 
@@ -306,9 +307,10 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
      * each of a worker's hosts). */
     snprintf(data, sizeof data,
              "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d,"
-             "\"worker\":\"%.64s\",\"version\":%u}",
+             "\"worker\":\"%.64s\",\"version\":%u,\"concurrency\":%u}",
              (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
-             worker ? worker : "", (unsigned)loaded_version);
+             worker ? worker : "", (unsigned)loaded_version,
+             (unsigned)loaded_concurrency);
     pending_event(p, &ce);
     reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
@@ -637,6 +639,7 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
         host_log(IPC_LOG_INFO, "loaded worker %.*s version %u",
                  (int)l->worker_id.len, l->worker_id.ptr, l->version);
         loaded_version = l->version;
+        loaded_concurrency = l->limits.concurrency;
         reply_loaded(f->seq, NULL);
     }
 }

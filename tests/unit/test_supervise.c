@@ -857,8 +857,10 @@ test_threads(void)
     WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
     CHECK_EQ(supervise_hosts(sv), 1);
     CHECK_EQ(supervise_pids(&t->w, pids, 4), 1);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         CHECK_EQ(span_field(&e[i], "pid"), pids[0]);
+        CHECK_EQ(span_field(&e[i], "concurrency"), 3); /* its threads */
+    }
     finish(t);
 }
 
@@ -896,6 +898,9 @@ test_processes(void)
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(e[i].type[0], '\0');
         CHECK(pid_in(span_field(&e[i], "pid"), pids, n));
+        /* each process runs one event at a time: the worker's 3 are
+         * their number */
+        CHECK_EQ(span_field(&e[i], "concurrency"), 1);
         for (int j = 0; j < i; j++)
             CHECK(span_field(&e[i], "pid") != span_field(&e[j], "pid"));
     }
