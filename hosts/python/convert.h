@@ -38,6 +38,10 @@
  * a Python exception. */
 int pyhost_convert_init(void);
 
+/* Forgets the random bytes kept for output ids: every host calls it as it
+ * starts, so that hosts forked from one zygote draw their own. */
+void pyhost_convert_reseed(void);
+
 /* The dict of ce (a new reference), or NULL with a Python exception. */
 PyObject *pyhost_event_dict(const struct ipc_cloudevent *ce);
 

@@ -105,6 +105,8 @@ RETURNS = """
                      "correlationid": "own"}]
         if kind == "empty":
             return []
+        if kind == "many":
+            return [{"type": "out.n"} for _ in range(300)]
         if kind == "int":
             return 42
         if kind == "badext":
@@ -144,6 +146,15 @@ def test_return_forms_and_filling(wmd):
     assert o["correlationid"] == "c-9" and o["traceparent"] == tp
     assert "other" not in o
     assert o["shard"] == "7" and o["flag"] == "false"
+
+    # Filled ids are version-4 UUIDs, all distinct: 300 in one event
+    # cross the host's 256-id batches of random bytes; a second host
+    # (forked from the same zygote) draws its own.
+    many = wmd.invoke(wid, "many").json
+    other = create(wmd, RETURNS)["id"]
+    many += wmd.invoke(other, "many").json
+    assert len(many) == 600 and all(UUID.match(o["id"]) for o in many)
+    assert len({o["id"] for o in many}) == 600
 
     r = wmd.invoke(wid, "list", correlationid="c-1")
     assert r.status == 200, r
