@@ -454,18 +454,17 @@ host_update_pid(struct host *h)
 static void proc_shutdown(struct proc *p, enum proc_stop stop,
                           uint64_t grace_ms);
 
-/* Asks every process of h to go (proc_shutdown()). */
+/* Asks every process of h to go (proc_shutdown()); the caller holds h
+ * (host_hold()): a forget meanwhile must not free it under the loop. */
 static void
-host_shutdown_all(struct host *h, enum proc_stop stop, uint64_t grace_ms)
+shutdown_procs(struct host *h, enum proc_stop stop, uint64_t grace_ms)
 {
     struct proc *q, *next;
 
-    host_hold(h);
     for (q = TAILQ_FIRST(&h->procs); q && !h->forgotten; q = next) {
         next = TAILQ_NEXT(q, hlink);
         proc_shutdown(q, stop, grace_ms);
     }
-    host_release(h);
 }
 
 /* ---- completing callbacks -------------------------------------------- */
@@ -975,7 +974,7 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         host_set_failed(h, "load_error", msg);
         /* The code does not load: the worker's other processes, starting
          * with the same code, go too. */
-        host_shutdown_all(h, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
+        shutdown_procs(h, STOP_FAILED, p->sv->conf->shutdown_grace_ms);
         kick(h); /* fail the queue */
     }
 out:
@@ -1288,12 +1287,15 @@ host_fail(struct host *h, const char *type, const char *msg)
 {
     log_err("worker %s: %s: %s", h->w->id, type, msg);
     host_set_failed(h, type, msg);
-    /* Its other processes, if any, go with it. */
-    host_shutdown_all(h, STOP_FAILED, h->sv->conf->shutdown_grace_ms);
-    if (h->forgotten)
-        return;
-    set_state(h->sv, h->w, WORKER_STATE_FAILED);
+    /* Held across: a forget while its processes go would free h. */
     host_hold(h);
+    /* Its other processes, if any, go with it. */
+    shutdown_procs(h, STOP_FAILED, h->sv->conf->shutdown_grace_ms);
+    if (h->forgotten) {
+        host_release(h);
+        return;
+    }
+    set_state(h->sv, h->w, WORKER_STATE_FAILED);
     finish_loads(h, type, msg);
     if (!h->forgotten)
         fail_queue(h, type, msg);
@@ -2501,7 +2503,7 @@ supervise_apply(struct supervisor *sv, struct worker *w,
             }
         }
         if (p)
-            host_shutdown_all(h, STOP_USER, sv->conf->shutdown_grace_ms);
+            shutdown_procs(h, STOP_USER, sv->conf->shutdown_grace_ms);
         else
             set_state(sv, w, WORKER_STATE_STOPPED);
         host_release(h);

@@ -424,12 +424,13 @@ zygote_up(const struct sandbox_launcher_engine *e, char *err, size_t errlen)
     if (z->pid < 0) {
         z->pid = 0;
         z->sock = -1;
-        snprintf(err, errlen, "cannot start it: %s", why);
+        snprintf(err, errlen, "cannot start it: %.360s", why);
         goto out;
     }
     if (sandbox_zygote_wait_ready(z->sock, ZYGOTE_READY_MS, why, sizeof why) <
         0) {
-        snprintf(err, errlen, "%s (pid %d): %s", e->path, (int)z->pid, why);
+        snprintf(err, errlen, "%.120s (pid %d): %.240s", e->path, (int)z->pid,
+                 why);
         zygote_lost(z);
         goto out;
     }
@@ -879,7 +880,9 @@ start_zygotes(void)
     }
     for (size_t k = 0; k < L.c->nengines; k++) {
         L.zygotes[k].sock = -1;
-        if (!L.c->engines[k].zygote)
+        /* An engine whose host is missing is unavailable (the master
+         * says so); its zygote is tried when a host is asked for. */
+        if (!L.c->engines[k].zygote || access(L.c->engines[k].path, X_OK) != 0)
             continue;
         if (zygote_up(&L.c->engines[k], err, sizeof err) < 0)
             say("engine %s: its zygote: %s", L.c->engines[k].name, err);
