@@ -31,6 +31,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -127,6 +128,18 @@ sandbox_level_parse(const char *name, enum sandbox_level *level)
         }
     }
     return -1;
+}
+
+enum sandbox_level
+sandbox_spawned_level(enum sandbox_level own)
+{
+    const char *v = getenv(SANDBOX_CONFINEMENT_ENV);
+    enum sandbox_level spawned;
+
+    if (own < SANDBOX_LEVEL_SECCOMP || v == NULL ||
+        sandbox_level_parse(v, &spawned) != 0 || spawned < own)
+        return own;
+    return spawned;
 }
 
 /* ---- probes in children ------------------------------------------------ */

@@ -121,6 +121,14 @@ const char *sandbox_level_name(enum sandbox_level level);
 /* The level named name into *level: 0, or -1 for no such level. */
 int sandbox_level_parse(const char *name, enum sandbox_level *level);
 
+/*
+ * What a host reports in its Hello: own, the level its own steps gave (its
+ * filters), raised to what its spawner's steps gave before it ran
+ * (SANDBOX_CONFINEMENT_ENV, set by the launcher), which counts only on top
+ * of its own.  Without that variable, own.
+ */
+enum sandbox_level sandbox_spawned_level(enum sandbox_level own);
+
 /* The names of one bit of SANDBOX_ACT_*, SANDBOX_NS_*, SANDBOX_CG_* (as
  * /proc/sys/kernel/seccomp/actions_avail, /proc/self/ns and cgroup name
  * them), or NULL. */

@@ -567,22 +567,6 @@ on_close(struct ipc_channel *c, enum ipc_channel_status status,
     _exit(1);
 }
 
-#ifdef WM_SANDBOX
-/* Its own level raised to what its spawner's steps gave (as in
- * wm-host-native). */
-static enum sandbox_level
-spawned_level(enum sandbox_level own)
-{
-    const char *v = getenv(SANDBOX_CONFINEMENT_ENV);
-    enum sandbox_level spawned;
-
-    if (own < SANDBOX_LEVEL_SECCOMP || v == NULL ||
-        sandbox_level_parse(v, &spawned) != 0 || spawned < own)
-        return own;
-    return spawned;
-}
-#endif
-
 /* The dotnet role's own steps (sandbox/role_dotnet.c).  Returns the
  * confinement for the Hello; *warn says why it is less, or is empty. */
 static const char *
@@ -610,7 +594,7 @@ confine(char *warn, size_t len)
         if (mode == SANDBOX_MODE_LOG)
             return "none";
     }
-    return sandbox_level_name(spawned_level((enum sandbox_level)level));
+    return sandbox_level_name(sandbox_spawned_level((enum sandbox_level)level));
 #else
     (void)len;
     return "none";

@@ -526,26 +526,6 @@ on_close(struct ipc_channel *c, enum ipc_channel_status status,
     _exit(1);
 }
 
-#ifdef WM_SANDBOX
-/*
- * What this host reports: its own level (its filters: seccomp) raised to
- * what its spawner's steps gave before the exec (namespaces, its root,
- * Landlock, its cgroup: SANDBOX_CONFINEMENT_ENV, set by the daemon), which
- * counts only on top of its own.  Without that variable, its own.
- */
-static enum sandbox_level
-spawned_level(enum sandbox_level own)
-{
-    const char *v = getenv(SANDBOX_CONFINEMENT_ENV);
-    enum sandbox_level spawned;
-
-    if (own < SANDBOX_LEVEL_SECCOMP || v == NULL ||
-        sandbox_level_parse(v, &spawned) != 0 || spawned < own)
-        return own;
-    return spawned;
-}
-#endif
-
 /*
  * The native role's confinement (see the top): stage 1 on every thread,
  * the opener started under it, stage 2 on this thread.  Returns the
@@ -588,7 +568,7 @@ confine(char *warn, size_t len)
         if (mode == SANDBOX_MODE_LOG)
             return "none";
     }
-    return sandbox_level_name(spawned_level((enum sandbox_level)level));
+    return sandbox_level_name(sandbox_spawned_level((enum sandbox_level)level));
 #else
     (void)len;
     opener_start();

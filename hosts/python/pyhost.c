@@ -1182,23 +1182,6 @@ on_close(struct ipc_channel *c, enum ipc_channel_status status,
 
 /* ---- confinement and the loop ------------------------------------------- */
 
-#ifdef WM_SANDBOX
-/* As wm-host-native's: its own level (its filter) raised to what its
- * spawner's steps gave (SANDBOX_CONFINEMENT_ENV), which counts only on top
- * of its own. */
-static enum sandbox_level
-spawned_level(enum sandbox_level own)
-{
-    const char *v = getenv(SANDBOX_CONFINEMENT_ENV);
-    enum sandbox_level spawned;
-
-    if (own < SANDBOX_LEVEL_SECCOMP || v == NULL ||
-        sandbox_level_parse(v, &spawned) != 0 || spawned < own)
-        return own;
-    return spawned;
-}
-#endif
-
 /* The python role's own steps (sandbox/role_python.c).  The confinement
  * for the Hello; *warn says why it is less (or that a debug mode is on),
  * or is empty. */
@@ -1231,7 +1214,7 @@ confine(char *warn, size_t len)
         if (mode == SANDBOX_MODE_LOG)
             return "none";
     }
-    return sandbox_level_name(spawned_level((enum sandbox_level)level));
+    return sandbox_level_name(sandbox_spawned_level((enum sandbox_level)level));
 #else
     (void)len;
     return "none";
