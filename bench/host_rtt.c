@@ -13,7 +13,8 @@
  *      from the previous one's reply callback (after 10,000 of warm-up);
  *      p50, p99, p99.9 and max of the call-to-reply time;
  *   2. pipelined throughput: N calls with WINDOW outstanding (at most the
- *      max_inflight of the host's Hello); replies per second.
+ *      max_inflight of the host's Hello, plus its prefetch); replies per
+ *      second.
  * No HTTP, no broker, no journal: what is left is the channel, the host's
  * loop, its hand-off to the pool thread(s) and back, and the worker.
  * Every Result is checked to hold one output and no error.  Each phase
@@ -63,7 +64,7 @@ struct bench {
     pid_t host;
     struct ipc_channel *ch;
     struct ipc_frame f;    /* the Process frame, sent again and again */
-    uint32_t max_inflight; /* from the host's Hello */
+    uint32_t max_inflight; /* from the host's Hello, with its prefetch */
     unsigned long total;   /* calls to make in this phase */
     unsigned long sent;
     unsigned long done;
@@ -250,7 +251,7 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *h, const char **reason,
 
     (void)ch;
     (void)reason;
-    b->max_inflight = h->max_inflight ? h->max_inflight : 1;
+    b->max_inflight = (h->max_inflight ? h->max_inflight : 1) + h->prefetch;
     return 0;
 }
 

@@ -1095,6 +1095,7 @@ send_hello(struct ipc_channel *ch)
     f.u.hello.engine = ipc_str_c(ch->cfg.engine);
     f.u.hello.pid = (int32_t)getpid();
     f.u.hello.max_inflight = ch->cfg.max_inflight;
+    f.u.hello.prefetch = ch->cfg.prefetch;
     f.u.hello.confinement = ipc_str_c(ch->cfg.confinement);
     t = encode(ch, &f, &seq_pos);
     if (t == NULL)

@@ -55,6 +55,7 @@ struct ipc_channel_config {
     /* Host: what its Hello says (strings may be NULL). */
     const char *engine;
     uint32_t max_inflight;
+    uint32_t prefetch; /* ipc_hello.prefetch */
     const char *confinement;
     /* Host: the protocol its Hello announces; 0 = IPC_PROTOCOL_VERSION.
      * Only tests set another. */

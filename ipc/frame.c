@@ -21,6 +21,7 @@ enum {
     HELLO_CONFINEMENT,
     HELLO_ACCEPTED,
     HELLO_REASON,
+    HELLO_PREFETCH,
     HELLO_NFIELDS
 };
 enum { IDENTITY_ID = 0, IDENTITY_GROUP, IDENTITY_TOPIC, IDENTITY_NFIELDS };
@@ -85,7 +86,7 @@ enum { FORKED_PID = 0 };
 
 static const struct ipc_fb_field hello_fields[] = {
     U16("protocol"),    STR("engine"),  U32("pid"),    U32("max_inflight"),
-    STR("confinement"), U8("accepted"), STR("reason"),
+    STR("confinement"), U8("accepted"), STR("reason"), U32("prefetch"),
 };
 SCHEMA(hello_schema, "Hello", hello_fields);
 
@@ -295,6 +296,7 @@ decode_hello(const uint8_t *t, struct ipc_hello *h)
     h->confinement = ipc_fb_get_str(t, HELLO_CONFINEMENT);
     h->accepted = ipc_fb_get_scalar(t, HELLO_ACCEPTED, 1, 0) != 0;
     h->reason = ipc_fb_get_str(t, HELLO_REASON);
+    h->prefetch = get_u32(t, HELLO_PREFETCH, 0);
 }
 
 static void
@@ -504,6 +506,7 @@ build_hello(struct ipc_fb_builder *b, const struct ipc_hello *h)
     ipc_fb_table_scalar(&t, HELLO_PID, 4, (uint32_t)h->pid);
     ipc_fb_table_scalar(&t, HELLO_MAX_INFLIGHT, 4, h->max_inflight);
     ipc_fb_table_scalar(&t, HELLO_ACCEPTED, 1, h->accepted);
+    ipc_fb_table_scalar(&t, HELLO_PREFETCH, 4, h->prefetch);
     size_t pos = ipc_fb_table_end(b, &t);
     patch_strings(b, &t, s, HELLO_NFIELDS);
     return pos;

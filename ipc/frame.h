@@ -53,6 +53,9 @@ struct ipc_hello {
     struct ipc_str confinement;
     bool accepted;
     struct ipc_str reason;
+    /* Host: Process frames it takes beyond max_inflight, queued and run in
+     * the order received as the running ones end (PROTOCOL.md). */
+    uint32_t prefetch;
 };
 
 struct ipc_identity {

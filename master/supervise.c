@@ -52,12 +52,17 @@
  * "running" resets it).
  *
  * Events: queued per worker, sent as Process calls up to each proc's
- * max_inflight (its Hello), each with a deadline timer.  A deadline kills
- * the proc (timeout): that event fails with "timeout", the proc's other
- * in-flight events go back to the front of the queue, in order, for the
- * next host.  Any other death fails the proc's in-flight events with the
- * exit's reason.  A Load for a new version waits until nothing is in
- * flight on a proc, and nothing is sent to it meanwhile (the hot reload).
+ * max_inflight (its Hello), each with a deadline timer.  A host whose
+ * Hello has a prefetch takes that many more once no proc is starting: it
+ * queues them and runs them in order as its running ones end, so the
+ * deadline of such a waiting event starts when an earlier one's Result
+ * comes (start_waiting()).  A deadline kills the proc (timeout): that
+ * event fails with "timeout", the proc's other in-flight events go back
+ * to the front of the queue, in order, for the next host.  Any other
+ * death fails the proc's running events with the exit's reason; those it
+ * had not started go back to the queue.  A Load for a new version waits
+ * until nothing is in flight on a proc, and nothing is sent to it
+ * meanwhile (the hot reload).
  *
  * Re-entrancy: the caller's callbacks may call back into the supervisor,
  * supervise_forget() included (not supervise_free()).  A host is held
@@ -115,6 +120,10 @@
 #define LINGER_MS 1000u
 /* The most concurrent events a host may ask for in its Hello. */
 #define MAX_INFLIGHT_CAP 1024u
+/* The most events a host may ask to queue beyond those (its Hello's
+ * prefetch): each waits behind the running ones, so a deep queue only
+ * delays them. */
+#define PREFETCH_CAP 64u
 /* The largest backoff exponent (2^20 × any base is past any cap). */
 #define BACKOFF_SHIFT_MAX 20u
 
@@ -131,7 +140,9 @@ struct sv_event {
     struct event *deadline;
     uint32_t deadline_ms;
     uint32_t delivery;
-    struct proc *p;         /* the host process it is in flight on */
+    struct proc *p; /* the host process it is in flight on */
+    bool waiting;   /* in flight, prefetched: queued in its host, not started,
+                       its deadline not running yet */
     struct native_job *job; /* in process: its call, while in flight */
 };
 
@@ -166,6 +177,7 @@ struct proc {
     int hold_fd;            /* a killed host's channel kept open, or -1 */
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
+    uint32_t prefetch;    /* events it queues beyond max_inflight (Hello) */
     unsigned ninflight;   /* of h->inflight, the events sent to it */
     bool full;            /* its channel's queue is full (EAGAIN) */
     char confinement[16]; /* what its Hello says it applied; "" before */
@@ -512,16 +524,62 @@ inflight_remove(struct host *h, struct sv_event *ev)
     if (ev->p)
         ev->p->ninflight--;
     ev->p = NULL;
+    ev->waiting = false;
     evtimer_del(ev->deadline);
 }
 
+/* After an event of p ended: the first it had prefetched starts, if it
+ * runs fewer than its max_inflight now (a host with a prefetch runs them
+ * in the order it got them), and its deadline with it. */
+static void
+start_waiting(struct host *h, struct proc *p)
+{
+    struct sv_event *ev, *first = NULL;
+    unsigned running = 0;
+
+    if (p->prefetch == 0)
+        return;
+    TAILQ_FOREACH (ev, &h->inflight, link) {
+        if (ev->p != p)
+            continue;
+        if (!ev->waiting)
+            running++;
+        else if (first == NULL)
+            first = ev;
+    }
+    if (first && running < p->max_inflight) {
+        first->waiting = false;
+        timer_ms(first->deadline, first->deadline_ms);
+    }
+}
+
+/* Puts the events in flight on p that match back at the front of the
+ * queue, in their order, for the next host: all of them (its running
+ * ones were not at fault), or only those it had not started. */
+static void
+requeue_inflight(struct host *h, const struct proc *p, bool waiting_only)
+{
+    struct sv_event *o, *prev;
+
+    for (o = TAILQ_LAST(&h->inflight, sv_event_list); o; o = prev) {
+        prev = TAILQ_PREV(o, sv_event_list, link);
+        if (o->p != p || (waiting_only && !o->waiting))
+            continue;
+        inflight_remove(h, o);
+        TAILQ_INSERT_HEAD(&h->queue, o, link);
+    }
+}
+
 /* Fails the events in flight on p (every one when p is NULL): the
- * others go on. */
+ * others go on.  Those p had only prefetched never ran: they go back to
+ * the queue instead. */
 static void
 fail_inflight(struct host *h, struct proc *p, const char *type, const char *msg)
 {
     struct sv_event *ev;
 
+    if (p)
+        requeue_inflight(h, p, true);
     for (;;) {
         TAILQ_FOREACH (ev, &h->inflight, link)
             if (p == NULL || ev->p == p)
@@ -1115,7 +1173,10 @@ on_result(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
                       ipc_body_name(reply->type));
         goto out;
     }
+    struct proc *p = ev->p;
     inflight_remove(h, ev);
+    if (p)
+        start_waiting(h, p);
     const struct ipc_result *r = &reply->u.result;
     msg[0] = '\0';
     if (r->error.type.ptr) {
@@ -1136,7 +1197,6 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     struct sv_event *ev = arg;
     struct host *h = ev->h;
     struct proc *p = ev->p;
-    struct sv_event *o, *prev;
     char msg[128];
 
     (void)fd;
@@ -1161,13 +1221,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     /* The others of its process were not at fault: back to the front of
      * the queue, in their order, for the next host (those of the worker's
      * other processes go on). */
-    for (o = TAILQ_LAST(&h->inflight, sv_event_list); o; o = prev) {
-        prev = TAILQ_PREV(o, sv_event_list, link);
-        if (o->p != p)
-            continue;
-        inflight_remove(h, o);
-        TAILQ_INSERT_HEAD(&h->queue, o, link);
-    }
+    requeue_inflight(h, p, false);
     snprintf(msg, sizeof msg, "no Result within the %" PRIu32 " ms deadline",
              ev->deadline_ms);
     if (p)
@@ -1210,8 +1264,12 @@ dispatch_one(struct host *h, struct proc *p)
     TAILQ_INSERT_TAIL(&h->inflight, ev, link);
     h->ninflight++;
     ev->p = p;
+    /* Beyond its max_inflight the host queues it: its deadline starts
+     * when it does (start_waiting()). */
+    ev->waiting = p->ninflight >= p->max_inflight;
     p->ninflight++;
-    timer_ms(ev->deadline, ev->deadline_ms);
+    if (!ev->waiting)
+        timer_ms(ev->deadline, ev->deadline_ms);
     /* A busy host is judged by its deadlines, not by heartbeats. */
     timer_del(p->hb);
     timer_del(p->hb_timeout);
@@ -1678,18 +1736,33 @@ pump_inproc(struct host *h)
 
 /* The process of h with the most room for an event (the fewest in
  * flight), or NULL when every one is full or not ready: events spread
- * over the worker's processes. */
+ * over the worker's processes.  With prefetch, room counts the events a
+ * process queues beyond its max_inflight too. */
 static struct proc *
-pick_proc(struct host *h)
+pick_proc(struct host *h, bool prefetch)
 {
     struct proc *q, *best = NULL;
 
     TAILQ_FOREACH (q, &h->procs, hlink)
         if (proc_current(q, h->w) && !q->full &&
-            q->ninflight < q->max_inflight &&
+            q->ninflight < q->max_inflight + (prefetch ? q->prefetch : 0) &&
             (best == NULL || q->ninflight < best->ninflight))
             best = q;
     return best;
+}
+
+/* The processes of h on their way to serving: started, or reloading, and
+ * not taking events yet. */
+static unsigned
+starting_procs(const struct host *h)
+{
+    const struct proc *q;
+    unsigned n = 0;
+
+    TAILQ_FOREACH (q, &h->procs, hlink)
+        if (proc_serving(q) && (!q->loaded || q->load_sent))
+            n++;
+    return n;
 }
 
 /* Whether h should start one more process: it may have more, no restart
@@ -1702,15 +1775,12 @@ pick_proc(struct host *h)
 static bool
 want_more(struct host *h)
 {
-    const struct proc *q;
     const struct sv_event *ev;
-    unsigned starting = 0, waiting = 0;
+    unsigned starting, waiting = 0;
 
     if (h->nprocs >= host_max_procs(h) || evtimer_pending(h->backoff, NULL))
         return false;
-    TAILQ_FOREACH (q, &h->procs, hlink)
-        if (proc_serving(q) && (!q->loaded || q->load_sent))
-            starting++;
+    starting = starting_procs(h);
     TAILQ_FOREACH (ev, &h->queue, link)
         if (++waiting > starting)
             return true;
@@ -1759,7 +1829,7 @@ pump(struct host *h)
         if (h->forgotten)
             return;
     }
-    while (!TAILQ_EMPTY(&h->queue) && (p = pick_proc(h)) != NULL) {
+    while (!TAILQ_EMPTY(&h->queue) && (p = pick_proc(h, false)) != NULL) {
         dispatch_one(h, p);
         if (h->forgotten)
             return;
@@ -1770,6 +1840,16 @@ pump(struct host *h)
         unsigned n = h->nprocs;
         host_start(h);
         if (h->forgotten || h->failed || h->nprocs == n)
+            return;
+    }
+    /* What is left waits in the hosts that prefetch (their Hello), once
+     * no process is starting that would run it sooner: a host then
+     * starts its next event as it sends a Result, rather than a round
+     * trip later. */
+    while (!TAILQ_EMPTY(&h->queue) && starting_procs(h) == 0 &&
+           (p = pick_proc(h, true)) != NULL) {
+        dispatch_one(h, p);
+        if (h->forgotten)
             return;
     }
     TAILQ_FOREACH (p, &h->procs, hlink) {
@@ -1842,11 +1922,13 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
                       : hello->max_inflight > MAX_INFLIGHT_CAP
                           ? MAX_INFLIGHT_CAP
                           : hello->max_inflight;
+    p->prefetch =
+        hello->prefetch > PREFETCH_CAP ? PREFETCH_CAP : hello->prefetch;
     log_debug("worker %s: host pid %d says hello (engine %.*s, max_inflight "
-              "%" PRIu32 ", confinement %.*s)",
+              "%" PRIu32 ", prefetch %" PRIu32 ", confinement %.*s)",
               p->worker_id, proc_pid(p), (int)hello->engine.len,
               hello->engine.ptr ? hello->engine.ptr : "", hello->max_inflight,
-              (int)hello->confinement.len,
+              hello->prefetch, (int)hello->confinement.len,
               hello->confinement.ptr ? hello->confinement.ptr : "");
     if (below_min_confinement(p, hello, reason))
         return -1;

@@ -24,8 +24,12 @@
  * loop itself (event_base_loop(EVLOOP_ONCE)), which libevent does not
  * allow from inside one of its callbacks.  Frames that arrive meanwhile
  * (a Heartbeat, Shutdown) are answered or noted there; jobs are queued.
- * The master sends at most max_inflight = 1 Process at a time, and a Load
- * for a reload only when nothing is in flight (master/supervise.c).
+ * The host runs one Process at a time (max_inflight = 1) and says in its
+ * Hello that it takes PYHOST_PREFETCH more meanwhile, which wait in
+ * `jobs` in order; the master starts their deadlines as they start, and
+ * sends a Load for a reload only when nothing is in flight
+ * (master/supervise.c).  Between jobs, wait_for_job() polls before it
+ * sleeps while events come close together.
  *
  * Hot reload: the new module replaces the old one only once it loaded;
  * the old one is dropped (not in sys.modules, never was) and a
@@ -72,6 +76,14 @@
 #define TRACEBACK_MAX (32u << 10)
 /* How long a Result may wait for the queue ahead of it to drain. */
 #define FLUSH_MS 10000u
+/* The events the master may send while one runs (the Hello's prefetch):
+ * they wait in `jobs`, so the next starts as a Result leaves rather than
+ * a round trip later (bench/README.md, "Python engine").  Small, because
+ * a worker's other hosts cannot take what waits here. */
+#define PYHOST_PREFETCH 8u
+/* How long a host polls for the next event before it sleeps, while
+ * events come close together (wait_for_job()). */
+#define SPIN_NS 50000
 
 static struct pyhost_allow allow;
 static PyObject *guard_builtins;   /* the worker module's __builtins__ */
@@ -1221,6 +1233,43 @@ confine(char *warn, size_t len)
 #endif
 }
 
+static int64_t
+mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Runs the loop until a job is queued.  While events come close together
+ * (the last wait was under SPIN_NS) it first polls the channel for up to
+ * SPIN_NS without sleeping: the next event then costs no wake-up of this
+ * process, the largest part of a round trip on a VM (bench/README.md,
+ * "Python engine").  A host that waited longer sleeps at once, so an idle
+ * or sporadic one spends nothing on it. */
+static void
+wait_for_job(void)
+{
+    static int64_t last_wait_ns = INT64_MAX;
+    static int64_t since = -1; /* the current wait's start */
+    int64_t t0 = mono_ns();
+
+    if (since < 0) {
+        since = t0;
+        if (last_wait_ns <= SPIN_NS)
+            while (jobs == NULL && mono_ns() - t0 <= SPIN_NS)
+                if (event_base_loop(base, EVLOOP_NONBLOCK) < 0)
+                    die("event_base_loop");
+    }
+    if (jobs == NULL && event_base_loop(base, EVLOOP_ONCE) < 0)
+        die("event_base_loop");
+    if (jobs != NULL) {
+        last_wait_ns = mono_ns() - since;
+        since = -1;
+    }
+}
+
 int
 pyhost_serve(void)
 {
@@ -1228,6 +1277,7 @@ pyhost_serve(void)
         .role = IPC_CHANNEL_HOST,
         .engine = "python",
         .max_inflight = 1,
+        .prefetch = PYHOST_PREFETCH,
     };
     const struct ipc_channel_callbacks cb = {
         .on_frame = on_frame,
@@ -1253,8 +1303,7 @@ pyhost_serve(void)
     for (;;) {
         maybe_exit();
         if (jobs == NULL) {
-            if (event_base_loop(base, EVLOOP_ONCE) < 0)
-                die("event_base_loop");
+            wait_for_job();
             continue;
         }
         struct job *j = jobs;

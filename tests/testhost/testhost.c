@@ -69,9 +69,11 @@ struct pending {
     uint8_t *buf;
     uint32_t len;
     struct event *timer;
-    int64_t start_ns; /* span */
-    long after_ms;    /* gateway: sleep this long after the reply */
-    char reply[1200]; /* gateway: the output's data, kept for after_ms */
+    int64_t start_ns;  /* span */
+    unsigned queued;   /* span: events waiting behind it as it started */
+    uint32_t delivery; /* serial: the Process frame's, while queued */
+    long after_ms;     /* gateway: sleep this long after the reply */
+    char reply[1200];  /* gateway: the output's data, kept for after_ms */
 };
 
 static struct event_base *base;
@@ -89,6 +91,15 @@ static int exit_code = -1; /* >= 0: exit with it once the queue drains */
 static unsigned answerable;         /* events in flight that will be answered */
 static uint32_t loaded_version;     /* of the last Load answered ok (span) */
 static uint32_t loaded_concurrency; /* its limits.concurrency (span) */
+/* serial<N>: max_inflight 1 and a prefetch of N, events run one at a time
+ * in the order received, as a Python host's; those that come while one
+ * runs wait in serial_queue (oldest first). */
+static bool serial;
+static bool serial_busy;
+static struct pending *serial_queue, **serial_tail = &serial_queue;
+static unsigned serial_waiting; /* in serial_queue: span's "queued" */
+static struct event *serial_next;
+static unsigned span_queued; /* serial_waiting when this event started */
 
 static void arm_poll(void);
 
@@ -174,6 +185,13 @@ reply_result(uint64_t seq, const struct ipc_result *r)
     f.reply_to = seq;
     f.u.result = *r;
     send_or_die(&f, NULL, 0);
+    /* serial: the next waiting event runs on the next loop turn (not
+     * from here, which may be inside on_process). */
+    if (serial) {
+        serial_busy = false;
+        if (serial_queue)
+            event_active(serial_next, EV_TIMEOUT, 0);
+    }
 }
 
 /* Answers event `in` (seq `seq`) with n copies of it, typed type + ".out";
@@ -307,10 +325,11 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
      * each of a worker's hosts). */
     snprintf(data, sizeof data,
              "{\"start_ns\":%lld,\"end_ns\":%lld,\"pid\":%d,"
-             "\"worker\":\"%.64s\",\"version\":%u,\"concurrency\":%u}",
+             "\"worker\":\"%.64s\",\"version\":%u,\"concurrency\":%u,"
+             "\"queued\":%u}",
              (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
              worker ? worker : "", (unsigned)loaded_version,
-             (unsigned)loaded_concurrency);
+             (unsigned)loaded_concurrency, p->queued);
     pending_event(p, &ce);
     reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
@@ -499,6 +518,7 @@ on_process(const struct ipc_frame *f)
         struct pending *p = pending_new(f->seq, &pr->event);
         struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
         p->start_ns = realtime_ns();
+        p->queued = span_queued;
         p->timer = evtimer_new(base, on_span_done, p);
         if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
             die("span timer");
@@ -533,6 +553,52 @@ on_process(const struct ipc_frame *f)
     } else {
         reply_outputs(f->seq, &ce, 1, NULL);
     }
+}
+
+/* serial: runs the oldest waiting event. */
+static void
+on_serial_next(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending *q = serial_queue;
+    struct ipc_frame f;
+
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (q == NULL || serial_busy)
+        return;
+    if ((serial_queue = q->next) == NULL)
+        serial_tail = &serial_queue;
+    serial_waiting--;
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_PROCESS;
+    f.seq = q->seq;
+    f.u.process.event.ptr = q->buf;
+    f.u.process.event.len = q->len;
+    f.u.process.delivery = q->delivery;
+    serial_busy = true;
+    span_queued = serial_waiting;
+    on_process(&f);
+    free(q->buf);
+    free(q);
+}
+
+/* serial: a Process that comes while another runs waits its turn. */
+static void
+serial_enqueue(const struct ipc_frame *f)
+{
+    struct pending *q = calloc(1, sizeof *q);
+    const struct ipc_bytes *ev = &f->u.process.event;
+
+    if (q == NULL || (q->buf = malloc(ev->len ? ev->len : 1)) == NULL)
+        die("malloc");
+    memcpy(q->buf, ev->ptr, ev->len);
+    q->len = ev->len;
+    q->seq = f->seq;
+    q->delivery = f->u.process.delivery;
+    *serial_tail = q;
+    serial_tail = &q->next;
+    serial_waiting++;
 }
 
 /* ---- load ------------------------------------------------------------ */
@@ -661,6 +727,12 @@ on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
     case IPC_BODY_PROCESS:
         if (shutting_down) /* the master sends nothing after Shutdown */
             exit(3);
+        if (serial && (serial_busy || serial_queue)) {
+            serial_enqueue(f);
+            break;
+        }
+        serial_busy = serial;
+        span_queued = 0;
         on_process(f);
         break;
     case IPC_BODY_HEARTBEAT:
@@ -753,6 +825,12 @@ main(int argc, char **argv)
     /* inflight<N>: a deeper pipeline (benchmarks). */
     if (strncmp(mode, "inflight", 8) == 0 && atoi(mode + 8) > 0)
         cfg.max_inflight = (uint32_t)atoi(mode + 8);
+    /* serial<N>: one event at a time, N more queued (a Python host). */
+    if (strncmp(mode, "serial", 6) == 0 && atoi(mode + 6) > 0) {
+        serial = true;
+        cfg.max_inflight = 1;
+        cfg.prefetch = (uint32_t)atoi(mode + 6);
+    }
     if (fcntl(HOST_FD, F_GETFD) < 0)
         die("no channel on fd 3");
     check_inherited_fds();
@@ -773,7 +851,8 @@ main(int argc, char **argv)
     if (base == NULL)
         die("event_base_new");
     poll_timer = evtimer_new(base, on_poll, NULL);
-    if (poll_timer == NULL)
+    serial_next = evtimer_new(base, on_serial_next, NULL);
+    if (poll_timer == NULL || serial_next == NULL)
         die("evtimer_new");
     ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
     if (ch == NULL)

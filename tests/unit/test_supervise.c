@@ -63,11 +63,13 @@ static char tmpdir[PATH_MAX];
 static char nohello_bin[PATH_MAX + 32];
 static char badproto_bin[PATH_MAX + 32];
 static char inflight1_bin[PATH_MAX + 32];
+static char serial2_bin[PATH_MAX + 32];
 /* The engines the launcher knows (by name: each its own).  engine_procs:
  * concurrency = processes, hosts of max_inflight 1 (as Python's);
- * engine_procs4: the same with hosts of max_inflight 4. */
+ * engine_procs4: the same with hosts of max_inflight 4; engine_serial:
+ * hosts that run one event at a time and prefetch 2 (as Python's). */
 static struct engines_entry engine, engine_nohello, engine_badproto,
-    engine_missing, engine_procs, engine_procs4;
+    engine_missing, engine_procs, engine_procs4, engine_serial;
 
 /* A worker with the code the hook hands out and the states it went
  * through. */
@@ -1090,6 +1092,60 @@ test_processes_reload_fail(void)
     finish(t);
 }
 
+/* A host that prefetches (max_inflight 1, prefetch 2) gets the next two
+ * events while it runs one, and runs them in order; each event's deadline
+ * starts when the host starts it: the third here ends 900 ms after it
+ * was sent, past its 700 ms deadline, yet ran for 300. */
+static void
+test_prefetch(void)
+{
+    struct tw *t = tw_new("echo", &engine_serial);
+    struct outcome o, e[3];
+
+    t->w.limits.timeout_ms = 700;
+    load(t, &o);
+    CHECK_EQ(o.type[0], '\0');
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:300", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(e[i].type[0], '\0');
+        CHECK_EQ(e[i].calls, 1);
+        CHECK_EQ(span_field(&e[i], "pid"), t->w.pid);
+    }
+    /* The second started with the third waiting in the host behind it:
+     * both were sent while the first ran. */
+    CHECK_EQ(span_field(&e[1], "queued"), 1);
+    CHECK(e[2].at - e[0].at >= 500);
+    CHECK_EQ(t->w.restarts, 0);
+    finish(t);
+}
+
+/* A host that dies with prefetched events: the one it ran fails with the
+ * death's reason, those it had not started run on the next host. */
+static void
+test_prefetch_crash(void)
+{
+    struct tw *t = tw_new("echo", &engine_serial);
+    struct outcome o, c, e[2];
+
+    load(t, &o);
+    memset(&c, 0, sizeof c);
+    memset(e, 0, sizeof e);
+    CHECK_EQ(send_event(t, "crash", &c), 0);
+    CHECK_EQ(send_event(t, "echo", &e[0]), 0);
+    CHECK_EQ(send_event(t, "echo", &e[1]), 0);
+    WAIT_FOR(c.done && e[0].done && e[1].done, 5000);
+    CHECK(strcmp(c.type, "crash") == 0);
+    CHECK_EQ(e[0].type[0], '\0');
+    CHECK_EQ(e[1].type[0], '\0');
+    CHECK_EQ(e[0].calls, 1);
+    CHECK_EQ(e[1].calls, 1);
+    CHECK_EQ(t->w.restarts, 1);
+    finish(t);
+}
+
 static void
 test_forget(void)
 {
@@ -1205,9 +1261,12 @@ setup(int argc, char **argv)
              tmpdir);
     snprintf(inflight1_bin, sizeof inflight1_bin, "%s/wm-host-test.inflight1",
              tmpdir);
+    snprintf(serial2_bin, sizeof serial2_bin, "%s/wm-host-test.serial2",
+             tmpdir);
     if (symlink(host_bin, nohello_bin) < 0 ||
         symlink(host_bin, badproto_bin) < 0 ||
-        symlink(host_bin, inflight1_bin) < 0) {
+        symlink(host_bin, inflight1_bin) < 0 ||
+        symlink(host_bin, serial2_bin) < 0) {
         perror("symlink");
         return -1;
     }
@@ -1236,6 +1295,9 @@ setup(int argc, char **argv)
     engine_procs4 = engine;
     engine_procs4.name = (char *)(uintptr_t) "test-procs4";
     engine_procs4.concurrency = ENGINES_CONCURRENCY_PROCESSES;
+    engine_serial = engine;
+    engine_serial.name = (char *)(uintptr_t) "test-serial";
+    engine_serial.host_path = serial2_bin;
 
     conf.message_timeout_ms = T_MESSAGE_MS;
     conf.handshake_timeout_ms = T_HANDSHAKE_MS;
@@ -1266,8 +1328,9 @@ main(int argc, char **argv)
         return 1;
     struct engines_entry list[] = { engine,          engine_nohello,
                                     engine_badproto, engine_missing,
-                                    engine_procs,    engine_procs4 };
-    const struct engines engines = { .v = list, .n = 6 };
+                                    engine_procs,    engine_procs4,
+                                    engine_serial };
+    const struct engines engines = { .v = list, .n = 7 };
     char err[512];
     /* Hosts unconfined: this test is about supervision (the sandbox's
      * own tests confine). */
@@ -1303,6 +1366,8 @@ main(int argc, char **argv)
     RUN_TIMED(test_processes_deadline);
     RUN_TIMED(test_processes_idle);
     RUN_TIMED(test_processes_reload_fail);
+    RUN_TIMED(test_prefetch);
+    RUN_TIMED(test_prefetch_crash);
     RUN_TIMED(test_shutdown); /* last: the supervisor takes no work after it */
 
     supervise_free(sv);
@@ -1314,6 +1379,7 @@ main(int argc, char **argv)
     unlink(nohello_bin);
     unlink(badproto_bin);
     unlink(inflight1_bin);
+    unlink(serial2_bin);
     rmdir(tmpdir);
     return check_result();
 }
