@@ -123,7 +123,8 @@ eq_body(const struct ipc_frame *a, const struct ipc_frame *b)
                eq_u64(x->max_inflight, y->max_inflight, "Hello.max_inflight") &&
                eq_str(x->confinement, y->confinement, "Hello.confinement") &&
                eq_u64(x->accepted, y->accepted, "Hello.accepted") &&
-               eq_str(x->reason, y->reason, "Hello.reason");
+               eq_str(x->reason, y->reason, "Hello.reason") &&
+               eq_u64(x->prefetch, y->prefetch, "Hello.prefetch");
     }
     case IPC_BODY_LOAD: {
         const struct ipc_load *x = &a->u.load, *y = &b->u.load;

@@ -177,6 +177,7 @@ test_hello(void)
         .pid = 4242,
         .max_inflight = 64,
         .confinement = ipc_str_c("seccomp,userns"),
+        .prefetch = 8,
     };
     roundtrip_seqs(&f);
     /* The master's refusal. */
@@ -195,6 +196,7 @@ test_hello(void)
         .confinement = ipc_str_c(""),
         .accepted = true,
         .reason = ipc_str_c(""),
+        .prefetch = UINT32_MAX,
     };
     roundtrip(&f);
     /* None of the optional fields (Hello has no required one). */
