@@ -68,6 +68,7 @@ TABLES = {
         ("protocol", ("int", 1)), ("engine", "str"), ("pid", ("int", 0)),
         ("max_inflight", ("int", 0)), ("confinement", "str"),
         ("accepted", ("bool", False)), ("reason", "str"),
+        ("prefetch", ("int", 0)),
     ],
     "Identity": [("id", "str"), ("group", "str"), ("topic", "str")],
     "Limits": [

@@ -140,7 +140,8 @@ def test_running_host_is_confined(wmd, attack_package):
     # loop thread, opener (stage 1 only), one pool thread (concurrency 1)
     assert filters == [2, 1, 2], filters
     assert re.search(rf"host pid {pid} says hello \(engine native, "
-                     r"max_inflight \d+, confinement (seccomp|ns|full)\)", wmd.log())
+                     r"max_inflight \d+, prefetch 0, "
+                     r"confinement (seccomp|ns|full)\)", wmd.log())
     # The daemon logged what the machine offers at start-up (the CI
     # machine kind: everything but cgroup v2 controllers).
     m = re.search(r"sandbox: machine offers confinement (\w+): ", wmd.log())
@@ -403,7 +404,7 @@ def test_running_host_is_fully_confined(rootd, attack_package):
     offered = rootd.get("/health").json["sandbox"]["level"]
     assert view["confinement"] == offered, (view, offered)
     assert re.search(rf"host pid {pid} says hello \(engine native, "
-                     rf"max_inflight \d+, confinement {offered}\)",
+                     rf"max_inflight \d+, prefetch 0, confinement {offered}\)",
                      rootd.log())
     if MUST_WORK:
         assert offered == "full", offered
