@@ -53,7 +53,8 @@
  *
  * Events: queued per worker, sent as Process calls up to each proc's
  * max_inflight (its Hello), each with a deadline timer.  A host whose
- * Hello has a prefetch takes that many more once no proc is starting: it
+ * Hello has a prefetch takes that many more once no proc is starting and
+ * while its last event ran under PREFETCH_FAST_US (1 ms): it
  * queues them and runs them in order as its running ones end, so the
  * deadline of such a waiting event starts when an earlier one's Result
  * comes (start_waiting()).  A deadline kills the proc (timeout): that
@@ -124,6 +125,11 @@
  * prefetch): each waits behind the running ones, so a deep queue only
  * delays them. */
 #define PREFETCH_CAP 64u
+/* A host gets events to queue only while its last event ran for less
+ * than this: a queued event then waits at most prefetch times as long,
+ * and a worker of slow events keeps them in the master's queue, where
+ * whichever of its hosts is free first takes the next. */
+#define PREFETCH_FAST_US 1000
 /* The largest backoff exponent (2^20 × any base is past any cap). */
 #define BACKOFF_SHIFT_MAX 20u
 
@@ -143,6 +149,7 @@ struct sv_event {
     struct proc *p; /* the host process it is in flight on */
     bool waiting;   /* in flight, prefetched: queued in its host, not started,
                        its deadline not running yet */
+    int64_t started_us;     /* monotonic, when its host started it */
     struct native_job *job; /* in process: its call, while in flight */
 };
 
@@ -178,6 +185,7 @@ struct proc {
     bool validator; /* validates for the in-process path, runs nothing */
     uint32_t max_inflight;
     uint32_t prefetch;    /* events it queues beyond max_inflight (Hello) */
+    int64_t last_run_us;  /* its last event's run time; -1: none yet */
     unsigned ninflight;   /* of h->inflight, the events sent to it */
     bool full;            /* its channel's queue is full (EAGAIN) */
     char confinement[16]; /* what its Hello says it applied; "" before */
@@ -289,6 +297,16 @@ now_ms(clockid_t clock)
     if (clock_gettime(clock, &ts) < 0)
         return 0;
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void
@@ -549,6 +567,7 @@ start_waiting(struct host *h, struct proc *p)
     }
     if (first && running < p->max_inflight) {
         first->waiting = false;
+        first->started_us = now_us();
         timer_ms(first->deadline, first->deadline_ms);
     }
 }
@@ -1174,6 +1193,8 @@ on_result(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         goto out;
     }
     struct proc *p = ev->p;
+    if (p && !ev->waiting)
+        p->last_run_us = now_us() - ev->started_us;
     inflight_remove(h, ev);
     if (p)
         start_waiting(h, p);
@@ -1268,8 +1289,10 @@ dispatch_one(struct host *h, struct proc *p)
      * when it does (start_waiting()). */
     ev->waiting = p->ninflight >= p->max_inflight;
     p->ninflight++;
-    if (!ev->waiting)
+    if (!ev->waiting) {
+        ev->started_us = now_us();
         timer_ms(ev->deadline, ev->deadline_ms);
+    }
     /* A busy host is judged by its deadlines, not by heartbeats. */
     timer_del(p->hb);
     timer_del(p->hb_timeout);
@@ -1319,6 +1342,7 @@ proc_new(struct supervisor *sv, struct host *h)
         return NULL;
     p->syscall = -1;
     p->hold_fd = -1;
+    p->last_run_us = -1;
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
@@ -1737,17 +1761,22 @@ pump_inproc(struct host *h)
 /* The process of h with the most room for an event (the fewest in
  * flight), or NULL when every one is full or not ready: events spread
  * over the worker's processes.  With prefetch, room counts the events a
- * process queues beyond its max_inflight too. */
+ * process queues beyond its max_inflight too, while its events are fast
+ * (PREFETCH_FAST_US). */
 static struct proc *
 pick_proc(struct host *h, bool prefetch)
 {
     struct proc *q, *best = NULL;
 
-    TAILQ_FOREACH (q, &h->procs, hlink)
-        if (proc_current(q, h->w) && !q->full &&
-            q->ninflight < q->max_inflight + (prefetch ? q->prefetch : 0) &&
+    TAILQ_FOREACH (q, &h->procs, hlink) {
+        uint32_t room = q->max_inflight;
+        if (prefetch && q->last_run_us >= 0 &&
+            q->last_run_us < PREFETCH_FAST_US)
+            room += q->prefetch;
+        if (proc_current(q, h->w) && !q->full && q->ninflight < room &&
             (best == NULL || q->ninflight < best->ninflight))
             best = q;
+    }
     return best;
 }
 

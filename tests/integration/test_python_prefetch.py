@@ -1,9 +1,12 @@
 """A Python host runs one event at a time (max_inflight 1) and takes a
-few more while it runs one (its Hello's prefetch, hosts/python/pyhost.c):
-they wait in the host, in order, so that the next starts as a Result
-leaves.  Those events are the master's until they run: a deadline or a
-death of the host sends them to the next host, once each, in order; and
-each one's deadline starts when the host starts it, not when it was sent.
+few more while it runs one (its Hello's prefetch, hosts/python/pyhost.c),
+as long as its last event ran under 1 ms (master/supervise.c): they wait
+in the host, in order, so that the next starts as a Result leaves.  Those
+events are the master's until they run: a deadline or a death of the
+host sends them to the next host, once each, in order; and each one's
+deadline starts when the host starts it, not when it was sent.  Each
+test first sends one fast event, so that the master knows the host is
+fast.
 """
 
 import pytest
@@ -41,9 +44,11 @@ def test_the_host_says_its_prefetch(wmd):
 
 
 def test_waiting_events_get_their_own_deadline(wmd):
-    """Five events of 0.4 s each, published at once, with a deadline of
-    1 s: the fifth ends 2 s after it was sent, yet none times out."""
-    create(wmd, CODE)
+    """Five events of 0.4 s each, published at once after a fast one,
+    with a deadline of 1 s: the fifth ends 2 s after it was sent, yet none
+    times out."""
+    w = create(wmd, CODE)
+    assert wmd.invoke(w["id"], "x", data={"n": -1}).status == 200
     out = Stream(wmd, "pf.out")
     r = publish(wmd, "py", [event("pf", id_=f"s{i}",
                                   data={"n": i, "sleep": 0.4})
@@ -58,6 +63,7 @@ def test_a_deadline_sends_the_waiting_events_to_the_next_host(wmd):
     its host: the host is killed (timeout) and the four run on the next
     host, once each and in order."""
     w = create(wmd, CODE)
+    assert wmd.invoke(w["id"], "x", data={"n": 0}).status == 200
     out = Stream(wmd, "pf.out")
     r = publish(wmd, "py", [event("pf", id_="h", data={"n": -1, "hang": 1})]
                 + [event("pf", id_=f"q{i}", data={"n": i})

@@ -550,6 +550,10 @@ on_process(const struct ipc_frame *f)
         if (ipc_channel_call(ch, &g, NULL, 0, on_gateway_reply, p) < 0)
             die("ipc_channel_call");
         answerable++;
+    } else if (serial) {
+        char data[32];
+        snprintf(data, sizeof data, "{\"queued\":%u}", span_queued);
+        reply_outputs(f->seq, &ce, 1, data);
     } else {
         reply_outputs(f->seq, &ce, 1, NULL);
     }

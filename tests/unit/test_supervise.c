@@ -1093,9 +1093,11 @@ test_processes_reload_fail(void)
 }
 
 /* A host that prefetches (max_inflight 1, prefetch 2) gets the next two
- * events while it runs one, and runs them in order; each event's deadline
- * starts when the host starts it: the third here ends 900 ms after it
- * was sent, past its 700 ms deadline, yet ran for 300. */
+ * events while it runs one, once its last event was fast, and runs them
+ * in order; each event's deadline starts when the host starts it: the
+ * third span here ends 900 ms after it was sent, past its 700 ms
+ * deadline, yet ran for 300.  After those slow events, it gets one at a
+ * time again. */
 static void
 test_prefetch(void)
 {
@@ -1105,6 +1107,12 @@ test_prefetch(void)
     t->w.limits.timeout_ms = 700;
     load(t, &o);
     CHECK_EQ(o.type[0], '\0');
+    /* Its first event: nothing known of its speed, nothing queued. */
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "echo", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    CHECK(strstr(e[0].out_data, "\"queued\":0") != NULL);
     memset(e, 0, sizeof e);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(send_event(t, "span:300", &e[i]), 0);
@@ -1118,6 +1126,13 @@ test_prefetch(void)
      * both were sent while the first ran. */
     CHECK_EQ(span_field(&e[1], "queued"), 1);
     CHECK(e[2].at - e[0].at >= 500);
+    /* Its last event took 300 ms: no more queueing. */
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(send_event(t, "span:50", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done, 5000);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(span_field(&e[i], "queued"), 0);
     CHECK_EQ(t->w.restarts, 0);
     finish(t);
 }
@@ -1131,6 +1146,9 @@ test_prefetch_crash(void)
     struct outcome o, c, e[2];
 
     load(t, &o);
+    memset(e, 0, sizeof e);
+    CHECK_EQ(send_event(t, "echo", &e[0]), 0); /* a fast one first */
+    WAIT_FOR(e[0].done, 5000);
     memset(&c, 0, sizeof c);
     memset(e, 0, sizeof e);
     CHECK_EQ(send_event(t, "crash", &c), 0);
