@@ -78,9 +78,10 @@
 #define FLUSH_MS 10000u
 /* The events the master may send while one runs (the Hello's prefetch):
  * they wait in `jobs`, so the next starts as a Result leaves rather than
- * a round trip later (bench/README.md, "Python engine").  Small, because
- * a worker's other hosts cannot take what waits here. */
-#define PYHOST_PREFETCH 8u
+ * a round trip later, and results and events cross in fewer wake-ups
+ * (bench/README.md, "Python engine").  The master sends them only while
+ * the host's events take under 1 ms, so one waits here 32 ms at most. */
+#define PYHOST_PREFETCH 32u
 /* How long a host polls for the next event before it sleeps, while
  * events come close together (wait_for_job()). */
 #define SPIN_NS 50000

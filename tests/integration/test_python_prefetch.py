@@ -40,7 +40,7 @@ def wmd(wm_builddir, tmp_path):
 def test_the_host_says_its_prefetch(wmd):
     w = create(wmd, CODE)
     assert wmd.invoke(w["id"], "x", data={"n": 0}).status == 200
-    assert "max_inflight 1, prefetch 8," in wmd.log()
+    assert "max_inflight 1, prefetch 32," in wmd.log()
 
 
 def test_waiting_events_get_their_own_deadline(wmd):

@@ -88,7 +88,7 @@ def test_running_host_is_confined(wmd):
     elif MUST_WORK:
         pytest.fail("SANDBOX_MUST_WORK=1 but the tests do not run as root")
     m = re.search(rf"host pid {pid} says hello \(engine python, "
-                  r"max_inflight 1, prefetch 8, confinement (\w+)\)",
+                  r"max_inflight 1, prefetch 32, confinement (\w+)\)",
                   wmd.log())
     assert m, wmd.log()
     assert m.group(1) in ("seccomp", "ns", "full")
