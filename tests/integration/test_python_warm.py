@@ -1,0 +1,205 @@
+"""The warm pool (issue 8's cold start; engines.h `warm = N`,
+master/supervise.h): Python hosts kept started, confined and handshaken
+for the next worker to take.
+
+With `warm = 1`: a pool host is ready after start, confined like a
+worker's (its /proc status, its slot's uid, a pool-N cgroup); a create
+loads its code into that very process and the pool refills; a pool host
+killed is replaced and no worker notices; a worker with its own
+limits.memory_mb starts its own host; GET /v1/engines and /metrics count
+them.  With the default (`warm = 0`) no pool host starts.
+"""
+
+import os
+import re
+import signal
+
+import pytest
+
+from pyhost_lib import (create, daemon, host_pid, proc_status,
+                        require_sandbox, restarts)
+from wm import metric
+
+UID_BASE = 3000000  # host_uid_base's default (workmanager.conf(5))
+MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
+
+WORKER = """
+    def Process(event):
+        return {"type": "echo", "data": event["data"]}
+"""
+
+
+def warm_daemon(builddir, tmp_path, warm, **options):
+    d = daemon(builddir, tmp_path, options=options)
+    text = (d.engines / "python.engine").read_text()
+    (d.engines / "python.engine").write_text(text + f"warm = {warm}\n")
+    return d.start()
+
+
+@pytest.fixture
+def wmd(wm_builddir, tmp_path):
+    require_sandbox(wm_builddir)
+    d = warm_daemon(wm_builddir, tmp_path, 1)
+    yield d
+    assert d.stop() == 0, d.log()
+
+
+def engine(d):
+    return next(e for e in d.get("/v1/engines").json["engines"]
+                if e["name"] == "python")
+
+
+def ready_pids(d):
+    """The pool hosts ready now, from the log: said ready, not taken by a
+    worker since, not exited."""
+    log = d.log()
+    ready = re.findall(r"engine python: pool host pid (\d+) ready", log)
+    gone = set(re.findall(r"takes host pid (\d+) from the python pool", log))
+    gone |= set(re.findall(r"host pid (\d+) of worker python pool exited",
+                           log))
+    return [int(p) for p in ready if p not in gone]
+
+
+def wait_ready(d, n=1, besides=()):
+    """The pids of n ready pool hosts, none of `besides`."""
+    def ok():
+        pids = [p for p in ready_pids(d) if p not in besides]
+        return pids if len(pids) >= n and engine(d)["warm_ready"] >= n \
+            else None
+    d.wait_for(ok, what=f"{n} ready pool host(s)")
+    return ok()
+
+
+def echo(d, wid, n):
+    r = d.invoke(wid, "echo", data={"n": n})
+    assert r.status == 200 and r.json["data"] == {"n": n}, r
+
+
+def test_pool_host_is_ready_and_confined(wmd):
+    """After start one pool host is ready, confined as a worker's host
+    would be, counted by the API, the metrics and /health, and ends with
+    the daemon."""
+    [pid] = wait_ready(wmd)
+    e = engine(wmd)
+    assert e["warm"] == 1 and e["warm_ready"] == 1, e
+    assert metric(wmd, "workmanager_engine_warm_hosts", engine="python") == 1
+    assert metric(wmd, "workmanager_engine_warm_hosts_wanted",
+                  engine="python") == 1
+    assert metric(wmd, "workmanager_engine_warm_hosts", engine="test") == 0
+    assert wmd.get("/health").json["hosts"] == 1
+    st = proc_status(pid)
+    assert st["Name"] == "wm-host-python", st
+    assert st["Seccomp"] == "2", st
+    assert st["NoNewPrivs"] == "1", st
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, (cap, st[cap])
+    if os.geteuid() == 0:
+        uid = int(st["Uid"].split()[0])
+        assert UID_BASE <= uid < UID_BASE + 65536, st["Uid"]
+        assert st["Uid"].split() == [str(uid)] * 4, st["Uid"]
+        assert re.search(rf"pool host \S+wm-host-python started, pid {pid} "
+                         rf"\(with its init\), uid {uid}", wmd.log())
+        assert proc_status(int(st["PPid"]))["Name"] == "wm-init"
+        if wmd.get("/health").json["sandbox"].get("cgroup"):
+            with open(f"/proc/{pid}/cgroup") as f:
+                assert re.search(r"/pool-\d+$", f.read(), re.M)
+    elif MUST_WORK:
+        pytest.fail("SANDBOX_MUST_WORK=1 but the tests do not run as root")
+    m = re.search(rf"host pid {pid} says hello \(engine python, "
+                  r"max_inflight 1, confinement (\w+)\)", wmd.log())
+    assert m, wmd.log()
+    if MUST_WORK:
+        assert m.group(1) == "full"
+    assert wmd.stop() == 0
+    assert re.search(rf"host pid {pid} of worker python pool exited: "
+                     r".*reason stopped", wmd.log()), wmd.log()
+
+
+def test_create_takes_the_pool_host_and_the_pool_refills(wmd):
+    """A create loads its code into the ready pool host: the first event
+    runs in that pid; a new pool host is ready right after."""
+    [pooled] = wait_ready(wmd)
+    w = create(wmd, WORKER)
+    echo(wmd, w["id"], 1)
+    assert host_pid(wmd, w["id"]) == pooled
+    assert re.search(rf"worker {w['id']}: takes host pid {pooled} from the "
+                     "python pool", wmd.log())
+    [fresh] = wait_ready(wmd, besides=(pooled,))
+    assert fresh != pooled
+    # The worker's host is the worker's now: it serves, and is counted
+    # as its own, not the pool's.
+    echo(wmd, w["id"], 2)
+    assert host_pid(wmd, w["id"]) == pooled
+    assert engine(wmd)["warm_ready"] == 1
+    assert wmd.get("/health").json["hosts"] == 2
+    # A second worker takes the refilled one.
+    w2 = create(wmd, WORKER, topic="py2")
+    echo(wmd, w2["id"], 3)
+    assert host_pid(wmd, w2["id"]) == fresh
+    wait_ready(wmd, besides=(pooled, fresh))
+
+
+def test_killed_pool_host_is_replaced(wmd):
+    """SIGKILL to a pool host: it is dropped and replaced; the workers
+    running meanwhile are not affected."""
+    [pooled] = wait_ready(wmd)
+    w = create(wmd, WORKER)
+    echo(wmd, w["id"], 1)
+    [victim] = wait_ready(wmd, besides=(pooled,))
+    os.kill(victim, signal.SIGKILL)
+    wmd.wait_for(lambda: re.search(rf"host pid {victim} of worker python "
+                                   "pool exited", wmd.log()),
+                 what="the pool host's exit")
+    [fresh] = wait_ready(wmd, besides=(pooled, victim))
+    assert fresh not in (pooled, victim)
+    assert re.search(r"engine python: a pool host failed \(pid "
+                     rf"{victim} ended with", wmd.log())
+    echo(wmd, w["id"], 2)
+    assert host_pid(wmd, w["id"]) == pooled
+    assert restarts(wmd, w["id"]) == 0
+    assert wmd.get(f"/v1/workers/{w['id']}").json["state"] == "running"
+
+
+def test_own_memory_limit_starts_its_own_host(wmd):
+    """A worker whose limits.memory_mb is not the pool's (none) gets a
+    host spawned with its limit; the pool host stays for another."""
+    [pooled] = wait_ready(wmd)
+    w = create(wmd, WORKER, limits={"memory_mb": 256})
+    echo(wmd, w["id"], 1)
+    assert host_pid(wmd, w["id"]) != pooled
+    assert ready_pids(wmd) == [pooled]
+    assert engine(wmd)["warm_ready"] == 1
+    assert "takes host pid" not in wmd.log()
+
+
+def test_crash_restart_takes_a_pool_host(wmd):
+    """A worker's host that dies is restarted from the pool too."""
+    [pooled] = wait_ready(wmd)
+    w = create(wmd, WORKER)
+    echo(wmd, w["id"], 1)
+    assert host_pid(wmd, w["id"]) == pooled
+    [fresh] = wait_ready(wmd, besides=(pooled,))
+    os.kill(pooled, signal.SIGKILL)
+    wmd.wait_for(lambda: restarts(wmd, w["id"]) == 1, what="a restart")
+    wmd.wait_for(lambda: wmd.get(f"/v1/workers/{w['id']}").json["state"]
+                 == "running", what="running again")
+    assert host_pid(wmd, w["id"]) == fresh
+    echo(wmd, w["id"], 2)
+
+
+def test_no_pool_by_default(wm_builddir, tmp_path):
+    """warm = 0 (the default of a descriptor without the key): no pool
+    host starts."""
+    d = daemon(wm_builddir, tmp_path).start()
+    try:
+        w = create(d, WORKER)
+        echo(d, w["id"], 1)
+        e = engine(d)
+        assert e["warm"] == 0 and e["warm_ready"] == 0, e
+        assert metric(d, "workmanager_engine_warm_hosts",
+                      engine="python") == 0
+        assert d.get("/health").json["hosts"] == 1
+        assert "pool host" not in d.log()
+        assert "takes host pid" not in d.log()
+    finally:
+        assert d.stop() == 0, d.log()
