@@ -3,13 +3,17 @@
 
 Runs a real workmanagerd from a build tree (plain ./configure, -O2) as
 root, in a temp dir, with the tree's Python engine, hosts fully confined
-(their own user, namespaces, cgroup, Landlock, filter), and measures, once
-with hosts forked from the zygote (`spawn = zygote`, the default) and once
-with each host exec'd (`spawn = exec`):
+(their own user, namespaces, cgroup, Landlock, filter), and measures, with
+hosts forked from the zygote (`spawn = zygote`) and no pool, forked from
+the zygote with a warm pool of 1 and of 2 (`warm = N`, supervise.h:
+hosts started, confined and handshaken before a worker takes one;
+engines.d/python.engine says 1), and with each host exec'd (`spawn =
+exec`):
 
   1. create -> first event processed, sporadic: POST /v1/workers (the
      host is started to load the code), then POST .../invoke answered;
-     50 ms apart, as hosts start lazily; median and p99 over N workers.
+     50 ms apart, as hosts start lazily (a warm pool refills within that
+     time); median and p99 over N workers.
      store_fsync = off, so that the figure is the engine's and not the
      disk's (with the default, always, the create's record fsync adds its
      own milliseconds: bench/results/ has that figure);
@@ -40,10 +44,11 @@ WORKER = b64("def Process(event):\n"
              "    return {'type': 'echo.out', 'data': event['data']}\n")
 
 
-def engine(builddir, spawn):
+def engine(builddir, spawn, warm):
     host = Path(builddir) / "hosts" / "python" / "wm-host-python"
     return {"python.engine": "name = python\nmime_type = text/x-python\n"
                              f"host = {host}\nspawn = {spawn}\n"
+                             f"warm = {warm}\n"
                              "role = python\nprotocol = 1\n"}
 
 
@@ -73,9 +78,9 @@ def host_memory(d, wids):
             "init_uss_kib": med(inits, "uss"), "init_pss_kib": med(inits, "pss")}
 
 
-def run(builddir, spawn, n):
+def run(builddir, spawn, warm, n):
     with tempfile.TemporaryDirectory(prefix="wm-bench-py-") as tmp:
-        d = Daemon(builddir, tmp, engines=engine(builddir, spawn),
+        d = Daemon(builddir, tmp, engines=engine(builddir, spawn, warm),
                    options={"store_fsync": "off", "log_level": "info"})
         d.start()
         try:
@@ -108,7 +113,7 @@ def run(builddir, spawn, n):
                 bursts += out
         finally:
             assert d.stop() == 0, d.log()
-    return {"spawn": spawn, "n": n,
+    return {"spawn": spawn, "warm": warm, "n": n,
             "sporadic_median_ms": round(statistics.median(times), 2),
             "sporadic_p99_ms": round(pct(times, 99), 2),
             "burst8_worker_median_ms": round(statistics.median(bursts), 2),
@@ -123,8 +128,9 @@ def main():
     builddir = Path(sys.argv[1]).resolve()
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     print(f"bench/python.py: {builddir}, tree {TOP}")
-    for spawn in ("zygote", "exec"):
-        print(json.dumps(run(builddir, spawn, n)))
+    for spawn, warm in (("zygote", 0), ("zygote", 1), ("zygote", 2),
+                        ("exec", 0)):
+        print(json.dumps(run(builddir, spawn, warm, n)), flush=True)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,17 @@
  * backoff restarts).  A Load's waiters are answered once every serving
  * proc runs the version, and fail only with the last serving proc.
  *
+ * The warm pool (supervise.h): a struct pool per engine whose descriptor
+ * says warm = N holds procs with no host (p->h NULL, p->pool set, linked
+ * by hlink like a worker's): spawned through the launcher without waiting
+ * (p->spawning until its answer, which on_launcher() reads with the death
+ * reports; the channel opens then), ready once their Hello is accepted,
+ * then heartbeaten (never idle-reaped, never loaded).  pool_take() moves a
+ * ready one into a host, with its worker's id, and sends the Load; the
+ * rest of its life is a worker's proc's.  A pool proc's death is a
+ * failure of its pool (pool_lost()); the daemon's shutdown ends them with
+ * the others (sv->procs holds every proc).
+ *
  * A proc ends in two steps that come in either order: its exit (reaped on
  * SIGCHLD, reap.c) and the close of its channel (EOF).  It is finalized
  * when both happened, so that the Results a host writes just before
@@ -1496,6 +1507,9 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
  * waiting) after which an engine's pool is not refilled until a worker's
  * host of the engine loads its code. */
 #define POOL_FAILURES_MAX 3u
+/* How soon a refill looks again while a worker's host of the engine
+ * starts (pool_busy()). */
+#define POOL_BUSY_RETRY_MS 5u
 
 static struct pool *
 pool_of(struct supervisor *sv, const struct engines_entry *e)
@@ -1610,6 +1624,22 @@ pool_spawn(struct pool *pool)
     return 0;
 }
 
+/* Whether a worker's host of e is starting or loading code: a refill
+ * waits for it, as the launcher answers one spawn at a time and a burst's
+ * other hosts would wait behind the pool's, and as the CPUs are the
+ * Load's. */
+static bool
+pool_busy(const struct supervisor *sv, const struct engines_entry *e)
+{
+    const struct proc *p;
+
+    LIST_FOREACH (p, &sv->procs, link)
+        if (p->h && p->h->w->engine == e && proc_serving(p) &&
+            (!p->loaded || p->load_sent))
+            return true;
+    return false;
+}
+
 static void
 on_pool_refill(evutil_socket_t fd, short what, void *arg)
 {
@@ -1618,6 +1648,10 @@ on_pool_refill(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if (pool->nprocs < pool->e->warm && pool_busy(sv, pool->e)) {
+        timer_ms(pool->refill, POOL_BUSY_RETRY_MS);
+        return;
+    }
     while (pool->nprocs < pool->e->warm && !pool->given_up &&
            !sv->shutting_down && sv->launcher_ev != NULL && pool->e->available)
         if (pool_spawn(pool) < 0)
@@ -1674,8 +1708,9 @@ pool_spawned(struct supervisor *sv, const struct launcher_spawned *r)
 
 /* Gives h a ready host of its engine's pool, when there is one and w's
  * limits are the pool's (its cgroup's memory limit and RLIMIT_AS were set
- * as it started): it gets its Load now, and the pool a new host on the
- * next loop turn, off this event's path.  Whether it did. */
+ * as it started): it gets its Load now, and the pool a new host once no
+ * host of the engine starts (pool_busy()), off this event's path.
+ * Whether it did. */
 static bool
 pool_take(struct host *h)
 {
@@ -2662,25 +2697,28 @@ supervise_new(struct event_base *base, const struct conf *conf,
     sv->launcher_ev = event_new(base, host_launcher_fd(sv->launcher),
                                 EV_READ | EV_PERSIST, on_launcher, sv);
     sv->reaper = supervise_reaper_new(base, on_reaped, sv);
+    /* The warm pools: npools counts those made. */
+    size_t want = 0;
+    bool pools_ok = true;
     for (size_t i = 0; i < engines->n; i++)
-        sv->npools += engines->v[i].warm > 0;
-    if (sv->npools &&
-        (sv->pools = calloc(sv->npools, sizeof *sv->pools)) == NULL)
-        sv->npools = 0;
-    for (size_t i = 0, k = 0; sv->pools && i < engines->n; i++) {
-        struct pool *pool;
+        want += engines->v[i].warm > 0;
+    if (want && (sv->pools = calloc(want, sizeof *sv->pools)) == NULL)
+        pools_ok = false;
+    for (size_t i = 0; pools_ok && i < engines->n; i++) {
+        struct pool *pool = &sv->pools[sv->npools];
         if (engines->v[i].warm == 0)
             continue;
-        pool = &sv->pools[k++];
         pool->sv = sv;
         pool->e = &engines->v[i];
         TAILQ_INIT(&pool->procs);
         pool->refill = evtimer_new(base, on_pool_refill, pool);
         if (pool->refill == NULL)
-            sv->npools = 0; /* out of memory: reported below */
+            pools_ok = false;
+        else
+            sv->npools++;
     }
     if (sv->shutdown_ev == NULL || sv->launcher_ev == NULL ||
-        sv->reaper == NULL || (sv->npools == 0 && sv->pools != NULL) ||
+        sv->reaper == NULL || !pools_ok ||
         event_add(sv->launcher_ev, NULL) < 0) {
         snprintf(err, errlen, "out of memory");
         supervise_free(sv);
@@ -3034,8 +3072,7 @@ supervise_free(struct supervisor *sv)
         host_forget(h, "stopped", "the supervisor is going away");
     }
     for (size_t i = 0; i < sv->npools; i++) /* their procs went above */
-        if (sv->pools[i].refill)
-            event_free(sv->pools[i].refill);
+        event_free(sv->pools[i].refill);
     free(sv->pools);
     if (sv->launcher_ev)
         event_free(sv->launcher_ev);

@@ -19,8 +19,9 @@
  * idle.  A worker's new host process (its first, a restart, one more of
  * several) is taken from there when one is ready and the worker sets no
  * limits.memory_mb (its cgroup and RLIMIT_AS are the pool's then): it
- * gets the worker's Load at once, and the pool another host, spawned
- * without waiting for the launcher's answer.  A pool host that fails (a
+ * gets the worker's Load at once, and the pool another host once no host
+ * of the engine is starting, spawned without waiting for the launcher's
+ * answer.  A pool host that fails (a
  * refused spawn, a failed handshake, a death) is replaced after a
  * backoff, and not after POOL_FAILURES_MAX in a row, until a worker's
  * host of the engine loads.  Pool hosts count as hosts

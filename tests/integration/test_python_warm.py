@@ -203,3 +203,28 @@ def test_no_pool_by_default(wm_builddir, tmp_path):
         assert "takes host pid" not in d.log()
     finally:
         assert d.stop() == 0, d.log()
+
+
+def test_exec_engine_pool(wm_builddir, tmp_path):
+    """warm is any engine's: the test host, exec'd, kept warm too (its
+    WM_WORKER_ID is `pool`; its Load names the worker)."""
+    d = daemon(wm_builddir, tmp_path)
+    text = (d.engines / "test.engine").read_text()
+    (d.engines / "test.engine").write_text(text + "warm = 2\n")
+    d.start()
+    try:
+        d.wait_for(lambda: next(e for e in d.get("/v1/engines").json[
+            "engines"] if e["name"] == "test")["warm_ready"] == 2,
+            what="2 ready pool hosts of engine test")
+        assert metric(d, "workmanager_engine_warm_hosts", engine="test") == 2
+        ready = [int(p) for p in re.findall(
+            r"engine test: pool host pid (\d+) ready", d.log())]
+        assert len(ready) == 2
+        w = d.create()
+        assert d.invoke(w["id"], "echo").status == 200
+        assert d.get(f"/v1/workers/{w['id']}").json["pid"] in ready
+        d.wait_for(lambda: len(re.findall(
+            r"engine test: pool host pid (\d+) ready", d.log())) == 3,
+            what="the pool refilled")
+    finally:
+        assert d.stop() == 0, d.log()
