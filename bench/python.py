@@ -22,7 +22,9 @@ exec`):
   3. memory of an idle host and its init: USS (private clean + dirty) and
      PSS from /proc/PID/smaps_rollup, median over the hosts of (1).
 
-Usage: bench/python.py BUILDDIR [N]     (default 100; needs root)
+Usage: bench/python.py BUILDDIR [N [SPAWN:WARM,...]]     (needs root)
+
+N defaults to 100; the variants to zygote:0,zygote:1,zygote:2,exec:0.
 
 Figures only: nothing asserts a time.  Every create is checked 201 and
 every invoke 200 with the echoed data.
@@ -130,10 +132,12 @@ def main():
         sys.exit(__doc__)
     builddir = Path(sys.argv[1]).resolve()
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    variants = sys.argv[3] if len(sys.argv) > 3 else \
+        "zygote:0,zygote:1,zygote:2,exec:0"
     print(f"bench/python.py: {builddir}, tree {TOP}")
-    for spawn, warm in (("zygote", 0), ("zygote", 1), ("zygote", 2),
-                        ("exec", 0)):
-        print(json.dumps(run(builddir, spawn, warm, n)), flush=True)
+    for v in variants.split(","):
+        spawn, warm = v.split(":")
+        print(json.dumps(run(builddir, spawn, int(warm), n)), flush=True)
 
 
 if __name__ == "__main__":
