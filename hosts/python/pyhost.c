@@ -16,16 +16,18 @@
  * forking, executing and sockets.  Last, json is warmed and the heap
  * frozen for a zygote's copy-on-write (gc.freeze()).
  *
- * Serve (pyhost_serve): the role's steps, the channel on fd 3, and one
- * job at a time.  Frames arrive in the channel's callback, but the work
- * they ask for (a Load runs the module's top level, a Process the
- * worker) runs outside it, from the loop below, because a worker's
- * workmanager.state.get() waits for its GatewayReply by running the event
- * loop itself (event_base_loop(EVLOOP_ONCE)), which libevent does not
- * allow from inside one of its callbacks.  Frames that arrive meanwhile
- * (a Heartbeat, Shutdown) are answered or noted there; jobs are queued.
- * The master sends at most max_inflight = 1 Process at a time, and a Load
- * for a reload only when nothing is in flight (master/supervise.c).
+ * Serve (pyhost_serve): a Load's and a Process's paths run once on a
+ * module of its own (prefault(): a forked host's copy-on-write faults
+ * paid before any worker waits, which a warm pool host does before it is
+ * taken), the role's steps, the channel on fd 3, and one job at a time.  Frames
+ * arrive in the channel's callback, but the work they ask for (a Load runs the
+ * module's top level, a Process the worker) runs outside it, from the loop
+ * below, because a worker's workmanager.state.get() waits for its GatewayReply
+ * by running the event loop itself (event_base_loop(EVLOOP_ONCE)), which
+ * libevent does not allow from inside one of its callbacks.  Frames that arrive
+ * meanwhile (a Heartbeat, Shutdown) are answered or noted there; jobs are
+ * queued. The master sends at most max_inflight = 1 Process at a time, and a
+ * Load for a reload only when nothing is in flight (master/supervise.c).
  *
  * Hot reload: the new module replaces the old one only once it loaded;
  * the old one is dropped (not in sys.modules, never was) and a

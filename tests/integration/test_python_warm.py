@@ -18,7 +18,7 @@ import pytest
 
 from pyhost_lib import (create, daemon, host_pid, proc_status,
                         require_sandbox, restarts)
-from wm import metric
+from wm import Stream, event, metric, publish
 
 UID_BASE = 3000000  # host_uid_base's default (workmanager.conf(5))
 MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
@@ -226,5 +226,40 @@ def test_exec_engine_pool(wm_builddir, tmp_path):
         d.wait_for(lambda: len(re.findall(
             r"engine test: pool host pid (\d+) ready", d.log())) == 3,
             what="the pool refilled")
+    finally:
+        assert d.stop() == 0, d.log()
+
+
+SLOW = """
+    import time
+
+    def Process(event):
+        time.sleep(0.3)
+        return {"type": "slow.out"}
+"""
+
+
+def test_extra_processes_take_pool_hosts(wm_builddir, tmp_path):
+    """A worker of several host processes (concurrency = processes) takes
+    a pool host for each new one while the pool has one ready."""
+    require_sandbox(wm_builddir)
+    d = warm_daemon(wm_builddir, tmp_path, 2)
+    try:
+        wait_ready(d, 2)
+        w = create(d, SLOW, limits={"concurrency": 3})
+        wid = w["id"]
+        out = Stream(d, "slow.out")
+        r = publish(d, "py", [event("slow", id_=f"s{i}") for i in range(6)])
+        assert r.status == 202, r
+        out.wait(6, timeout=60)
+        out.close()
+        pids = d.get(f"/v1/workers/{wid}").json["pids"]
+        assert len(pids) == 3, pids
+        taken = [int(p) for p in re.findall(
+            rf"worker {wid}: takes host pid (\d+) from the python pool",
+            d.log())]
+        assert len(taken) >= 2 and set(taken) <= set(pids), (taken, pids)
+        assert pids[0] == taken[0]
+        wait_ready(d, 2, besides=taken)
     finally:
         assert d.stop() == 0, d.log()
