@@ -11,7 +11,9 @@ engines.d/python.engine says 1), and with each host exec'd (`spawn =
 exec`):
 
   1. create -> first event processed, sporadic: POST /v1/workers (the
-     host is started to load the code), then POST .../invoke answered;
+     host is started, or taken from the pool, to load the code), then
+     POST .../invoke answered (sporadic_from_pool: how many took a pool
+     host);
      50 ms apart, as hosts start lazily (a warm pool refills within that
      time); median and p99 over N workers.
      store_fsync = off, so that the figure is the engine's and not the
@@ -90,11 +92,13 @@ def run(builddir, spawn, warm, n):
             for i in range(5):  # warm-up
                 create_and_invoke(d, f"w{i}")
             times, wids = [], []
+            taken = d.log().count("from the python pool")
             for i in range(n):
                 time.sleep(0.05)
                 ms, wid = create_and_invoke(d, f"s{i}")
                 times.append(ms)
                 wids.append(wid)
+            taken = d.log().count("from the python pool") - taken
             mem = host_memory(d, wids[:20])
             bursts, wholes = [], []
             for b in range(5):
@@ -118,7 +122,7 @@ def run(builddir, spawn, warm, n):
                 bursts += out
         finally:
             assert d.stop() == 0, d.log()
-    return {"spawn": spawn, "warm": warm, "n": n,
+    return {"spawn": spawn, "warm": warm, "n": n, "sporadic_from_pool": taken,
             "sporadic_median_ms": round(statistics.median(times), 2),
             "sporadic_p99_ms": round(pct(times, 99), 2),
             "burst8_worker_median_ms": round(statistics.median(bursts), 2),
