@@ -1782,7 +1782,9 @@ pool_lost(struct proc *p, const char *reason, const char *how)
     char why[256];
 
     pool_remove(p);
-    if (p->stop != STOP_NONE || p->sv->shutting_down)
+    /* (No launcher: no host starts any more, none is replaced.) */
+    if (p->stop != STOP_NONE || p->sv->shutting_down ||
+        p->sv->launcher_ev == NULL)
         return;
     snprintf(why, sizeof why, "pid %d ended with %s (%s)", proc_pid(p), how,
              reason);

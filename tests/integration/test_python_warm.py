@@ -263,3 +263,23 @@ def test_extra_processes_take_pool_hosts(wm_builddir, tmp_path):
         wait_ready(d, 2, besides=taken)
     finally:
         assert d.stop() == 0, d.log()
+
+
+def test_pool_host_holds_a_host_user(wm_builddir, tmp_path):
+    """A pool host holds one of host_uid_count's users: with 2, a pool
+    host and one worker's own host take both, and a second worker's own
+    host finds none."""
+    require_sandbox(wm_builddir)
+    if os.geteuid() != 0:
+        pytest.skip("hosts get users of their own only from a root daemon")
+    d = warm_daemon(wm_builddir, tmp_path, 1, host_uid_count=2)
+    try:
+        [pooled] = wait_ready(d)
+        a = create(d, WORKER, limits={"memory_mb": 256})
+        echo(d, a["id"], 1)
+        r = create(d, WORKER, expect=422, topic="py2",
+                   limits={"memory_mb": 256})
+        assert "host_uid_count" in str(r), r
+        assert ready_pids(d) == [pooled]
+    finally:
+        assert d.stop() == 0, d.log()
