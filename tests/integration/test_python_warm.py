@@ -13,6 +13,7 @@ them.  With the default (`warm = 0`) no pool host starts.
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -283,3 +284,38 @@ def test_pool_host_holds_a_host_user(wm_builddir, tmp_path):
         assert ready_pids(d) == [pooled]
     finally:
         assert d.stop() == 0, d.log()
+
+
+def test_failing_pool_hosts_are_given_up_on(wm_builddir, tmp_path):
+    """Pool hosts that fail their handshake are replaced after a backoff,
+    and after 3 in a row no more are started (a warning names the engine
+    and the reason); the engine's workers still start their own."""
+    d = daemon(wm_builddir, tmp_path, options={"handshake_timeout_ms": 200})
+    f = d.engines / "test-no-hello.engine"
+    f.write_text(f.read_text() + "warm = 1\n")
+    d.start()
+    try:
+        d.wait_for(lambda: "3 pool hosts failed in a row" in d.log(),
+                   what="the pool given up on")
+        log = d.log()
+        assert re.search(r"engine test-no-hello: 3 pool hosts failed in a "
+                         r"row, the last pid \d+ ended with .*handshake.*: "
+                         "its pool is not refilled", log), log
+        assert len(re.findall(r"engine test-no-hello: a pool host failed",
+                              log)) == 2
+        started = len(re.findall(r"engine test-no-hello: pool host \S+ "
+                                 "started", log))
+        assert started == 3
+        time.sleep(0.5)
+        assert len(re.findall(r"engine test-no-hello: pool host \S+ "
+                              "started", d.log())) == started
+        assert engine_named(d, "test-no-hello")["warm_ready"] == 0
+        # The other engines are not concerned.
+        assert "engine python: a pool host failed" not in d.log()
+    finally:
+        assert d.stop() == 0, d.log()
+
+
+def engine_named(d, name):
+    return next(e for e in d.get("/v1/engines").json["engines"]
+                if e["name"] == name)
