@@ -319,3 +319,25 @@ def test_failing_pool_hosts_are_given_up_on(wm_builddir, tmp_path):
 def engine_named(d, name):
     return next(e for e in d.get("/v1/engines").json["engines"]
                 if e["name"] == name)
+
+
+def test_given_up_pool_refills_after_a_worker_starts(wmd):
+    """Three pool hosts killed in a row: the pool is given up on; the
+    next worker's host that loads (its own, spawned) refills it."""
+    killed = []
+    for _ in range(3):
+        [victim] = wait_ready(wmd, besides=killed)
+        os.kill(victim, signal.SIGKILL)
+        killed.append(victim)
+        wmd.wait_for(lambda: re.search(rf"host pid {victim} of worker "
+                                       "python pool exited", wmd.log()),
+                     what="the pool host's exit")
+    wmd.wait_for(lambda: "engine python: 3 pool hosts failed in a row"
+                 in wmd.log(), what="the pool given up on")
+    assert engine(wmd)["warm_ready"] == 0
+    w = create(wmd, WORKER)
+    echo(wmd, w["id"], 1)
+    assert host_pid(wmd, w["id"]) not in killed
+    assert "engine python: a worker's host started: refilling its pool" \
+        in wmd.log()
+    wait_ready(wmd, besides=killed)
