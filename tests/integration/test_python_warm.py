@@ -6,8 +6,11 @@ With `warm = 1`: a pool host is ready after start, confined like a
 worker's (its /proc status, its slot's uid, a pool-N cgroup); a create
 loads its code into that very process and the pool refills; a pool host
 killed is replaced and no worker notices; a worker with its own
-limits.memory_mb starts its own host; GET /v1/engines and /metrics count
-them.  With the default (`warm = 0`) no pool host starts.
+limits.memory_mb starts its own host; a restart and a worker's extra
+processes take pool hosts too; a pool host holds a host user; GET
+/v1/engines and /metrics count them.  Pool hosts that keep failing are
+given up on until a worker's host starts.  With the default (`warm = 0`)
+no pool host starts; an exec'd engine (the test host) has a pool too.
 """
 
 import os
@@ -45,9 +48,10 @@ def wmd(wm_builddir, tmp_path):
     assert d.stop() == 0, d.log()
 
 
-def engine(d):
+def engine(d, name="python"):
+    """The engine's entry of GET /v1/engines."""
     return next(e for e in d.get("/v1/engines").json["engines"]
-                if e["name"] == "python")
+                if e["name"] == name)
 
 
 def ready_pids(d):
@@ -214,9 +218,8 @@ def test_exec_engine_pool(wm_builddir, tmp_path):
     (d.engines / "test.engine").write_text(text + "warm = 2\n")
     d.start()
     try:
-        d.wait_for(lambda: next(e for e in d.get("/v1/engines").json[
-            "engines"] if e["name"] == "test")["warm_ready"] == 2,
-            what="2 ready pool hosts of engine test")
+        d.wait_for(lambda: engine(d, "test")["warm_ready"] == 2,
+                   what="2 ready pool hosts of engine test")
         assert metric(d, "workmanager_engine_warm_hosts", engine="test") == 2
         ready = [int(p) for p in re.findall(
             r"engine test: pool host pid (\d+) ready", d.log())]
@@ -311,16 +314,12 @@ def test_failing_pool_hosts_are_given_up_on(wm_builddir, tmp_path):
         time.sleep(0.5)
         assert len(re.findall(r"engine test-no-hello: pool host \S+ "
                               "started", d.log())) == started
-        assert engine_named(d, "test-no-hello")["warm_ready"] == 0
+        assert engine(d, "test-no-hello")["warm_ready"] == 0
         # The other engines are not concerned.
         assert "engine python: a pool host failed" not in d.log()
     finally:
         assert d.stop() == 0, d.log()
 
-
-def engine_named(d, name):
-    return next(e for e in d.get("/v1/engines").json["engines"]
-                if e["name"] == name)
 
 
 def test_given_up_pool_refills_after_a_worker_starts(wmd):
