@@ -3,13 +3,19 @@
 
 Runs a real workmanagerd from a build tree (plain ./configure, -O2) as
 root, in a temp dir, with the tree's Python engine, hosts fully confined
-(their own user, namespaces, cgroup, Landlock, filter), and measures, once
-with hosts forked from the zygote (`spawn = zygote`, the default) and once
-with each host exec'd (`spawn = exec`):
+(their own user, namespaces, cgroup, Landlock, filter), and measures, with
+hosts forked from the zygote (`spawn = zygote`) and no pool, forked from
+the zygote with a warm pool of 1 and of 2 (`warm = N`, supervise.h:
+hosts started, confined and handshaken before a worker takes one;
+engines.d/python.engine says 1), and with each host exec'd (`spawn =
+exec`):
 
   1. create -> first event processed, sporadic: POST /v1/workers (the
-     host is started to load the code), then POST .../invoke answered;
-     50 ms apart, as hosts start lazily; median and p99 over N workers.
+     host is started, or taken from the pool, to load the code), then
+     POST .../invoke answered (sporadic_from_pool: how many took a pool
+     host);
+     50 ms apart, as hosts start lazily (a warm pool refills within that
+     time); median and p99 over N workers.
      store_fsync = off, so that the figure is the engine's and not the
      disk's (with the default, always, the create's record fsync adds its
      own milliseconds: bench/results/ has that figure);
@@ -18,7 +24,9 @@ with each host exec'd (`spawn = exec`):
   3. memory of an idle host and its init: USS (private clean + dirty) and
      PSS from /proc/PID/smaps_rollup, median over the hosts of (1).
 
-Usage: bench/python.py BUILDDIR [N]     (default 100; needs root)
+Usage: bench/python.py BUILDDIR [N [SPAWN:WARM,...]]     (needs root)
+
+N defaults to 100; the variants to zygote:0,zygote:1,zygote:2,exec:0.
 
 Figures only: nothing asserts a time.  Every create is checked 201 and
 every invoke 200 with the echoed data.
@@ -40,10 +48,11 @@ WORKER = b64("def Process(event):\n"
              "    return {'type': 'echo.out', 'data': event['data']}\n")
 
 
-def engine(builddir, spawn):
+def engine(builddir, spawn, warm):
     host = Path(builddir) / "hosts" / "python" / "wm-host-python"
     return {"python.engine": "name = python\nmime_type = text/x-python\n"
                              f"host = {host}\nspawn = {spawn}\n"
+                             f"warm = {warm}\n"
                              "role = python\nprotocol = 1\n"}
 
 
@@ -73,9 +82,9 @@ def host_memory(d, wids):
             "init_uss_kib": med(inits, "uss"), "init_pss_kib": med(inits, "pss")}
 
 
-def run(builddir, spawn, n):
+def run(builddir, spawn, warm, n):
     with tempfile.TemporaryDirectory(prefix="wm-bench-py-") as tmp:
-        d = Daemon(builddir, tmp, engines=engine(builddir, spawn),
+        d = Daemon(builddir, tmp, engines=engine(builddir, spawn, warm),
                    options={"store_fsync": "off", "log_level": "info"})
         d.start()
         try:
@@ -83,11 +92,13 @@ def run(builddir, spawn, n):
             for i in range(5):  # warm-up
                 create_and_invoke(d, f"w{i}")
             times, wids = [], []
+            taken = d.log().count("from the python pool")
             for i in range(n):
                 time.sleep(0.05)
                 ms, wid = create_and_invoke(d, f"s{i}")
                 times.append(ms)
                 wids.append(wid)
+            taken = d.log().count("from the python pool") - taken
             mem = host_memory(d, wids[:20])
             bursts, wholes = [], []
             for b in range(5):
@@ -96,7 +107,10 @@ def run(builddir, spawn, n):
                 t0 = time.perf_counter()
 
                 def one(k):
-                    out[k] = create_and_invoke(d, f"b{b}x{k}")[0]
+                    try:
+                        out[k] = create_and_invoke(d, f"b{b}x{k}")[0]
+                    except Exception as e:  # said by the assert below
+                        out[k] = repr(e)
                 ts = [threading.Thread(target=one, args=(k,))
                       for k in range(8)]
                 for t in ts:
@@ -104,11 +118,11 @@ def run(builddir, spawn, n):
                 for t in ts:
                     t.join()
                 wholes.append((time.perf_counter() - t0) * 1000)
-                assert all(x is not None for x in out), out
+                assert all(isinstance(x, float) for x in out), out
                 bursts += out
         finally:
             assert d.stop() == 0, d.log()
-    return {"spawn": spawn, "n": n,
+    return {"spawn": spawn, "warm": warm, "n": n, "sporadic_from_pool": taken,
             "sporadic_median_ms": round(statistics.median(times), 2),
             "sporadic_p99_ms": round(pct(times, 99), 2),
             "burst8_worker_median_ms": round(statistics.median(bursts), 2),
@@ -122,9 +136,12 @@ def main():
         sys.exit(__doc__)
     builddir = Path(sys.argv[1]).resolve()
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    variants = sys.argv[3] if len(sys.argv) > 3 else \
+        "zygote:0,zygote:1,zygote:2,exec:0"
     print(f"bench/python.py: {builddir}, tree {TOP}")
-    for spawn in ("zygote", "exec"):
-        print(json.dumps(run(builddir, spawn, n)))
+    for v in variants.split(","):
+        spawn, warm = v.split(":")
+        print(json.dumps(run(builddir, spawn, int(warm), n)), flush=True)
 
 
 if __name__ == "__main__":

@@ -513,7 +513,7 @@ static int
 cmd_engines(struct wmctl *ctl, int argc, char **argv)
 {
     static const char *const header[] = { "NAME", "MIME_TYPES", "AVAILABLE",
-                                          "REASON" };
+                                          "WARM", "REASON" };
     json_t *answer, *e;
     bool done;
     size_t i;
@@ -527,14 +527,21 @@ cmd_engines(struct wmctl *ctl, int argc, char **argv)
     if (ctl->json) {
         wmctl_json_print(answer);
     } else {
-        struct table *t = table_new(4, header);
+        struct table *t = table_new(5, header);
         json_array_foreach(json_object_get(answer, "engines"), i, e)
         {
             char *mimes = wmctl_value_text(json_object_get(e, "mime_types"));
+            char warm[48];
+            /* The warm pool: ready now / kept. */
+            snprintf(
+                warm, sizeof warm, "%lld/%lld",
+                (long long)json_integer_value(json_object_get(e, "warm_ready")),
+                (long long)json_integer_value(json_object_get(e, "warm")));
             const char *cells[] = {
                 json_string_value(json_object_get(e, "name")),
                 mimes,
                 json_is_true(json_object_get(e, "available")) ? "yes" : "no",
+                warm,
                 json_string_value(json_object_get(e, "reason")),
             };
             if (t)

@@ -115,7 +115,8 @@ api_health_route(struct api_req *rq)
 }
 
 static json_t *
-engines_json(const struct engines *list, const struct conf *conf)
+engines_json(const struct engines *list, const struct conf *conf,
+             const struct supervisor *sv)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < list->n; i++) {
@@ -129,6 +130,11 @@ engines_json(const struct engines *list, const struct conf *conf)
             "spawn", engines_spawn_name(e->spawn), "concurrency",
             engines_concurrency_name(e->concurrency), "available", e->available,
             "in_process", e->in_process && conf->allow_in_process_native);
+        /* The warm pool (supervise.h): configured, and ready now. */
+        json_object_set_new(j, "warm", json_integer((json_int_t)e->warm));
+        json_object_set_new(
+            j, "warm_ready",
+            json_integer((json_int_t)supervise_pool_ready(sv, e)));
         if (e->host_path)
             json_object_set_new(j, "host", json_string(e->host_path));
         if (e->reason)
@@ -148,7 +154,7 @@ api_engines_route(struct api_req *rq)
     }
     api_reply(rq, 200,
               json_pack("{s:o}", "engines",
-                        engines_json(rq->d->engines, rq->d->conf)));
+                        engines_json(rq->d->engines, rq->d->conf, rq->d->sv)));
 }
 
 /* The POST /v1/recover waiting for the run it started. */

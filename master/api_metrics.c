@@ -20,6 +20,7 @@
 #include "master/broker.h"
 #include "master/daemon.h"
 #include "master/dispatch.h"
+#include "master/engines.h"
 #include "master/grouplock.h"
 #include "master/registry.h"
 #include "master/supervise.h"
@@ -150,6 +151,18 @@ api_metrics_route(struct api_req *rq)
             worker_state_name((enum worker_state)s), by_state[s]);
     scalar(&t, "workmanager_host_processes", "gauge",
            "Engine-host processes alive.", supervise_hosts(d->sv));
+    /* The warm pools (supervise.h): ready now, and configured. */
+    head(&t, "workmanager_engine_warm_hosts", "gauge",
+         "Pool hosts of an engine ready for a worker to take.");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(&t, "workmanager_engine_warm_hosts{engine=\"%s\"} %zu\n",
+            d->engines->v[i].name,
+            supervise_pool_ready(d->sv, &d->engines->v[i]));
+    head(&t, "workmanager_engine_warm_hosts_wanted", "gauge",
+         "Pool hosts an engine keeps warm (its descriptor's warm).");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(&t, "workmanager_engine_warm_hosts_wanted{engine=\"%s\"} %u\n",
+            d->engines->v[i].name, d->engines->v[i].warm);
     /* Several per worker for an engine of concurrency processes. */
     head(&t, "workmanager_worker_host_processes", "gauge",
          "Engine-host processes of a worker.");

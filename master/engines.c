@@ -120,6 +120,7 @@ enum dkey {
     K_PROBE_WHAT,
     K_PROBE_PATH,
     K_ROLE,
+    K_WARM,
     K_COUNT,
 };
 
@@ -140,6 +141,7 @@ static const struct {
     [K_PROBE_WHAT] = { "probe_what", false },
     [K_PROBE_PATH] = { "probe_path", true },
     [K_ROLE] = { "role", false },
+    [K_WARM] = { "warm", false },
 };
 
 static const char *const spawn_names[] = {
@@ -441,6 +443,25 @@ bad_protocol:
                           "protocol '%s' is not a version number (1 to 65535)",
                           v);
     }
+    case K_WARM: {
+        unsigned n = 0;
+
+        if (*v == '\0' || strlen(v) > 2)
+            goto bad_warm;
+        for (const char *p = v; *p != '\0'; p++) {
+            if (!isdigit((unsigned char)*p))
+                goto bad_warm;
+            n = n * 10 + (unsigned)(*p - '0');
+        }
+        if (n > ENGINES_WARM_MAX)
+            goto bad_warm;
+        e->warm = n;
+        return 0;
+bad_warm:
+        return errbuf_set(why, whylen,
+                          "warm '%s' is not a number of hosts (0 to %d)", v,
+                          ENGINES_WARM_MAX);
+    }
     case K_PROBE:
         if (*v == '\0')
             return errbuf_set(why, whylen, "probe is empty");
@@ -549,7 +570,7 @@ parse_file(const struct engines *list, const char *path,
                 "%s:%u: unknown key '%s' (name, mime_type, language, "
                 "description, host, spawn, concurrency, role, in_process, "
                 "protocol, "
-                "probe, probe_what, probe_path)",
+                "probe, probe_what, probe_path, warm)",
                 path, lineno, key);
             goto out;
         }
@@ -989,11 +1010,11 @@ engines_log(const struct engines *list)
             used += (size_t)n;
         }
         if (e->available)
-            log_info("engine %s (%s): available, %s %s%s%s", e->name, mimes,
-                     engines_spawn_name(e->spawn),
+            log_info("engine %s (%s): available, %s %s%s%s, %u kept warm",
+                     e->name, mimes, engines_spawn_name(e->spawn),
                      e->host_path != NULL ? e->host_path : "in the master",
                      e->probe_found != NULL ? ", runtime " : "",
-                     e->probe_found != NULL ? e->probe_found : "");
+                     e->probe_found != NULL ? e->probe_found : "", e->warm);
         else
             log_warning("engine %s (%s): unavailable: %s", e->name, mimes,
                         e->reason != NULL ? e->reason : "out of memory");

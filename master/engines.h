@@ -29,6 +29,10 @@
  *                 "isolation": "in-process"; allow_in_process_native)
  *   protocol    = 1                   the frame protocol it speaks
  *                                                              (required)
+ *   warm        = 1                   hosts the supervisor keeps started,
+ *                 confined and handshaken, with no worker, for a worker's
+ *                 next new host to take (supervise.h; 0 to
+ *                 ENGINES_WARM_MAX, default 0)
  *   probe       = libhostfxr.so       a runtime the engine needs (optional)
  *   probe_what  = the .NET runtime    what the probe looks for, for people
  *   probe_path  = $DOTNET_ROOT/host/fxr/[0-9]*   where to look;
@@ -66,6 +70,9 @@ enum engines_concurrency {
     ENGINES_CONCURRENCY_PROCESSES, /* N host processes */
 };
 
+/* The most pool hosts an engine may keep warm (warm = N). */
+#define ENGINES_WARM_MAX 16
+
 enum engines_spawn {
     ENGINES_SPAWN_ZYGOTE, /* forked from a zygote exec'd once */
     ENGINES_SPAWN_EXEC,   /* each host exec'd fresh */
@@ -86,6 +93,7 @@ struct engines_entry {
     char *role;      /* the sandbox role (sandbox_role_find()) */
     bool in_process; /* workers may run in the master (in_process = yes) */
     unsigned protocol;
+    unsigned warm; /* pool hosts kept ready (warm = N) */
     char *probe;
     char *probe_what;
     char **probe_paths;

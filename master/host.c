@@ -6,7 +6,10 @@
  * SOCK_SEQPACKET socket, and sends a death report whenever one of its
  * hosts ends; a spawn waits for its answer (as a fork and exec in the
  * master did: a host start takes about 2 ms), keeping the death reports
- * that come first for the supervisor's next read.
+ * that come first for the supervisor's next read.  A spawn may also be
+ * sent without waiting (a pool host's, supervise.c): its answer is then
+ * read with the death reports, in the order the launcher sent them, and
+ * kept like them when a waiting spawn reads it first.
  */
 #include "config.h"
 
@@ -35,9 +38,13 @@
 struct host_launcher {
     pid_t pid;
     int fd;
-    /* Death reports read while a spawn waited, oldest first. */
-    struct launcher_death *kept;
+    /* Death reports and answers to spawns sent without waiting, read
+     * while a spawn waited, oldest first. */
+    union host_launcher_msg *kept;
     size_t nkept, capkept;
+    /* The spawns sent without waiting whose answer is not read yet. */
+    uint32_t *unanswered;
+    size_t nunanswered, capunanswered;
 };
 
 /* "name=a,b,c" of a list, or NULL when out of memory. */
@@ -167,18 +174,32 @@ host_launcher_pid(const struct host_launcher *l)
 }
 
 static int
-keep_death(struct host_launcher *l, const struct launcher_death *d)
+keep(struct host_launcher *l, const union host_launcher_msg *m)
 {
     if (l->nkept == l->capkept) {
         size_t cap = l->capkept ? 2 * l->capkept : 8;
-        struct launcher_death *v = realloc(l->kept, cap * sizeof *v);
+        union host_launcher_msg *v = realloc(l->kept, cap * sizeof *v);
         if (v == NULL)
             return -1;
         l->kept = v;
         l->capkept = cap;
     }
-    l->kept[l->nkept++] = *d;
+    l->kept[l->nkept++] = *m;
     return 0;
+}
+
+/* Whether seq is a spawn sent without waiting, not answered yet; `take`
+ * forgets it (its answer is read). */
+static bool
+unanswered(struct host_launcher *l, uint32_t seq, bool take)
+{
+    for (size_t i = 0; i < l->nunanswered; i++)
+        if (l->unanswered[i] == seq) {
+            if (take)
+                l->unanswered[i] = l->unanswered[--l->nunanswered];
+            return true;
+        }
+    return false;
 }
 
 /* One message from the launcher into m: its type, 0 when none is there
@@ -212,10 +233,10 @@ receive(struct host_launcher *l, void *m, size_t len, int flags)
     return -1;
 }
 
-int
-host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
-                    int chan, struct launcher_spawned *r, char *err,
-                    size_t errlen)
+/* Sends spawn q with chan.  0, or -1 with a message in err. */
+static int
+send_spawn(struct host_launcher *l, const struct launcher_spawn *q, int chan,
+           char *err, size_t errlen)
 {
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -243,11 +264,39 @@ host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
                  n < 0 ? strerror(errno) : "short send");
         return -1;
     }
+    return 0;
+}
+
+int
+host_launcher_spawn_send(struct host_launcher *l,
+                         const struct launcher_spawn *q, int chan, char *err,
+                         size_t errlen)
+{
+    if (l->nunanswered == l->capunanswered) {
+        size_t cap = l->capunanswered ? 2 * l->capunanswered : 8;
+        uint32_t *v = realloc(l->unanswered, cap * sizeof *v);
+        if (v == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        l->unanswered = v;
+        l->capunanswered = cap;
+    }
+    if (send_spawn(l, q, chan, err, errlen) < 0)
+        return -1;
+    l->unanswered[l->nunanswered++] = q->seq;
+    return 0;
+}
+
+int
+host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
+                    int chan, struct launcher_spawned *r, char *err,
+                    size_t errlen)
+{
+    if (send_spawn(l, q, chan, err, errlen) < 0)
+        return -1;
     for (;;) {
-        union {
-            struct launcher_spawned spawned;
-            struct launcher_death death;
-        } m;
+        union host_launcher_msg m;
         struct pollfd p = { .fd = l->fd, .events = POLLIN };
         int rc = poll(&p, 1, SPAWN_ANSWER_MS);
         if (rc < 0 && errno == EINTR)
@@ -257,20 +306,23 @@ host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
                      SPAWN_ANSWER_MS);
             return -1;
         }
-        switch (receive(l, &m, sizeof m, MSG_DONTWAIT)) {
+        int type = receive(l, &m, sizeof m, MSG_DONTWAIT);
+        if (type == LAUNCHER_SPAWNED && m.spawned.seq == q->seq) {
+            *r = m.spawned;
+            return 0;
+        }
+        /* Another spawn's answer is kept, as a death is. */
+        if (type == LAUNCHER_SPAWNED && unanswered(l, m.spawned.seq, false))
+            type = LAUNCHER_DEATH;
+        switch (type) {
         case 0:
             continue;
         case LAUNCHER_DEATH:
-            if (keep_death(l, &m.death) < 0) {
+            if (keep(l, &m) < 0) {
                 snprintf(err, errlen, "out of memory");
                 return -1;
             }
             continue;
-        case LAUNCHER_SPAWNED:
-            if (m.spawned.seq != q->seq)
-                break;
-            *r = m.spawned;
-            return 0;
         default:
             break;
         }
@@ -294,25 +346,24 @@ host_launcher_kill(struct host_launcher *l, uint32_t seq)
 }
 
 int
-host_launcher_death(struct host_launcher *l, struct launcher_death *d)
+host_launcher_next(struct host_launcher *l, union host_launcher_msg *m)
 {
     if (l->nkept) {
-        *d = l->kept[0];
+        *m = l->kept[0];
         memmove(l->kept, l->kept + 1, --l->nkept * sizeof *l->kept);
-        return 1;
+        if (m->type == LAUNCHER_SPAWNED)
+            unanswered(l, m->spawned.seq, true);
+        return (int)m->type;
     }
     for (;;) {
-        union {
-            struct launcher_spawned spawned;
-            struct launcher_death death;
-        } m;
-        switch (receive(l, &m, sizeof m, MSG_DONTWAIT)) {
+        switch (receive(l, m, sizeof *m, MSG_DONTWAIT)) {
         case 0:
             return 0;
         case LAUNCHER_DEATH:
-            *d = m.death;
-            return 1;
+            return LAUNCHER_DEATH;
         case LAUNCHER_SPAWNED:
+            if (unanswered(l, m->spawned.seq, true))
+                return LAUNCHER_SPAWNED;
             continue; /* the late answer of a spawn that gave up waiting */
         default:
             return -1;
@@ -331,6 +382,7 @@ host_launcher_stop(struct host_launcher *l)
         while (waitpid(l->pid, NULL, 0) < 0 && errno == EINTR)
             ;
     free(l->kept);
+    free(l->unanswered);
     free(l);
 }
 

@@ -35,24 +35,41 @@ struct host_launcher *host_launcher_start(const struct engines *engines,
 int host_launcher_fd(const struct host_launcher *l);
 pid_t host_launcher_pid(const struct host_launcher *l);
 
+/* A message from the launcher: its type is its first word. */
+union host_launcher_msg {
+    uint32_t type; /* LAUNCHER_DEATH or LAUNCHER_SPAWNED */
+    struct launcher_death death;
+    struct launcher_spawned spawned;
+};
+
 /*
  * Asks the launcher to start q->engine for q->worker_id with chan (the
  * host's end of the channel; the caller keeps and closes it) and waits
- * for its answer in *r (r->error 0: started).  Death reports that arrive
- * meanwhile are kept for host_launcher_death().  0, or -1 with a message
- * in err when the launcher did not answer (it is gone).
+ * for its answer in *r (r->error 0: started).  Death reports and answers
+ * to host_launcher_spawn_send() that arrive meanwhile are kept for
+ * host_launcher_next().  0, or -1 with a message in err when the launcher
+ * did not answer (it is gone).
  */
 int host_launcher_spawn(struct host_launcher *l, const struct launcher_spawn *q,
                         int chan, struct launcher_spawned *r, char *err,
                         size_t errlen);
 
+/* The same without waiting (the master's loop goes on while the host is
+ * forked and confined): the answer comes from host_launcher_next().  0,
+ * or -1 with a message in err (the launcher is gone). */
+int host_launcher_spawn_send(struct host_launcher *l,
+                             const struct launcher_spawn *q, int chan,
+                             char *err, size_t errlen);
+
 /* Asks the launcher to SIGKILL the host of spawn seq (its init and so its
  * pid namespace, its process group).  0, or -1 with errno. */
 int host_launcher_kill(struct host_launcher *l, uint32_t seq);
 
-/* The next death report, kept or on the socket, without blocking: 1 and
- * *d, 0 when there is none now, -1 when the launcher is gone. */
-int host_launcher_death(struct host_launcher *l, struct launcher_death *d);
+/* The next death report or answer to a host_launcher_spawn_send(), kept
+ * or on the socket, in the launcher's order, without blocking: its type
+ * (LAUNCHER_DEATH, LAUNCHER_SPAWNED) and *m, 0 when there is none now, -1
+ * when the launcher is gone. */
+int host_launcher_next(struct host_launcher *l, union host_launcher_msg *m);
 
 /* Closes the socket (the launcher then kills every host, removes the
  * daemon's cgroups and exits), waits for the launcher, frees l.  NULL is

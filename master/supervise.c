@@ -26,6 +26,17 @@
  * backoff restarts).  A Load's waiters are answered once every serving
  * proc runs the version, and fail only with the last serving proc.
  *
+ * The warm pool (supervise.h): a struct pool per engine whose descriptor
+ * says warm = N holds procs with no host (p->h NULL, p->pool set, linked
+ * by hlink like a worker's): spawned through the launcher without waiting
+ * (p->spawning until its answer, which on_launcher() reads with the death
+ * reports; the channel opens then), ready once their Hello is accepted,
+ * then heartbeaten (never idle-reaped, never loaded).  pool_take() moves a
+ * ready one into a host, with its worker's id, and sends the Load; the
+ * rest of its life is a worker's proc's.  A pool proc's death is a
+ * failure of its pool (pool_lost()); the daemon's shutdown ends them with
+ * the others (sv->procs holds every proc).
+ *
  * A proc ends in two steps that come in either order: its exit (reaped on
  * SIGCHLD, reap.c) and the close of its channel (EOF).  It is finalized
  * when both happened, so that the Results a host writes just before
@@ -204,6 +215,13 @@ struct proc {
     bool hb_outstanding;
     bool exited;
     int wstatus;
+    /* A pool host (supervise.h): its pool while it waits there, its spawn
+     * not answered yet, its Hello accepted, and its channel's end until
+     * the spawn's answer. */
+    struct pool *pool;
+    bool spawning;
+    bool ready;
+    int chan_fd;
     enum proc_stop stop;
     bool shutdown_sent;
     uint64_t grace_ms;       /* of the Shutdown sent */
@@ -257,6 +275,19 @@ struct host {
     LIST_HEAD(, supervise_call) ip_calls;
 };
 
+/* The warm pool of one engine (engines.h, warm = N): host processes
+ * spawned like a worker's, handshaken, never loaded, for the next new
+ * process of a worker of the engine to take. */
+struct pool {
+    struct supervisor *sv;
+    const struct engines_entry *e;
+    struct proc_list procs; /* spawning, handshaking or ready (hlink) */
+    unsigned nprocs;
+    unsigned failures; /* in a row: refused spawns, deaths while waiting */
+    bool given_up;     /* POOL_FAILURES_MAX of them: no refill for now */
+    struct event *refill;
+};
+
 struct supervisor {
     struct event_base *base;
     const struct conf *conf;
@@ -269,8 +300,10 @@ struct supervisor {
     struct event *launcher_ev;
     uint32_t spawn_seq;
     LIST_HEAD(, host) hosts;
-    LIST_HEAD(, proc) procs;
+    LIST_HEAD(, proc) procs; /* every host process, pool hosts too */
     size_t nprocs;
+    struct pool *pools; /* one per engine with warm > 0 */
+    size_t npools;
     size_t ninproc; /* open in-process libraries */
     bool shutting_down;
     unsigned shutdown_grace_ms;
@@ -286,6 +319,10 @@ static void ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
                       unsigned nfds);
 static void pump_inproc(struct host *h);
 static void shutdown_check(struct supervisor *sv);
+static bool pool_take(struct host *h);
+static void pool_worker_started(struct supervisor *sv,
+                                const struct engines_entry *e);
+static void pool_lost(struct proc *p, const char *reason, const char *how);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -1012,6 +1049,7 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         p->loaded_version = p->code_version;
         log_info("worker %s: version %u loaded in host pid %d", w->id,
                  p->loaded_version, proc_pid(p));
+        pool_worker_started(p->sv, w->engine);
         /* (Another process may be on its way out meanwhile.) */
         if (w->state == WORKER_STATE_STARTING ||
             (h->nprocs > 1 && (w->state == WORKER_STATE_STOPPING ||
@@ -1069,7 +1107,7 @@ on_hb_reply(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     (void)ch;
     (void)fds;
     (void)nfds;
-    if (error || p->h == NULL)
+    if (error || (p->h == NULL && p->pool == NULL))
         return;
     if (reply->type != IPC_BODY_HEARTBEAT) {
         proc_kill(p, "protocol", "answered a Heartbeat with %s",
@@ -1080,6 +1118,10 @@ on_hb_reply(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
         return; /* an event was sent meanwhile: the deadline judges now */
     p->hb_outstanding = false;
     timer_del(p->hb_timeout);
+    if (p->pool) { /* waiting in its pool: the next in an interval */
+        timer_ms(p->hb, p->sv->conf->heartbeat_interval_ms);
+        return;
+    }
     if (p->sv->hooks.heartbeat)
         p->sv->hooks.heartbeat(p->h->w, p->sv->arg);
     kick(p->h); /* rearms the interval if still idle */
@@ -1125,8 +1167,11 @@ on_hb(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (h == NULL || p->ch == NULL || p->stop != STOP_NONE || !p->loaded ||
-        p->ninflight || p->hb_outstanding)
+    /* A worker's loaded host, or a pool host that said hello. */
+    if ((h == NULL || !p->loaded) && !(p->pool && p->ready))
+        return;
+    if (p->ch == NULL || p->stop != STOP_NONE || p->ninflight ||
+        p->hb_outstanding)
         return;
     memset(&f, 0, sizeof f);
     f.type = IPC_BODY_HEARTBEAT;
@@ -1325,6 +1370,8 @@ proc_free(struct proc *p)
         close(p->hold_fd);
     if (p->memfd >= 0)
         close(p->memfd);
+    if (p->chan_fd >= 0)
+        close(p->chan_fd);
     struct event *evs[] = { p->linger, p->grace,      p->load_timer,
                             p->hb,     p->hb_timeout, p->idle };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
@@ -1346,8 +1393,10 @@ proc_new(struct supervisor *sv, struct host *h)
     p->sv = sv;
     p->h = h;
     p->memfd = -1;
+    p->chan_fd = -1;
     LIST_INIT(&p->calls);
-    snprintf(p->worker_id, sizeof p->worker_id, "%s", h->w->id);
+    if (h) /* else a pool host's: its pool names it */
+        snprintf(p->worker_id, sizeof p->worker_id, "%s", h->w->id);
     p->linger = evtimer_new(sv->base, on_linger, p);
     p->grace = evtimer_new(sv->base, on_grace, p);
     p->load_timer = evtimer_new(sv->base, on_load_timeout, p);
@@ -1386,20 +1435,18 @@ host_fail(struct host *h, const char *type, const char *msg)
     host_release(h);
 }
 
-/* Spawns a host process for h (state starting); the Load follows its
- * Hello.  On failure the worker is failed with the reason. */
-static void
-host_start(struct host *h)
+/* Opens p's channel on fd (which it takes, also on failure): the
+ * handshake's deadline runs from now.  NULL with errno. */
+static struct ipc_channel *
+proc_channel(struct proc *p, int fd)
 {
-    struct supervisor *sv = h->sv;
-    struct worker *w = h->w;
-    const struct engines_entry *e = w->engine;
+    const struct conf *c = p->sv->conf;
     struct ipc_channel_config cfg = {
         .role = IPC_CHANNEL_MASTER,
-        .max_frame = sv->conf->max_frame_bytes,
-        .handshake_timeout_ms = sv->conf->handshake_timeout_ms > UINT32_MAX
+        .max_frame = c->max_frame_bytes,
+        .handshake_timeout_ms = c->handshake_timeout_ms > UINT32_MAX
                                     ? UINT32_MAX
-                                    : (unsigned)sv->conf->handshake_timeout_ms,
+                                    : (unsigned)c->handshake_timeout_ms,
     };
     const struct ipc_channel_callbacks cbs = {
         .on_frame = on_frame,
@@ -1407,6 +1454,19 @@ host_start(struct host *h)
         .on_close = on_close,
         .on_drain = on_drain,
     };
+
+    return ipc_channel_new(p->sv->base, fd, &cfg, &cbs, p);
+}
+
+/* Spawns a host process for h (state starting), or takes a ready one from
+ * its engine's pool; the Load follows the Hello.  On failure the worker
+ * is failed with the reason. */
+static void
+host_start(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    const struct engines_entry *e = w->engine;
     char err[512];
     int sp[2] = { -1, -1 };
     struct proc *p;
@@ -1424,6 +1484,8 @@ host_start(struct host *h)
         host_fail(h, "engine_unavailable", err);
         return;
     }
+    if (pool_take(h))
+        return;
     p = proc_new(sv, h);
     if (p == NULL) {
         host_fail(h, "crash", "out of memory");
@@ -1451,6 +1513,10 @@ host_start(struct host *h)
     snprintf(q.worker_id, sizeof q.worker_id, "%s", w->id);
     int rc = host_launcher_spawn(sv->launcher, &q, sp[1], &r, err, sizeof err);
     close(sp[1]);
+    /* What came meanwhile (death reports, a pool host's answer) was kept:
+     * read it on the next loop turn, the socket may stay quiet. */
+    if (sv->launcher_ev)
+        event_active(sv->launcher_ev, EV_READ, 1);
     if (rc < 0 || r.error) {
         close(sp[0]);
         proc_free(p);
@@ -1469,7 +1535,7 @@ host_start(struct host *h)
     sv->nprocs++;
     TAILQ_INSERT_TAIL(&h->procs, p, hlink);
     h->nprocs++;
-    p->ch = ipc_channel_new(sv->base, sp[0], &cfg, &cbs, p);
+    p->ch = proc_channel(p, sp[0]);
     int saved = errno;
     if (p->has_init)
         log_info("worker %s: host %s started%s, pid %d (its init %d), uid %u",
@@ -1512,6 +1578,299 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
         host_start(h);
     }
     host_release(h);
+}
+
+/* ---- the warm pool (supervise.h) -------------------------------------- */
+
+/* A pool host's cgroup memory limit and RLIMIT_AS: none, as a worker's
+ * that does not set limits.memory_mb, the only one that takes it. */
+#define POOL_MEMORY_MB 0u
+/* Failures in a row (a refused spawn, a failed handshake, a death while
+ * waiting) after which an engine's pool is not refilled until a worker's
+ * host of the engine loads its code. */
+#define POOL_FAILURES_MAX 3u
+/* How soon a refill looks again while a worker's host of the engine
+ * starts (pool_busy()). */
+#define POOL_BUSY_RETRY_MS 5u
+
+static struct pool *
+pool_of(struct supervisor *sv, const struct engines_entry *e)
+{
+    for (size_t i = 0; i < sv->npools; i++)
+        if (sv->pools[i].e == e)
+            return &sv->pools[i];
+    return NULL;
+}
+
+/* p waits in its pool, said hello and may be taken. */
+static bool
+pool_ready(const struct proc *p)
+{
+    return p->ready && proc_serving(p);
+}
+
+/* Refills pool after delay_ms, unless a refill (or its backoff) is due
+ * already. */
+static void
+pool_schedule(struct pool *pool, uint64_t delay_ms)
+{
+    if (pool->given_up || pool->sv->shutting_down ||
+        evtimer_pending(pool->refill, NULL))
+        return;
+    timer_ms(pool->refill, delay_ms);
+}
+
+/* One more failure in a row: the next pool host after a backoff (as a
+ * worker's restart), none after POOL_FAILURES_MAX. */
+static void
+pool_failed(struct pool *pool, const char *why)
+{
+    const struct conf *c = pool->sv->conf;
+
+    if (++pool->failures >= POOL_FAILURES_MAX) {
+        if (!pool->given_up)
+            log_warning("engine %s: %u pool hosts failed in a row, the last "
+                        "%s: its pool is not refilled until a worker's host "
+                        "of the engine starts",
+                        pool->e->name, pool->failures, why);
+        pool->given_up = true;
+        evtimer_del(pool->refill);
+        return;
+    }
+    uint64_t delay = c->restart_base_delay_ms << (pool->failures - 1);
+    if (delay > c->restart_max_delay_ms)
+        delay = c->restart_max_delay_ms;
+    log_info("engine %s: a pool host failed (%s): another in %llu ms",
+             pool->e->name, why, (unsigned long long)delay);
+    evtimer_del(pool->refill);
+    timer_ms(pool->refill, delay);
+}
+
+/* Takes p out of its pool. */
+static void
+pool_remove(struct proc *p)
+{
+    struct pool *pool = p->pool;
+
+    TAILQ_REMOVE(&pool->procs, p, hlink);
+    pool->nprocs--;
+    p->pool = NULL;
+    p->ready = false;
+}
+
+/* Asks the launcher for one more pool host, without waiting: its answer
+ * comes with the death reports (pool_spawned()).  0, or -1 (a failure
+ * counted). */
+static int
+pool_spawn(struct pool *pool)
+{
+    struct supervisor *sv = pool->sv;
+    struct launcher_spawn q = { .type = LAUNCHER_SPAWN,
+                                .seq = ++sv->spawn_seq,
+                                .memory_mb = POOL_MEMORY_MB };
+    char err[512];
+    int sp[2] = { -1, -1 };
+    struct proc *p = proc_new(sv, NULL);
+
+    if (p == NULL) {
+        pool_failed(pool, "out of memory");
+        return -1;
+    }
+    snprintf(p->worker_id, sizeof p->worker_id, "%s pool", pool->e->name);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+        snprintf(err, sizeof err, "socketpair: %s", strerror(errno));
+        proc_free(p);
+        pool_failed(pool, err);
+        return -1;
+    }
+    /* Confined as a worker's host (the launcher knows no difference); its
+     * cgroup is pool-N. */
+    snprintf(q.engine, sizeof q.engine, "%s", pool->e->name);
+    snprintf(q.worker_id, sizeof q.worker_id, "pool");
+    int rc = host_launcher_spawn_send(sv->launcher, &q, sp[1], err, sizeof err);
+    close(sp[1]);
+    if (rc < 0) {
+        close(sp[0]);
+        proc_free(p);
+        pool_failed(pool, err);
+        return -1;
+    }
+    p->seq = q.seq;
+    p->chan_fd = sp[0];
+    p->spawning = true;
+    p->pool = pool;
+    LIST_INSERT_HEAD(&sv->procs, p, link);
+    sv->nprocs++;
+    TAILQ_INSERT_TAIL(&pool->procs, p, hlink);
+    pool->nprocs++;
+    return 0;
+}
+
+/* Whether a worker's host of e is starting or loading code: a refill
+ * waits for it, as the launcher answers one spawn at a time and a burst's
+ * other hosts would wait behind the pool's, and as the CPUs are the
+ * Load's. */
+static bool
+pool_busy(const struct supervisor *sv, const struct engines_entry *e)
+{
+    const struct proc *p;
+
+    LIST_FOREACH (p, &sv->procs, link)
+        if (p->h && p->h->w->engine == e && proc_serving(p) &&
+            (!p->loaded || p->load_sent))
+            return true;
+    return false;
+}
+
+static void
+on_pool_refill(evutil_socket_t fd, short what, void *arg)
+{
+    struct pool *pool = arg;
+    struct supervisor *sv = pool->sv;
+
+    (void)fd;
+    (void)what;
+    if (pool->nprocs < pool->e->warm && pool_busy(sv, pool->e)) {
+        timer_ms(pool->refill, POOL_BUSY_RETRY_MS);
+        return;
+    }
+    while (pool->nprocs < pool->e->warm && !pool->given_up &&
+           !sv->shutting_down && sv->launcher_ev != NULL && pool->e->available)
+        if (pool_spawn(pool) < 0)
+            break;
+}
+
+/* The launcher's answer to a pool host's spawn. */
+static void
+pool_spawned(struct supervisor *sv, const struct launcher_spawned *r)
+{
+    struct proc *p;
+
+    LIST_FOREACH (p, &sv->procs, link)
+        if (p->spawning && p->seq == r->seq)
+            break;
+    if (p == NULL)
+        return; /* cannot happen: only pool hosts are spawned so */
+    p->spawning = false;
+    if (r->error) {
+        struct pool *pool = p->pool;
+        char why[sizeof r->why + 64];
+
+        snprintf(why, sizeof why, "its spawn was refused (%s): %s",
+                 r->fail_type, r->why);
+        log_warning("engine %s: a pool host did not start: %s", pool->e->name,
+                    why);
+        pool_remove(p);
+        LIST_REMOVE(p, link);
+        sv->nprocs--;
+        proc_free(p);
+        if (!sv->shutting_down)
+            pool_failed(pool, why);
+        shutdown_check(sv);
+        return;
+    }
+    p->pid = r->pid;
+    p->has_init = r->init != 0;
+    p->host_pid = r->host_pid > 0 ? r->host_pid : r->pid;
+    if (p->kill_reason)
+        return; /* the launcher kills it: its death report follows */
+    if (p->stop != STOP_NONE) { /* the daemon is stopping */
+        proc_kill(p, "stopped", "the daemon is shutting down");
+        return;
+    }
+    p->ch = proc_channel(p, p->chan_fd);
+    p->chan_fd = -1;
+    int saved = errno;
+    log_info("engine %s: pool host %s started, pid %d%s, uid %u",
+             p->pool->e->name, p->pool->e->host_path, proc_pid(p),
+             p->has_init ? " (with its init)" : "", (unsigned)r->uid);
+    if (p->ch == NULL)
+        proc_kill(p, "crash", "cannot set up its channel: %s", strerror(saved));
+}
+
+/* Gives h a ready host of its engine's pool, when there is one and w's
+ * limits are the pool's (its cgroup's memory limit and RLIMIT_AS were set
+ * as it started): it gets its Load now, and the pool a new host once no
+ * host of the engine starts (pool_busy()), off this event's path.
+ * Whether it did. */
+static bool
+pool_take(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    struct pool *pool = pool_of(sv, w->engine);
+    struct proc *p;
+    char err[512];
+
+    if (pool == NULL || w->limits.memory_mb != POOL_MEMORY_MB)
+        return false;
+    TAILQ_FOREACH (p, &pool->procs, hlink)
+        if (pool_ready(p))
+            break;
+    if (p == NULL)
+        return false;
+    if (proc_take_code(p, w, err, sizeof err) != 0) {
+        host_fail(h, "load_error", err); /* p stays in the pool */
+        return true;
+    }
+    pool_remove(p);
+    timer_del(p->hb);
+    timer_del(p->hb_timeout);
+    p->hb_outstanding = false;
+    p->h = h;
+    p->validator = w->in_process;
+    snprintf(p->worker_id, sizeof p->worker_id, "%s", w->id);
+    TAILQ_INSERT_TAIL(&h->procs, p, hlink);
+    h->nprocs++;
+    log_info("worker %s: takes host pid %d from the %s pool%s", w->id,
+             proc_pid(p), w->engine->name,
+             p->validator ? " to validate the in-process library" : "");
+    if (h->ip == NULL) {
+        host_update_pid(h);
+        if (!host_serving_other(h, p))
+            set_state(sv, w, WORKER_STATE_STARTING);
+    }
+    if (proc_send_load(p) < 0)
+        proc_kill(p, errno == EAGAIN ? "timeout" : "crash",
+                  "cannot send the Load: %s", strerror(errno));
+    pool_schedule(pool, 0);
+    return true;
+}
+
+/* A worker's host of e loaded its code: the engine's pool host failures
+ * are no longer in a row, and a pool given up on is refilled. */
+static void
+pool_worker_started(struct supervisor *sv, const struct engines_entry *e)
+{
+    struct pool *pool = pool_of(sv, e);
+
+    if (pool == NULL)
+        return;
+    pool->failures = 0;
+    if (pool->given_up) {
+        pool->given_up = false;
+        log_info("engine %s: a worker's host started: refilling its pool",
+                 e->name);
+        pool_schedule(pool, 0);
+    }
+}
+
+/* Pool host p ended (proc_finalize()): asked to (the daemon stops), or a
+ * failure, replaced after a backoff. */
+static void
+pool_lost(struct proc *p, const char *reason, const char *how)
+{
+    struct pool *pool = p->pool;
+    char why[256];
+
+    pool_remove(p);
+    /* (No launcher: no host starts any more, none is replaced.) */
+    if (p->stop != STOP_NONE || p->sv->shutting_down ||
+        p->sv->launcher_ev == NULL)
+        return;
+    snprintf(why, sizeof why, "pid %d ended with %s (%s)", proc_pid(p), how,
+             reason);
+    pool_failed(pool, why);
 }
 
 /* ---- the in-process path (DESIGN §4, inproc.h) ------------------------ */
@@ -1943,7 +2302,7 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
     struct proc *p = arg;
 
     (void)ch;
-    if (p->h == NULL) {
+    if (p->h == NULL && p->pool == NULL) {
         *reason = "the worker was deleted";
         return -1;
     }
@@ -1962,7 +2321,14 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
     if (below_min_confinement(p, hello, reason))
         return -1;
     if (p->stop != STOP_NONE)
-        return 0; /* a Shutdown is queued already */
+        return 0;  /* a Shutdown is queued already */
+    if (p->pool) { /* ready for a worker to take; heartbeats meanwhile */
+        p->ready = true;
+        log_info("engine %s: pool host pid %d ready (confinement %s)",
+                 p->pool->e->name, proc_pid(p), p->confinement);
+        timer_ms(p->hb, p->sv->conf->heartbeat_interval_ms);
+        return 0;
+    }
     if (proc_send_load(p) < 0) {
         *reason = "the master could not send the Load";
         return -1;
@@ -2204,6 +2570,8 @@ proc_finalize(struct proc *p)
     LIST_REMOVE(p, link);
     sv->nprocs--;
     if (h == NULL) {
+        if (p->pool)
+            pool_lost(p, reason, how);
         proc_free(p);
         shutdown_check(sv);
         return;
@@ -2334,18 +2702,27 @@ launcher_lost(struct supervisor *sv, const char *why)
         sv->hooks.launcher_lost(why, sv->arg);
 }
 
-/* The launcher's death reports (host.h). */
+/* The launcher's death reports and answers to pool hosts' spawns
+ * (host.h). */
 static void
 on_launcher(evutil_socket_t fd, short what, void *arg)
 {
     struct supervisor *sv = arg;
-    struct launcher_death d;
+    union host_launcher_msg m;
     int rc;
 
     (void)fd;
     (void)what;
-    while ((rc = host_launcher_death(sv->launcher, &d)) == 1) {
+    while ((rc = host_launcher_next(sv->launcher, &m)) > 0) {
+        const struct launcher_death d = m.death;
         struct proc *p;
+
+        if (rc == LAUNCHER_SPAWNED) {
+            pool_spawned(sv, &m.spawned);
+            if (sv->launcher_ev == NULL)
+                return; /* the launcher was lost meanwhile */
+            continue;
+        }
         LIST_FOREACH (p, &sv->procs, link)
             if (p->seq == d.seq && !p->exited)
                 break;
@@ -2433,8 +2810,29 @@ supervise_new(struct event_base *base, const struct conf *conf,
     sv->launcher_ev = event_new(base, host_launcher_fd(sv->launcher),
                                 EV_READ | EV_PERSIST, on_launcher, sv);
     sv->reaper = supervise_reaper_new(base, on_reaped, sv);
+    /* The warm pools: npools counts those made. */
+    size_t want = 0;
+    bool pools_ok = true;
+    for (size_t i = 0; i < engines->n; i++)
+        want += engines->v[i].warm > 0;
+    if (want && (sv->pools = calloc(want, sizeof *sv->pools)) == NULL)
+        pools_ok = false;
+    for (size_t i = 0; pools_ok && i < engines->n; i++) {
+        struct pool *pool = &sv->pools[sv->npools];
+        if (engines->v[i].warm == 0)
+            continue;
+        pool->sv = sv;
+        pool->e = &engines->v[i];
+        TAILQ_INIT(&pool->procs);
+        pool->refill = evtimer_new(base, on_pool_refill, pool);
+        if (pool->refill == NULL)
+            pools_ok = false;
+        else
+            sv->npools++;
+    }
     if (sv->shutdown_ev == NULL || sv->launcher_ev == NULL ||
-        sv->reaper == NULL || event_add(sv->launcher_ev, NULL) < 0) {
+        sv->reaper == NULL || !pools_ok ||
+        event_add(sv->launcher_ev, NULL) < 0) {
         snprintf(err, errlen, "out of memory");
         supervise_free(sv);
         return NULL;
@@ -2682,6 +3080,8 @@ supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
     sv->shutdown_grace_ms = grace_ms;
     sv->shutdown_done = done;
     sv->shutdown_arg = arg;
+    for (size_t i = 0; i < sv->npools; i++)
+        evtimer_del(sv->pools[i].refill);
     LIST_FOREACH (h, &sv->hosts, link) {
         evtimer_del(h->backoff);
         h->restarts_due = 0;
@@ -2689,6 +3089,8 @@ supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
             set_state(sv, h->w, WORKER_STATE_STOPPED);
         kick(h); /* fails what is queued */
     }
+    /* Pool hosts too (one still spawning is killed once started,
+     * pool_spawned()). */
     LIST_FOREACH (p, &sv->procs, link)
         proc_shutdown(p, p->stop == STOP_FAILED ? STOP_FAILED : STOP_DAEMON,
                       grace_ms);
@@ -2699,6 +3101,35 @@ size_t
 supervise_hosts(const struct supervisor *sv)
 {
     return sv->nprocs;
+}
+
+void
+supervise_pool_fill(struct supervisor *sv)
+{
+    for (size_t i = 0; i < sv->npools; i++) {
+        struct pool *pool = &sv->pools[i];
+        if (!pool->e->available || pool->nprocs >= pool->e->warm)
+            continue;
+        log_info("engine %s: keeping %u host%s warm", pool->e->name,
+                 pool->e->warm, pool->e->warm == 1 ? "" : "s");
+        pool_schedule(pool, 0);
+    }
+}
+
+size_t
+supervise_pool_ready(const struct supervisor *sv, const struct engines_entry *e)
+{
+    const struct pool *pool = NULL;
+    const struct proc *p;
+    size_t n = 0;
+
+    for (size_t i = 0; i < sv->npools; i++)
+        if (sv->pools[i].e == e)
+            pool = &sv->pools[i];
+    if (pool)
+        TAILQ_FOREACH (p, &pool->procs, hlink)
+            n += pool_ready(p);
+    return n;
 }
 
 const char *
@@ -2753,6 +3184,9 @@ supervise_free(struct supervisor *sv)
         h->nprocs = 0;
         host_forget(h, "stopped", "the supervisor is going away");
     }
+    for (size_t i = 0; i < sv->npools; i++) /* their procs went above */
+        event_free(sv->pools[i].refill);
+    free(sv->pools);
     if (sv->launcher_ev)
         event_free(sv->launcher_ev);
     host_launcher_stop(sv->launcher);

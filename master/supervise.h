@@ -12,6 +12,21 @@
  * host's, restarts, last_exit); it never touches the desired status or the
  * store.
  *
+ * The warm pool: for an engine whose descriptor says `warm = N`
+ * (engines.h), N hosts are kept started, confined and handshaken with no
+ * worker (pool hosts: spawned like a worker's with no memory limit, their
+ * cgroup pool-M, WM_WORKER_ID=pool), heartbeaten but never reaped as
+ * idle.  A worker's new host process (its first, a restart, one more of
+ * several) is taken from there when one is ready and the worker sets no
+ * limits.memory_mb (its cgroup and RLIMIT_AS are the pool's then): it
+ * gets the worker's Load at once, and the pool another host once no host
+ * of the engine is starting, spawned without waiting for the launcher's
+ * answer.  A pool host that fails (a
+ * refused spawn, a failed handshake, a death) is replaced after a
+ * backoff, and not after POOL_FAILURES_MAX in a row, until a worker's
+ * host of the engine loads.  Pool hosts count as hosts
+ * (supervise_hosts(), host_uid_count) and end with the daemon.
+ *
  * Hosts are untrusted: a malformed frame, a protocol violation, a missed
  * handshake or heartbeat, or an overrun deadline gets the host killed and
  * classified, never a master crash.  Hosts are started, killed and reaped
@@ -32,6 +47,7 @@
 struct event_base;
 struct conf;
 struct engines;
+struct engines_entry;
 struct sandbox_support;
 struct supervisor;
 struct supervise_call;
@@ -131,6 +147,16 @@ void supervise_shutdown(struct supervisor *sv, unsigned grace_ms,
 /* Number of live host processes, of every worker (for /health, the
  * metrics and tests). */
 size_t supervise_hosts(const struct supervisor *sv);
+
+/* Fills the warm pools of the available engines (supervise.h), in the
+ * background: the daemon calls it once ready (after recovery), and again
+ * whenever an engine may have become available. */
+void supervise_pool_fill(struct supervisor *sv);
+
+/* The pool hosts of e ready to be taken now (0 for an engine without a
+ * pool). */
+size_t supervise_pool_ready(const struct supervisor *sv,
+                            const struct engines_entry *e);
 
 /* The confinement w's running host said in its Hello it applied to itself
  * ("seccomp", ...), or NULL when no host of w has said hello. */

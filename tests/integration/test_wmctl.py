@@ -288,6 +288,7 @@ def test_engines_health_recover(wmctl):
     test = [r for r in rows if r["NAME"] == "test"]
     assert test and test[0]["MIME_TYPES"] == "application/x-wm-test"
     assert test[0]["AVAILABLE"] == "yes"
+    assert test[0]["WARM"] == "0/0"
     names = [e["name"] for e in wmctl.json("engines")["engines"]]
     assert "test" in names
 

@@ -357,6 +357,10 @@ def test_engines(wmd, wm_repo):
     assert engines["native"]["concurrency"] == "threads"
     assert engines["python"]["concurrency"] == "processes"
     assert engines["dotnet"]["concurrency"] == "processes"
+    # A warm pool (supervise.h) is the Python engine's only.
+    assert engines["python"]["warm"] == 1
+    assert engines["test"]["warm"] == engines["native"]["warm"] == 0
+    assert "warm_ready" in engines["python"]
 
 
 def test_health(wmd):

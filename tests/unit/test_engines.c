@@ -110,6 +110,7 @@ static const char *const good_python = "name = python\n"
                                        "host = wm-host-python\n"
                                        "spawn = zygote\n"
                                        "concurrency = processes\n"
+                                       "warm = 2\n"
                                        "protocol = 1\n";
 
 static void
@@ -170,8 +171,9 @@ test_valid(void)
         CHECK(check_has_all(e->reason, "host binary",
                             at("valid/libexec/wm-host-dotnet"),
                             "is not executable", NULL));
-        /* language defaults to the name */
+        /* language defaults to the name; no pool by default */
         CHECK(strcmp(e->language, "dotnet") == 0);
+        CHECK(e->warm == 0);
         CHECK(e->nmime_types == 2);
     }
 
@@ -184,6 +186,7 @@ test_valid(void)
         CHECK(!e->available);
         CHECK(e->spawn == ENGINES_SPAWN_ZYGOTE);
         CHECK(e->concurrency == ENGINES_CONCURRENCY_PROCESSES);
+        CHECK(e->warm == 2);
         snprintf(want, sizeof(want),
                  "host binary wm-host-python not found in %s", lx);
         CHECK(e->reason != NULL && strcmp(e->reason, want) == 0);
@@ -257,6 +260,14 @@ test_malformed(void)
     bad("a.engine", "name = a\nrole = ../x\n", ":2:", "role '../x'");
     bad("a.engine", "name = a\nin_process = maybe\n",
         ":2:", "in_process 'maybe' is not yes or no");
+    bad("a.engine", "name = a\nwarm = 17\n",
+        ":2:", "warm '17' is not a number of hosts (0 to 16)");
+    bad("a.engine", "name = a\nwarm = -1\n",
+        ":2:", "warm '-1' is not a number of hosts");
+    bad("a.engine", "name = a\nwarm = one\n",
+        ":2:", "warm 'one' is not a number of hosts");
+    bad("a.engine", "name = a\nwarm = 1\nwarm = 1\n",
+        ":3:", "warm is already set at line 2");
     bad("a.engine", "name = a\nprotocol = one\n",
         ":2:", "not a version number");
     bad("a.engine", "name = a\nhost = bin/wm-host\n",
@@ -522,6 +533,9 @@ test_shipped(void)
         CHECK(py != NULL && py->spawn == ENGINES_SPAWN_ZYGOTE &&
               strcmp(py->role, "python") == 0 &&
               py->concurrency == ENGINES_CONCURRENCY_PROCESSES);
+        /* one pool host kept warm for its next worker (supervise.h) */
+        CHECK(py != NULL && py->warm == 1);
+        CHECK(dn != NULL && dn->warm == 0);
         CHECK(dn != NULL && dn->concurrency == ENGINES_CONCURRENCY_PROCESSES);
         CHECK(dn != NULL && dn->spawn == ENGINES_SPAWN_EXEC &&
               dn->probe != NULL && strcmp(dn->probe, "libhostfxr.so") == 0);
