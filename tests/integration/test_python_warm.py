@@ -111,7 +111,7 @@ def test_pool_host_is_ready_and_confined(wmd):
     elif MUST_WORK:
         pytest.fail("SANDBOX_MUST_WORK=1 but the tests do not run as root")
     m = re.search(rf"host pid {pid} says hello \(engine python, "
-                  r"max_inflight 1, confinement (\w+)\)", wmd.log())
+                  r"max_inflight 1, prefetch 32, confinement (\w+)\)", wmd.log())
     assert m, wmd.log()
     if MUST_WORK:
         assert m.group(1) == "full"
