@@ -92,6 +92,37 @@ def test_gateway_through_api_client(wmd, echo_pkg):
     assert r.json["data"] == {"value": 42}
 
 
+def test_blocking_gateway_calls_answered(wmd, echo_pkg):
+    """A worker of concurrency 1 runs on the host's loop thread, the one
+    that reads the GatewayReply (hosts/dotnet/host.c): blocking on a call
+    there (.Result), or on one made from the pool meanwhile, is answered,
+    not deadlocked until the deadline."""
+    w = create(wmd, echo_pkg)
+    for _ in range(3):
+        r = wmd.invoke(w["id"], "gateway_sync")
+        assert r.status == 200, r
+        assert r.json["data"] == {"value": 42, "again": 41}
+    assert wmd.invoke(w["id"], "gateway").json["data"] == {"value": 42}
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_where_events_run(wmd, echo_pkg, concurrency):
+    """Concurrency 1: every event on the host's loop thread, under the
+    bridge's LoopContext, a Task.Yield() included (no hop to the pool and
+    back); above 1, on the pool, no context."""
+    w = create(wmd, echo_pkg, limits={"concurrency": concurrency})
+    seen = set()
+    for _ in range(5):
+        r = wmd.invoke(w["id"], "thread")
+        assert r.status == 200, r
+        d = r.json["data"]
+        seen |= {d["before"], d["after"]}
+        want = "LoopContext" if concurrency == 1 else None
+        assert d["context"] == want, d
+    if concurrency == 1:
+        assert len(seen) == 1, seen
+
+
 def test_failfast_restarts_the_host(wmd, echo_pkg):
     """Environment.FailFast ends the host, not the master; the host is
     restarted and serves again."""
