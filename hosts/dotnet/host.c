@@ -634,8 +634,8 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
     return NULL;
 }
 
-/* Hands the event (verified bytes) to the bridge: the worker runs here
- * for a job (in_worker), else on the pool. */
+/* Hands the event (verified bytes) to the bridge, a worker loaded: it
+ * runs here for a job (in_worker), else on the pool. */
 static void
 process(uint64_t seq, const uint8_t *event, size_t len)
 {
@@ -644,13 +644,6 @@ process(uint64_t seq, const uint8_t *event, size_t len)
     struct dn_event ev;
     struct dn_str ext[2 * 128];
 
-    if (!started) {
-        send_result(seq, NULL, "worker_error", "no worker is loaded", NULL,
-                    NULL);
-        running = false;
-        inflight--;
-        return;
-    }
     /* Verified by the channel already; decoded into views here. */
     if (ipc_cloudevent_read(event, len, &ce, &fe) < 0)
         die("a verified event does not decode");
@@ -780,7 +773,11 @@ on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
         break;
     case IPC_BODY_PROCESS:
         inflight++;
-        if (inline_run)
+        if (!started) {
+            send_result(f->seq, NULL, "worker_error", "no worker is loaded",
+                        NULL, NULL);
+            inflight--;
+        } else if (inline_run)
             queue_job(&f->u.process, f->seq);
         else
             process(f->seq, f->u.process.event.ptr, f->u.process.event.len);

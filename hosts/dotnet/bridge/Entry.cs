@@ -308,6 +308,11 @@ internal static class Runner
 // threads post while the loop thread runs the worker goes to the pool
 // instead, as it would without this context: the worker may be blocked
 // on it (task.Result), and the pool is what workers were written for.
+// What is left: a worker that blocks the loop thread on a task whose
+// continuation it posted from that thread (a method of its own that
+// awaits Task.Yield(), then .Result on it) waits until its deadline, as
+// it would on any single-threaded context, since what the loop thread
+// posts runs when the worker returns to it.
 internal sealed class LoopContext : SynchronizationContext
 {
     private static readonly LoopContext instance = new();
