@@ -105,6 +105,22 @@ def test_blocking_gateway_calls_answered(wmd, echo_pkg):
     assert wmd.invoke(w["id"], "gateway").json["data"] == {"value": 42}
 
 
+def test_blocking_on_its_own_yield_answered(wmd, echo_pkg):
+    """A worker blocking the loop thread on a continuation it posted there
+    (Task.Yield() in a method, then .Result) is answered within a
+    watchdog's tick or two (bridge/Entry.cs, LoopContext), not killed at
+    its deadline (4 s here)."""
+    import time
+    w = create(wmd, echo_pkg)
+    for _ in range(3):
+        t0 = time.monotonic()
+        r = wmd.invoke(w["id"], "yield_block")
+        assert r.status == 200, r
+        assert r.json["data"] == {"got": 7}
+        assert time.monotonic() - t0 < 2, time.monotonic() - t0
+    assert wmd.invoke(w["id"], "echo").status == 200
+
+
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_where_events_run(wmd, echo_pkg, concurrency):
     """Concurrency 1: every event on the host's loop thread, under the

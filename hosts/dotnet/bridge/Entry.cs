@@ -308,29 +308,40 @@ internal static class Runner
 // threads post while the loop thread runs the worker goes to the pool
 // instead, as it would without this context: the worker may be blocked
 // on it (task.Result), and the pool is what workers were written for.
-// What is left: a worker that blocks the loop thread on a task whose
-// continuation it posted from that thread (a method of its own that
-// awaits Task.Yield(), then .Result on it) waits until its deadline, as
-// it would on any single-threaded context, since what the loop thread
-// posts runs when the worker returns to it.
+// A worker may also block the loop thread on a continuation it posted
+// from there (a method of its own awaiting Task.Yield(), then .Result on
+// its task), which would wait for the worker to return: a watchdog on a
+// timer hands what is queued to the pool when the loop thread has been
+// in one callback for a whole tick (Tick), so that waits a tick or two,
+// not until the deadline.  The timer runs only while events come: it
+// stops after IdleTicks ticks without one.
 internal sealed class LoopContext : SynchronizationContext
 {
+    private const int TickMs = 50;
+    private const int IdleTicks = 20;
     private static readonly LoopContext instance = new();
     private static readonly object mu = new();
-    // Posted from other threads while the loop thread was idle.
+    // Everything below under mu.  Posted from other threads while the
+    // loop thread was idle.
     private static readonly Queue<(SendOrPostCallback, object?)> remote = new();
+    // What the loop thread runs before Run returns.
+    private static readonly Queue<(SendOrPostCallback, object?)> queue = new();
     private static bool inWorker;
-    // On the loop thread inside Run: what it posts itself.
-    [ThreadStatic] private static Queue<(SendOrPostCallback, object?)>? local;
-    private static readonly Queue<(SendOrPostCallback, object?)> loopQueue = new();
+    // Callbacks the loop thread started: the watchdog's measure of progress.
+    private static long started, startedAtTick;
+    private static Timer? watchdog;
+    private static int idle = -1; // ticks without a Run; -1: timer stopped
+
+    // The loop thread inside Run.
+    [ThreadStatic] private static bool onLoop;
 
     public override void Post(SendOrPostCallback d, object? state)
     {
-        if (local is { } l) {
-            l.Enqueue((d, state));
-            return;
-        }
         lock (mu) {
+            if (onLoop) {
+                queue.Enqueue((d, state));
+                return;
+            }
             if (!inWorker) {
                 remote.Enqueue((d, state));
                 if (remote.Count == 1)
@@ -338,27 +349,41 @@ internal sealed class LoopContext : SynchronizationContext
                 return;
             }
         }
-        ThreadPool.UnsafeQueueUserWorkItem(static s => s.d(s.state), (d, state), preferLocal: false);
+        ToPool(d, state);
     }
 
     public override SynchronizationContext CreateCopy() => this;
+
+    private static void ToPool(SendOrPostCallback d, object? state) =>
+        ThreadPool.UnsafeQueueUserWorkItem(static s => s.d(s.state), (d, state), preferLocal: false);
 
     // Runs start(arg), then what it and the remote queue posted, until
     // nothing is left.  On the loop thread, the channel released (host.c).
     internal static void Run<T>(Action<T> start, T arg)
     {
-        var l = loopQueue;
         lock (mu) {
             inWorker = true;
+            started++;
             while (remote.TryDequeue(out var r))
-                l.Enqueue(r);
+                queue.Enqueue(r);
+            if (idle < 0) {
+                watchdog ??= new Timer(static _ => Tick(), null, Timeout.Infinite, Timeout.Infinite);
+                watchdog.Change(TickMs, TickMs);
+            }
+            idle = 0;
         }
         var outer = Current;
         SetSynchronizationContext(instance);
-        local = l;
+        onLoop = true;
         try {
             start(arg);
-            while (l.TryDequeue(out var p)) {
+            for (;;) {
+                (SendOrPostCallback, object?) p;
+                lock (mu) {
+                    if (!queue.TryDequeue(out p))
+                        break;
+                    started++;
+                }
                 try {
                     p.Item1(p.Item2);
                 } catch (Exception e) {
@@ -368,10 +393,31 @@ internal sealed class LoopContext : SynchronizationContext
                 }
             }
         } finally {
-            local = null;
+            onLoop = false;
             SetSynchronizationContext(outer);
             lock (mu)
                 inWorker = false;
+        }
+    }
+
+    // The watchdog, on a pool thread (see above).
+    private static void Tick()
+    {
+        lock (mu) {
+            if (!inWorker) {
+                if (++idle >= IdleTicks) {
+                    idle = -1;
+                    watchdog!.Change(Timeout.Infinite, Timeout.Infinite);
+                }
+                return;
+            }
+            idle = 0;
+            if (started != startedAtTick) {
+                startedAtTick = started;
+                return;
+            }
+            while (queue.TryDequeue(out var p))
+                ToPool(p.Item1, p.Item2);
         }
     }
 }

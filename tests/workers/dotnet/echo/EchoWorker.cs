@@ -1,7 +1,8 @@
 // EchoWorker.cs — the .NET test worker: what it does comes from the
 // event's type (echo, sync, none, throw, failfast, overflow, loop, gateway,
-// gateway_sync, thread, heap, contexts, context, busy, escape).  Built by
-// tests/integration/test_dotnet_*.py and make bench-dotnet.
+// gateway_sync, thread, yield_block, heap, contexts, context, busy,
+// escape).  Built by tests/integration/test_dotnet_*.py and make
+// bench-dotnet.
 using System;
 using System.Runtime.Loader;
 using System.Text.Json.Nodes;
@@ -58,6 +59,10 @@ public sealed class EchoWorker : WorkerBase
                 ["context"] = System.Threading.SynchronizationContext.Current?.GetType().Name,
             });
         }
+        case "yield_block":
+            // Blocks on a method of its own whose continuation this thread
+            // posted (Task.Yield()).
+            return Response(input, new JsonObject { ["got"] = YieldThen(7).Result });
         case "sync":
             // Completes synchronously: the echo without the Task.Yield().
             return Echo(input);
@@ -103,6 +108,12 @@ public sealed class EchoWorker : WorkerBase
             await Task.Yield();
             return Echo(input);
         }
+    }
+
+    private static async Task<int> YieldThen(int n)
+    {
+        await Task.Yield();
+        return n;
     }
 
     private CloudEvent Echo(CloudEvent input)
