@@ -7,6 +7,7 @@ tests/workers/dotnet/echo/EchoWorker.cs.
 
 import json
 import subprocess
+import uuid
 
 import pytest
 
@@ -54,6 +55,15 @@ def test_echo_with_correlation_id(wmd, echo_pkg):
     assert out["data"] == {"n": 1}
     assert out["correlationid"] == "c-1"
     assert out["version"] == "v1"
+    # The DevKit's own id: a version 4 UUID (CloudEvent.NewId), new each
+    # time.
+    ids = {out["id"]} | {wmd.invoke(w["id"], "echo").json["id"]
+                         for _ in range(3)}
+    assert len(ids) == 4, ids
+    for i in ids:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 4 and \
+            u.variant == uuid.RFC_4122, i
 
 
 def test_no_correlation_id_without_one(wmd, echo_pkg):
