@@ -74,6 +74,13 @@
 #define HOST_MAX_INFLIGHT 256
 /* A package's largest size (the master's cap is lower). */
 #define HOST_CODE_MAX (256u << 20)
+/* Bytes queued on the channel past which a frame from the worker on the
+ * loop thread waits (up to HOST_FLUSH_MS) for the socket to take them
+ * first: jobs run back to back without a turn of the event loop, which
+ * is what writes otherwise, and the queue refuses frames past its cap
+ * (8 MiB, EAGAIN), a Result's refusal being fatal. */
+#define HOST_FLUSH_AT (256u << 10)
+#define HOST_FLUSH_MS 1000
 
 /* What another thread hands the loop thread. */
 enum msg_kind { MSG_RESULT, MSG_LOG, MSG_CALL };
@@ -189,6 +196,8 @@ deliver(struct msg *m)
         return;
     }
     pthread_mutex_lock(&io_mu);
+    if (ipc_channel_queued(ch) >= HOST_FLUSH_AT)
+        (void)ipc_channel_flush(ch, HOST_FLUSH_MS);
     handle(m);
     pthread_mutex_unlock(&io_mu);
 }

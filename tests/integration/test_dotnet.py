@@ -131,6 +131,30 @@ def test_blocking_on_its_own_yield_answered(wmd, echo_pkg):
     assert wmd.invoke(w["id"], "echo").status == 200
 
 
+def test_many_big_outputs_at_once(wmd, echo_pkg):
+    """Concurrency 1 runs the events queued in the host back to back on its
+    loop thread, with no turn of the event loop to write their Results
+    between them: 48 outputs of 400 KiB at once (19 MiB, over the
+    channel's 8 MiB queue) are all answered, the host kept
+    (HOST_FLUSH_AT in hosts/dotnet/host.c)."""
+    import threading
+    w = create(wmd, echo_pkg)
+    big = "x" * (400 << 10)
+    results = []
+
+    def one():
+        results.append(wmd.invoke(w["id"], "sync", data={"s": big}))
+    threads = [threading.Thread(target=one) for _ in range(48)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bad = [r for r in results if r.status != 200]
+    assert not bad, (bad[:2], wmd.log()[-3000:])
+    assert all(r.json["data"] == {"s": big} for r in results)
+    assert wmd.get(f"/v1/workers/{w['id']}").json["restarts"] == 0
+
+
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_where_events_run(wmd, echo_pkg, concurrency):
     """Concurrency 1: every event on the host's loop thread, under the
