@@ -29,13 +29,15 @@
  * application/json.
  *
  * Usage: host_rtt HOST CODE [LATENCY_CALLS [PIPELINED_CALLS [WINDOW
- *                 [CONCURRENCY [MIME]]]]]
+ *                 [CONCURRENCY [MIME [TYPE]]]]]]
  *                 (defaults 100000, 1000000, 256, 1, and the MIME type
  *                 from CODE: text/x-python for *.py, else
  *                 application/x-native-dll)
  * CONCURRENCY is the Load's limits.concurrency: the host's pool threads.
  * MIME is the Load's (application/x-dotnet-dll for wm-host-dotnet with a
- * nupkg of the .NET test worker, bench/dotnet.py).
+ * nupkg of the .NET test worker, bench/dotnet.py).  TYPE is the event's
+ * type (default echo; the .NET test worker's sync completes synchronously,
+ * its echo after a Task.Yield()).
  */
 #include "config.h"
 
@@ -377,7 +379,8 @@ main(int argc, char **argv)
     if (argc < 3 || lat_calls < 100 || pipe_calls == 0 || window == 0 ||
         concurrency == 0) {
         fprintf(stderr, "usage: host_rtt HOST PACKAGE [LATENCY_CALLS "
-                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY [MIME]]]]]\n");
+                        "[PIPELINED_CALLS [WINDOW [CONCURRENCY [MIME "
+                        "[TYPE]]]]]]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -438,7 +441,7 @@ main(int argc, char **argv)
         ce.datacontenttype = ipc_str_c("application/json");
     }
     ce.id = ipc_str_c("bench-event-0001");
-    ce.type = ipc_str_c("echo");
+    ce.type = ipc_str_c(argc > 8 ? argv[8] : "echo");
     ce.source = ipc_str_c("urn:bench");
     ce.specversion = ipc_str_c("1.0");
     ce.data.ptr = data;
@@ -464,8 +467,9 @@ main(int argc, char **argv)
         return 1;
     qsort(lat, lat_calls, sizeof *lat, cmp_double);
     printf("host_rtt: %s, %u thread%s, Process -> Result, event of %zu "
-           "bytes\n",
-           argv[1], concurrency, concurrency == 1 ? "" : "s", eb.len);
+           "bytes%s%s\n",
+           argv[1], concurrency, concurrency == 1 ? "" : "s", eb.len,
+           argc > 8 ? ", type " : "", argc > 8 ? argv[8] : "");
     printf("  concurrency 1: %lu calls in %.2f s: p50 %.1f us, p99 %.1f us, "
            "p99.9 %.1f us, max %.1f us\n",
            lat_calls, secs, lat[lat_calls / 2] / 1e3,

@@ -43,11 +43,15 @@ typedef void (*dn_log_fn)(int32_t level, const struct dn_str *msg);
 typedef void (*dn_gateway_fn)(uint64_t token, const struct dn_str *service,
                               const struct dn_str *method,
                               const struct dn_str *request);
+/* The bridge posted continuations for the loop thread: it is to call
+ * run_posted() (from any thread). */
+typedef void (*dn_wake_fn)(void);
 
 struct dn_callbacks {
     dn_complete_fn complete;
     dn_log_fn log;
     dn_gateway_fn gateway;
+    dn_wake_fn wake;
     /* The DevKit's image (blobs.h), for compiling C# source workers. */
     const uint8_t *devkit;
     int64_t devkit_len;
@@ -61,6 +65,9 @@ struct dn_bridge {
     void (*process)(uint64_t seq, const struct dn_event *ev);
     void (*gateway_reply)(uint64_t token, int32_t status, const uint8_t *body,
                           int64_t len);
+    /* Runs what was posted to the loop thread's LoopContext (dn_wake_fn);
+     * on the loop thread only. */
+    void (*run_posted)(void);
 };
 
 #endif /* WM_HOSTS_DOTNET_BRIDGE_H */

@@ -349,6 +349,7 @@ clr_start(uint64_t heap_limit, struct dn_bridge *b, char *why, size_t whylen)
         { "Load", offsetof(struct dn_bridge, load) },
         { "Process", offsetof(struct dn_bridge, process) },
         { "GatewayReply", offsetof(struct dn_bridge, gateway_reply) },
+        { "RunPosted", offsetof(struct dn_bridge, run_posted) },
     };
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         if ((rc = get_fn(BRIDGE_TYPE, entries[i].method,

@@ -10,15 +10,36 @@
  * load context (bridge/WorkerContext.cs).  The package is validated by
  * the bridge, in this process: the master parses no package format.
  *
- * Process: the event's verified buffer is decoded into views and handed
- * to the bridge's Process, which copies it and returns at once; the
- * worker runs on the runtime's thread pool.  Its outcome comes back
- * through on_complete() on whatever thread finished it, as do its log
- * lines and gateway calls: each is copied into a message, queued, and the
- * loop thread woken through an eventfd to turn it into a frame (the
- * channel is not thread-safe).  A gateway reply goes back into the bridge
- * from the loop thread, which completes the worker's task without running
- * its continuation there.
+ * Process, a worker of concurrency 1 (every host of the engine's
+ * `concurrency = processes`): the worker runs on the loop thread itself,
+ * since a hand-off to the runtime's pool and back costs two thread
+ * wake-ups per event, which on an idle machine is most of the round trip
+ * (bench/README.md, ".NET engine").  Frames are read in the channel's
+ * callbacks but a Process is queued there as a job and run from serve()'s
+ * loop, outside any libevent callback, one at a time: the next starts
+ * once the previous one's Result is sent (`running`).  While the worker
+ * runs, the loop thread gives up io_mu, the channel's lock, and the
+ * bridge's LoopContext (bridge/Entry.cs) keeps the worker's continuations
+ * on this thread, so a worker that awaits Task.Yield() or an answered
+ * gateway call also completes without a hop.  Its outcome, log lines and
+ * gateway calls come back on this thread and are sent at once under
+ * io_mu.  A gateway call waits for its reply by running the event loop
+ * (as the Python host does), so a worker blocking on one synchronously
+ * does not deadlock; frames arriving meanwhile are answered (Heartbeat)
+ * or queued (Process).  A call made from another thread while the loop
+ * thread runs the worker (which may be blocked waiting for it) takes
+ * io_mu and waits for its reply the same way; when the loop thread holds
+ * io_mu it goes through the queue below.
+ *
+ * Process, concurrency above 1: the event's verified buffer is decoded
+ * into views and handed to the bridge's Process, which copies it and
+ * returns at once; the worker runs on the runtime's thread pool.  Its
+ * outcome comes back through on_complete() on whatever thread finished
+ * it, as do its log lines and gateway calls: each is copied into a
+ * message, queued, and the loop thread woken through an eventfd to turn
+ * it into a frame (the channel is not thread-safe).  A gateway reply goes
+ * back into the bridge from the loop thread, which completes the worker's
+ * task without running its continuation there.
  *
  * Confinement (sandbox/role_dotnet.c): the role's own steps, the filter
  * included, are taken in main() before the channel exists and before the
@@ -30,6 +51,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +74,13 @@
 #define HOST_MAX_INFLIGHT 256
 /* A package's largest size (the master's cap is lower). */
 #define HOST_CODE_MAX (256u << 20)
+/* Bytes queued on the channel past which a frame from the worker on the
+ * loop thread waits (up to HOST_FLUSH_MS) for the socket to take them
+ * first: jobs run back to back without a turn of the event loop, which
+ * is what writes otherwise, and the queue refuses frames past its cap
+ * (8 MiB, EAGAIN), a Result's refusal being fatal. */
+#define HOST_FLUSH_AT (256u << 10)
+#define HOST_FLUSH_MS 1000
 
 /* What another thread hands the loop thread. */
 enum msg_kind { MSG_RESULT, MSG_LOG, MSG_CALL };
@@ -70,6 +99,16 @@ struct msg {
     char *s[4];
 };
 
+/* A Process of a worker of concurrency 1, waiting for its turn on the
+ * loop thread: the event's bytes (8-aligned after the header, as the
+ * nested buffer's were). */
+struct job {
+    struct job *next;
+    uint64_t seq;
+    size_t len;
+    uint8_t event[];
+};
+
 static struct event_base *base;
 static struct ipc_channel *ch;
 static struct dn_bridge bridge;
@@ -79,6 +118,19 @@ static bool shutting_down;
 static int wake_fd;
 static pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct msg *queue, **queue_tail = &queue;
+
+/* The channel's lock (see the top): the loop thread holds it except while
+ * the worker runs on it (in_worker); everything below and the channel are
+ * touched only with it held. */
+static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local bool on_loop; /* this thread is the loop thread */
+static bool in_worker;             /* the loop thread's alone */
+static bool inline_run;            /* the worker's concurrency is 1 */
+static struct job *jobs, **jobs_tail = &jobs;
+static bool running; /* a job started and its Result is not sent yet */
+static uint64_t running_seq;
+/* The bridge posted continuations for the loop thread (dn_wake_fn). */
+static atomic_bool posted;
 
 static void die(const char *what) __attribute__((noreturn));
 
@@ -118,6 +170,8 @@ dup_str(const struct dn_str *s)
     return r;
 }
 
+static void handle(struct msg *m);
+
 static void
 enqueue(struct msg *m)
 {
@@ -129,6 +183,42 @@ enqueue(struct msg *m)
     pthread_mutex_unlock(&queue_mu);
     if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         die("eventfd");
+}
+
+/* A message from the worker: sent now when it comes from the loop thread
+ * running the worker (io_mu is free to take, or another thread's gateway
+ * call has it briefly), else queued for the loop thread. */
+static void
+deliver(struct msg *m)
+{
+    if (!(on_loop && in_worker)) {
+        enqueue(m);
+        return;
+    }
+    pthread_mutex_lock(&io_mu);
+    if (ipc_channel_queued(ch) >= HOST_FLUSH_AT)
+        (void)ipc_channel_flush(ch, HOST_FLUSH_MS);
+    handle(m);
+    pthread_mutex_unlock(&io_mu);
+}
+
+static void
+on_wake_request(void)
+{
+    uint64_t one = 1;
+
+    atomic_store(&posted, true);
+    if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        die("eventfd");
+}
+
+static void
+msg_free(struct msg *m)
+{
+    free(m->buf);
+    for (int i = 0; i < 4; i++)
+        free(m->s[i]);
+    free(m);
 }
 
 static struct msg *
@@ -204,7 +294,7 @@ on_complete(uint64_t seq, const struct dn_event *out, const struct dn_str *err)
         m->len = b.len;
         free(pairs);
     }
-    enqueue(m);
+    deliver(m);
 }
 
 static void
@@ -214,9 +304,14 @@ on_log(int32_t level, const struct dn_str *text)
 
     m->level = level < 0 ? 0 : level > 4 ? 4 : level;
     m->s[1] = dup_str(text);
-    enqueue(m);
+    deliver(m);
 }
 
+static void call_now(struct msg *m);
+
+/* A gateway call: made and waited for here when this thread may drive the
+ * channel (see the top), else queued for the loop thread, whose reply
+ * completes the bridge's task later. */
 static void
 on_gateway(uint64_t token, const struct dn_str *service,
            const struct dn_str *method, const struct dn_str *request)
@@ -231,19 +326,19 @@ on_gateway(uint64_t token, const struct dn_str *service,
         die("malloc");
     if (m->len)
         memcpy(m->buf, request->ptr, m->len);
+    /* Another thread gets io_mu only while the loop thread runs the
+     * worker, which may be blocked until this call is answered. */
+    if (on_loop ? in_worker : pthread_mutex_trylock(&io_mu) == 0) {
+        if (on_loop)
+            pthread_mutex_lock(&io_mu);
+        call_now(m);
+        msg_free(m);
+        return;
+    }
     enqueue(m);
 }
 
 /* ---- on the loop thread ------------------------------------------------ */
-
-static void
-msg_free(struct msg *m)
-{
-    free(m->buf);
-    for (int i = 0; i < 4; i++)
-        free(m->s[i]);
-    free(m);
-}
 
 static void
 maybe_exit(void)
@@ -301,6 +396,8 @@ answer(struct msg *m)
     } else {
         send_result(m->seq, &ce, NULL, NULL, NULL, NULL);
     }
+    if (running && m->seq == running_seq)
+        running = false;
     inflight--;
 }
 
@@ -328,22 +425,114 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
 }
 
 static void
+call_frame(const struct msg *m, struct ipc_frame *f)
+{
+    memset(f, 0, sizeof *f);
+    f->type = IPC_BODY_GATEWAY_CALL;
+    f->u.gateway_call.service = ipc_str_c(m->s[0]);
+    f->u.gateway_call.method = ipc_str_c(m->s[1]);
+    f->u.gateway_call.request.ptr = m->buf;
+    f->u.gateway_call.request.len = (uint32_t)m->len;
+}
+
+static void
 forward_call(struct msg *m)
 {
     struct ipc_frame f;
 
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_GATEWAY_CALL;
-    f.u.gateway_call.service = ipc_str_c(m->s[0]);
-    f.u.gateway_call.method = ipc_str_c(m->s[1]);
-    f.u.gateway_call.request.ptr = m->buf;
-    f.u.gateway_call.request.len = (uint32_t)m->len;
+    call_frame(m, &f);
     if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply,
                          (void *)(uintptr_t)m->seq) < 0) {
         const char *why = strerror(errno);
         bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
                              (int64_t)strlen(why));
     }
+}
+
+/* A gateway call waited for by call_now(): the reply's status and body
+ * (the response, or the error), copied. */
+struct call_wait {
+    bool done;
+    int32_t status;
+    uint8_t *body;
+    size_t len;
+};
+
+static void
+on_call_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
+              unsigned nfds, const char *error, void *arg)
+{
+    struct call_wait *w = arg;
+    const char *why = error ? error : "not a GatewayReply";
+    const uint8_t *p = (const uint8_t *)why;
+    size_t n = strlen(why);
+
+    (void)c;
+    (void)fds;
+    (void)nfds;
+    w->status = 500;
+    if (error == NULL && reply->type == IPC_BODY_GATEWAY_REPLY) {
+        const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
+        w->status = g->status;
+        p = g->status == 200 ? g->response.ptr : (const uint8_t *)g->error.ptr;
+        n = g->status == 200 ? g->response.len : g->error.len;
+    }
+    if ((w->body = malloc(n ? n : 1)) == NULL)
+        die("malloc");
+    if (n)
+        memcpy(w->body, p, n);
+    w->len = n;
+    w->done = true;
+}
+
+/* Makes the call and runs the event loop until its reply, with io_mu held
+ * (taken by the caller, released here before the reply goes into the
+ * bridge).  Never inside a libevent callback: the caller runs the worker
+ * from serve(), or is another thread while it does. */
+static void
+call_now(struct msg *m)
+{
+    struct call_wait w = { 0 };
+    struct ipc_frame f;
+
+    call_frame(m, &f);
+    if (ipc_channel_call(ch, &f, NULL, 0, on_call_reply, &w) < 0) {
+        const char *why = strerror(errno);
+        pthread_mutex_unlock(&io_mu);
+        bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
+                             (int64_t)strlen(why));
+        return;
+    }
+    while (!w.done)
+        if (event_base_loop(base, EVLOOP_ONCE) < 0)
+            die("event_base_loop");
+    pthread_mutex_unlock(&io_mu);
+    bridge.gateway_reply(m->seq, w.status, w.body, (int64_t)w.len);
+    free(w.body);
+}
+
+/* Turns a message into its frame, and frees it. */
+static void
+handle(struct msg *m)
+{
+    struct ipc_frame f;
+
+    switch (m->kind) {
+    case MSG_RESULT:
+        answer(m);
+        break;
+    case MSG_LOG:
+        memset(&f, 0, sizeof f);
+        f.type = IPC_BODY_LOG;
+        f.u.log.level = (enum ipc_log_level)m->level;
+        f.u.log.message = ipc_str_c(m->s[1]);
+        send_frame(&f);
+        break;
+    case MSG_CALL:
+        forward_call(m);
+        break;
+    }
+    msg_free(m);
 }
 
 static void
@@ -363,23 +552,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&queue_mu);
     while (m) {
         struct msg *next = m->next;
-        struct ipc_frame f;
-        switch (m->kind) {
-        case MSG_RESULT:
-            answer(m);
-            break;
-        case MSG_LOG:
-            memset(&f, 0, sizeof f);
-            f.type = IPC_BODY_LOG;
-            f.u.log.level = (enum ipc_log_level)m->level;
-            f.u.log.message = ipc_str_c(m->s[1]);
-            send_frame(&f);
-            break;
-        case MSG_CALL:
-            forward_call(m);
-            break;
-        }
-        msg_free(m);
+        handle(m);
         m = next;
     }
     maybe_exit();
@@ -438,6 +611,7 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
             .complete = on_complete,
             .log = on_log,
             .gateway = on_gateway,
+            .wake = on_wake_request,
             .devkit = wm_dn_devkit,
             .devkit_len = wm_dn_devkit_end - wm_dn_devkit,
         };
@@ -463,27 +637,24 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
     int rc =
         bridge.load(&m, code, (int64_t)l->code_len, conc, err, (int32_t)errlen);
     free(code);
-    return rc == 0 ? NULL : err;
+    if (rc != 0)
+        return err;
+    inline_run = conc == 1; /* as the bridge decides (bridge/Entry.cs) */
+    return NULL;
 }
 
+/* Hands the event (verified bytes) to the bridge, a worker loaded: it
+ * runs here for a job (in_worker), else on the pool. */
 static void
-on_process(const struct ipc_frame *f)
+process(uint64_t seq, const uint8_t *event, size_t len)
 {
-    const struct ipc_process *pr = &f->u.process;
     struct ipc_cloudevent ce;
     struct ipc_fb_error fe;
     struct dn_event ev;
     struct dn_str ext[2 * 128];
 
-    inflight++;
-    if (!started) {
-        send_result(f->seq, NULL, "worker_error", "no worker is loaded", NULL,
-                    NULL);
-        inflight--;
-        return;
-    }
     /* Verified by the channel already; decoded into views here. */
-    if (ipc_cloudevent_read(pr->event.ptr, pr->event.len, &ce, &fe) < 0)
+    if (ipc_cloudevent_read(event, len, &ce, &fe) < 0)
         die("a verified event does not decode");
     const struct ipc_str *attr[] = { &ce.id,
                                      &ce.type,
@@ -511,7 +682,82 @@ on_process(const struct ipc_frame *f)
         ev.next++;
     }
     ev.ext = ext;
-    bridge.process(f->seq, &ev);
+    bridge.process(seq, &ev);
+}
+
+/* A Process of a worker of concurrency 1: queued for serve() (see the
+ * top), the frame's bytes copied since its views die with the callback. */
+static void
+queue_job(const struct ipc_process *pr, uint64_t seq)
+{
+    struct job *j = malloc(sizeof *j + pr->event.len);
+
+    if (j == NULL)
+        die("malloc");
+    j->next = NULL;
+    j->seq = seq;
+    j->len = pr->event.len;
+    memcpy(j->event, pr->event.ptr, pr->event.len);
+    *jobs_tail = j;
+    jobs_tail = &j->next;
+}
+
+/* Runs the next job on this thread, io_mu released while the worker runs:
+ * its Result is usually sent before the bridge returns. */
+static void
+run_job(void)
+{
+    struct job *j = jobs;
+
+    if ((jobs = j->next) == NULL)
+        jobs_tail = &jobs;
+    running = true;
+    running_seq = j->seq;
+    in_worker = true;
+    pthread_mutex_unlock(&io_mu);
+    process(j->seq, j->event, j->len);
+    pthread_mutex_lock(&io_mu);
+    in_worker = false;
+    free(j);
+}
+
+/* The continuations the bridge posted for this thread, run as run_job()
+ * runs a job. */
+static void
+run_posted(void)
+{
+    in_worker = true;
+    pthread_mutex_unlock(&io_mu);
+    bridge.run_posted();
+    pthread_mutex_lock(&io_mu);
+    in_worker = false;
+}
+
+/* The loop thread's loop: one turn of the event loop, then the jobs its
+ * frames queued and the continuations posted, their frames written at
+ * once rather than on the next turn (an epoll_wait less per event); what
+ * the socket does not take at once is left to the loop. */
+static void
+serve(void)
+{
+    for (;;) {
+        bool worked = false;
+        if (atomic_exchange(&posted, false)) {
+            run_posted();
+            worked = true;
+        }
+        while (jobs && !running) {
+            run_job();
+            worked = true;
+        }
+        if (worked) {
+            (void)ipc_channel_flush(ch, 0);
+            maybe_exit();
+            continue;
+        }
+        if (event_base_loop(base, EVLOOP_ONCE) < 0)
+            die("event_base_loop");
+    }
 }
 
 static void
@@ -535,7 +781,15 @@ on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
                      f->u.load.mime.ptr);
         break;
     case IPC_BODY_PROCESS:
-        on_process(f);
+        inflight++;
+        if (!started) {
+            send_result(f->seq, NULL, "worker_error", "no worker is loaded",
+                        NULL, NULL);
+            inflight--;
+        } else if (inline_run)
+            queue_job(&f->u.process, f->seq);
+        else
+            process(f->seq, f->u.process.event.ptr, f->u.process.event.len);
         break;
     case IPC_BODY_HEARTBEAT:
         memset(&h, 0, sizeof h);
@@ -639,6 +893,10 @@ main(int argc, char **argv)
     }
     if (fcntl(HOST_FD, F_GETFD) < 0)
         die("no channel on fd 3");
+    /* The channel is this thread's from here on, but while it runs the
+     * worker (run_job()). */
+    on_loop = true;
+    pthread_mutex_lock(&io_mu);
     /* Before the runtime: it keeps ignored dispositions (B5), and shutdown
      * comes by frame, not by signal. */
     signal(SIGPIPE, SIG_IGN);
@@ -666,7 +924,6 @@ main(int argc, char **argv)
         host_log(IPC_LOG_WARN, "%s", warn);
     if (prep[0])
         host_log(IPC_LOG_ERROR, "%s", prep);
-    if (event_base_dispatch(base) < 0)
-        die("event_base_dispatch");
+    serve();
     return 0;
 }

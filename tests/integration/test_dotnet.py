@@ -7,6 +7,7 @@ tests/workers/dotnet/echo/EchoWorker.cs.
 
 import json
 import subprocess
+import uuid
 
 import pytest
 
@@ -54,6 +55,15 @@ def test_echo_with_correlation_id(wmd, echo_pkg):
     assert out["data"] == {"n": 1}
     assert out["correlationid"] == "c-1"
     assert out["version"] == "v1"
+    # The DevKit's own id: a version 4 UUID (CloudEvent.NewId), new each
+    # time.
+    ids = {out["id"]} | {wmd.invoke(w["id"], "echo").json["id"]
+                         for _ in range(3)}
+    assert len(ids) == 4, ids
+    for i in ids:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 4 and \
+            u.variant == uuid.RFC_4122, i
 
 
 def test_no_correlation_id_without_one(wmd, echo_pkg):
@@ -90,6 +100,77 @@ def test_gateway_through_api_client(wmd, echo_pkg):
     r = wmd.invoke(w["id"], "gateway")
     assert r.status == 200, r
     assert r.json["data"] == {"value": 42}
+
+
+def test_blocking_gateway_calls_answered(wmd, echo_pkg):
+    """A worker of concurrency 1 runs on the host's loop thread, the one
+    that reads the GatewayReply (hosts/dotnet/host.c): blocking on a call
+    there (.Result), or on one made from the pool meanwhile, is answered,
+    not deadlocked until the deadline."""
+    w = create(wmd, echo_pkg)
+    for _ in range(3):
+        r = wmd.invoke(w["id"], "gateway_sync")
+        assert r.status == 200, r
+        assert r.json["data"] == {"value": 42, "again": 41}
+    assert wmd.invoke(w["id"], "gateway").json["data"] == {"value": 42}
+
+
+def test_blocking_on_its_own_yield_answered(wmd, echo_pkg):
+    """A worker blocking the loop thread on a continuation it posted there
+    (Task.Yield() in a method, then .Result) is answered within a
+    watchdog's tick or two (bridge/Entry.cs, LoopContext), not killed at
+    its deadline (4 s here)."""
+    import time
+    w = create(wmd, echo_pkg)
+    for _ in range(3):
+        t0 = time.monotonic()
+        r = wmd.invoke(w["id"], "yield_block")
+        assert r.status == 200, r
+        assert r.json["data"] == {"got": 7}
+        assert time.monotonic() - t0 < 2, time.monotonic() - t0
+    assert wmd.invoke(w["id"], "echo").status == 200
+
+
+def test_many_big_outputs_at_once(wmd, echo_pkg):
+    """Concurrency 1 runs the events queued in the host back to back on its
+    loop thread, with no turn of the event loop to write their Results
+    between them: 48 outputs of 400 KiB at once (19 MiB, over the
+    channel's 8 MiB queue) are all answered, the host kept
+    (HOST_FLUSH_AT in hosts/dotnet/host.c)."""
+    import threading
+    w = create(wmd, echo_pkg)
+    big = "x" * (400 << 10)
+    results = []
+
+    def one():
+        results.append(wmd.invoke(w["id"], "sync", data={"s": big}))
+    threads = [threading.Thread(target=one) for _ in range(48)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bad = [r for r in results if r.status != 200]
+    assert not bad, (bad[:2], wmd.log()[-3000:])
+    assert all(r.json["data"] == {"s": big} for r in results)
+    assert wmd.get(f"/v1/workers/{w['id']}").json["restarts"] == 0
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_where_events_run(wmd, echo_pkg, concurrency):
+    """Concurrency 1: every event on the host's loop thread, under the
+    bridge's LoopContext, a Task.Yield() included (no hop to the pool and
+    back); above 1, on the pool, no context."""
+    w = create(wmd, echo_pkg, limits={"concurrency": concurrency})
+    seen = set()
+    for _ in range(5):
+        r = wmd.invoke(w["id"], "thread")
+        assert r.status == 200, r
+        d = r.json["data"]
+        seen |= {d["before"], d["after"]}
+        want = "LoopContext" if concurrency == 1 else None
+        assert d["context"] == want, d
+    if concurrency == 1:
+        assert len(seen) == 1, seen
 
 
 def test_failfast_restarts_the_host(wmd, echo_pkg):

@@ -1,10 +1,14 @@
 // Entry.cs — the bridge's UnmanagedCallersOnly entry points (issue 10):
-// Init, Load, Process and GatewayReply, called by the C host on its loop
-// thread.  Process copies the event and returns at once; the worker runs
-// on the thread pool and its outcome goes back through the host's
-// completion callback with the Process's sequence number, so no thread
-// ever blocks on a task.  No exception escapes an entry point (one would
-// end the process).
+// Init, Load, Process, GatewayReply and RunPosted, called by the C host on
+// its loop thread.  Process copies the event.  A worker of concurrency 1
+// runs there and then, on the loop thread, under LoopContext (below), so
+// that its continuations come back to that thread rather than to the
+// pool: an event costs no thread wake-up when the worker completes
+// synchronously, awaits Task.Yield() or a gateway call (hosts/dotnet/
+// host.c).  A worker of higher concurrency runs on the thread pool.
+// Either way the outcome goes back through the host's completion callback
+// with the Process's sequence number, so no thread ever blocks on a task.
+// No exception escapes an entry point (one would end the process).
 using System;
 using System.Collections.Generic;
 using System.Runtime.CompilerServices;
@@ -46,6 +50,9 @@ internal static unsafe class Entry
                 _ => throw new LoadException($"this host has no loader for {m}"),
             };
             next.Gate = new SemaphoreSlim(Math.Max(1, concurrency));
+            // As the host decides which Process to run on its loop thread
+            // (host.c, load()).
+            next.Inline = concurrency == 1;
             var old = current;
             current = next;
             old?.Unload();
@@ -70,6 +77,12 @@ internal static unsafe class Entry
                 Fail(seq, "worker_error", "no worker is loaded", null, null);
                 return;
             }
+            if (w.Inline) {
+                // The host runs one such event at a time: no gate.
+                LoopContext.Run(static s => _ = Runner.RunHere(s.seq, s.w, s.input),
+                                (seq, w: w.Worker, input));
+                return;
+            }
             // The worker's code, even its synchronous start, runs on the
             // pool: the loop thread only hands it over.
             ThreadPool.UnsafeQueueUserWorkItem(static s => _ = Runner.Run(s.seq, s.w, s.gate, s.input),
@@ -89,6 +102,20 @@ internal static unsafe class Entry
             // A reply to no call: nothing waits for it.
         }
     }
+
+    // What was posted to LoopContext from elsewhere, once the host was
+    // woken (Wake).
+    [UnmanagedCallersOnly]
+    internal static void RunPosted()
+    {
+        try {
+            LoopContext.Run(static _ => { }, 0);
+        } catch (Exception) {
+            // LoopContext.Run catches what a callback throws.
+        }
+    }
+
+    internal static void Wake() => cb.Wake();
 
     // ---- to and from the native views ------------------------------------
 
@@ -232,6 +259,25 @@ internal static unsafe class Entry
 // context): its outcome goes to the host's completion callback.
 internal static class Runner
 {
+    // A worker of concurrency 1 on the loop thread (LoopContext): its
+    // awaits keep the context, so this ends there too, usually before
+    // LoopContext.Run returns.
+    internal static async Task RunHere(ulong seq, IWorker w, CloudEvent input)
+    {
+        CloudEvent? output;
+        try {
+            output = await w.ProcessAsync(input);
+        } catch (Exception e) {
+            Entry.Fail(seq, "exception", e.Message, e.GetType().FullName, e.ToString());
+            return;
+        }
+        try {
+            Entry.Complete(seq, output);
+        } catch (Exception e) {
+            Entry.Fail(seq, "worker_error", $"the output cannot be sent: {e.Message}", null, null);
+        }
+    }
+
     internal static async Task Run(ulong seq, IWorker w, SemaphoreSlim gate, CloudEvent input)
     {
         CloudEvent? output;
@@ -249,6 +295,141 @@ internal static class Runner
             Entry.Complete(seq, output);
         } catch (Exception e) {
             Entry.Fail(seq, "worker_error", $"the output cannot be sent: {e.Message}", null, null);
+        }
+    }
+}
+
+// The loop thread's SynchronizationContext while it runs a worker of
+// concurrency 1 (Entry.Process, RunPosted).  What the worker's awaits
+// post from the loop thread itself runs there before Run returns (so
+// Task.Yield() costs no hop); what other threads post (a timer, a task
+// the worker's code left on the pool) while the loop thread is idle is
+// queued and the host woken to run it (Wake, RunPosted).  What other
+// threads post while the loop thread runs the worker goes to the pool
+// instead, as it would without this context: the worker may be blocked
+// on it (task.Result), and the pool is what workers were written for.
+// A worker may also block the loop thread on a continuation it posted
+// from there (a method of its own awaiting Task.Yield(), then .Result on
+// its task), which would wait for the worker to return: a watchdog
+// thread hands what is queued to the pool when the loop thread has been
+// in one callback for a whole tick (Watch), so that waits a tick or two,
+// not until the deadline.  It ticks only while events come, and waits
+// untimed after IdleTicks ticks without one.  A thread of its own rather
+// than a Timer: a Timer's tick wakes a pool thread, which then spins for
+// a millisecond or more before it sleeps again (perf: 7% of the host's
+// CPU at 20 ticks a second).
+internal sealed class LoopContext : SynchronizationContext
+{
+    private const int TickMs = 50;
+    private const int IdleTicks = 20;
+    private static readonly LoopContext instance = new();
+    private static readonly object mu = new();
+    // Everything below under mu.  Posted from other threads while the
+    // loop thread was idle.
+    private static readonly Queue<(SendOrPostCallback, object?)> remote = new();
+    // What the loop thread runs before Run returns.
+    private static readonly Queue<(SendOrPostCallback, object?)> queue = new();
+    private static bool inWorker;
+    // Callbacks the loop thread started: the watchdog's measure of progress.
+    private static long started;
+    private static Thread? watchdog;
+    private static int idle; // ticks without a Run
+    private static bool parked; // the watchdog waits for a Run
+
+    // The loop thread inside Run.
+    [ThreadStatic] private static bool onLoop;
+
+    public override void Post(SendOrPostCallback d, object? state)
+    {
+        lock (mu) {
+            if (onLoop) {
+                queue.Enqueue((d, state));
+                return;
+            }
+            if (!inWorker) {
+                remote.Enqueue((d, state));
+                if (remote.Count == 1)
+                    Entry.Wake();
+                return;
+            }
+        }
+        ToPool(d, state);
+    }
+
+    public override SynchronizationContext CreateCopy() => this;
+
+    private static void ToPool(SendOrPostCallback d, object? state) =>
+        ThreadPool.UnsafeQueueUserWorkItem(static s => s.d(s.state), (d, state), preferLocal: false);
+
+    // Runs start(arg), then what it and the remote queue posted, until
+    // nothing is left.  On the loop thread, the channel released (host.c).
+    internal static void Run<T>(Action<T> start, T arg)
+    {
+        lock (mu) {
+            inWorker = true;
+            started++;
+            while (remote.TryDequeue(out var r))
+                queue.Enqueue(r);
+            if (watchdog is null) {
+                watchdog = new Thread(Watch) { IsBackground = true, Name = "wm LoopContext" };
+                watchdog.Start();
+            } else if (parked) {
+                parked = false;
+                Monitor.Pulse(mu);
+            }
+            idle = 0;
+        }
+        var outer = Current;
+        SetSynchronizationContext(instance);
+        onLoop = true;
+        try {
+            start(arg);
+            for (;;) {
+                (SendOrPostCallback, object?) p;
+                lock (mu) {
+                    if (!queue.TryDequeue(out p))
+                        break;
+                    started++;
+                }
+                try {
+                    p.Item1(p.Item2);
+                } catch (Exception e) {
+                    // An async void method's exception: logged, where the
+                    // pool would have ended the process.
+                    Entry.Log(3, $"unhandled exception in a posted callback: {e}");
+                }
+            }
+        } finally {
+            onLoop = false;
+            SetSynchronizationContext(outer);
+            lock (mu)
+                inWorker = false;
+        }
+    }
+
+    // The watchdog's thread (see above).
+    private static void Watch()
+    {
+        long seen = -1;
+        lock (mu) {
+            for (;;) {
+                if (parked)
+                    Monitor.Wait(mu);
+                else
+                    Monitor.Wait(mu, TickMs);
+                if (!inWorker) {
+                    if (++idle >= IdleTicks)
+                        parked = true;
+                    continue;
+                }
+                idle = 0;
+                if (started != seen) {
+                    seen = started;
+                    continue;
+                }
+                while (queue.TryDequeue(out var p))
+                    ToPool(p.Item1, p.Item2);
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 // Native.cs — the structures and callbacks shared with the C host
 // (hosts/dotnet/bridge.h mirrors them field for field): an event as
-// pointer/length views, and the host's completion, log and gateway
-// callbacks.  Strings are UTF-8; a length of -1 means absent.
+// pointer/length views, and the host's completion, log, gateway and
+// wake callbacks.  Strings are UTF-8; a length of -1 means absent.
 using System;
 using System.Runtime.InteropServices;
 
@@ -42,6 +42,8 @@ internal unsafe struct NativeCallbacks
     public delegate* unmanaged<int, NativeStr*, void> Log;
     // (token, service, method, request)
     public delegate* unmanaged<ulong, NativeStr*, NativeStr*, NativeStr*, void> Gateway;
+    // () the loop thread is to call RunPosted
+    public delegate* unmanaged<void> Wake;
     // The DevKit's image, for compiling C# source workers against it.
     public byte* DevKit;
     public long DevKitLen;

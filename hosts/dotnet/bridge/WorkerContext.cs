@@ -34,6 +34,8 @@ internal sealed class WorkerContext
     public IWorker Worker { get; }
     // Events in the worker at once: the Load's limits.concurrency.
     public SemaphoreSlim Gate { get; set; } = new(1);
+    // Concurrency 1: its events run on the host's loop thread.
+    public bool Inline { get; set; }
 
     // Contexts unloaded and not yet collected.
     public static int Unloading

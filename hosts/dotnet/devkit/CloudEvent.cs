@@ -3,6 +3,7 @@
 // order, with the correlation id rule of the spec (WithCorrelationId).
 using System;
 using System.Collections.Generic;
+using System.Security.Cryptography;
 using System.Text;
 using System.Text.Json;
 using System.Text.Json.Nodes;
@@ -11,7 +12,16 @@ namespace Virtufin.Worker;
 
 public sealed class CloudEvent
 {
-    public string Id { get; set; } = Guid.NewGuid().ToString();
+    private string? id;
+
+    // A new version 4 UUID unless set, made when first read: an event
+    // whose id is set at once (the host's input, WithCorrelationId's
+    // caller) costs none.
+    public string Id
+    {
+        get => id ??= NewId();
+        set => id = value;
+    }
     public string Type { get; set; } = "";
     public string Source { get; set; } = "";
     public string SpecVersion { get; set; } = "1.0";
@@ -20,6 +30,26 @@ public sealed class CloudEvent
     public string? Subject { get; set; }
     public string? Time { get; set; }
     public byte[]? Data { get; set; }
+
+    // Random bytes for ids, drawn 4 KiB at a time: Guid.NewGuid() reads
+    // the kernel's random source for every id, a system call each.
+    [ThreadStatic] private static byte[]? random;
+    [ThreadStatic] private static int randomUsed;
+
+    private static string NewId()
+    {
+        var r = random ??= new byte[4096];
+        if (randomUsed == 0 || randomUsed == r.Length) {
+            RandomNumberGenerator.Fill(r);
+            randomUsed = 0;
+        }
+        Span<byte> b = stackalloc byte[16];
+        r.AsSpan(randomUsed, 16).CopyTo(b);
+        randomUsed += 16;
+        b[7] = (byte)((b[7] & 0x0F) | 0x40); // version 4 (Guid's bytes: _c little-endian)
+        b[8] = (byte)((b[8] & 0x3F) | 0x80); // RFC 4122 variant
+        return new Guid(b).ToString();
+    }
 
     // Extension attributes by name ([a-z0-9]{1,20}), in insertion order.
     public List<KeyValuePair<string, string>> Extensions { get; } = new();

@@ -1,6 +1,8 @@
 // EchoWorker.cs — the .NET test worker: what it does comes from the
-// event's type (echo, none, throw, failfast, overflow, loop, gateway,
-// heap, contexts, context, busy, escape).  Built by tests/integration/test_dotnet_*.py.
+// event's type (echo, sync, none, throw, failfast, overflow, loop, gateway,
+// gateway_sync, thread, yield_block, heap, contexts, context, busy,
+// escape).  Built by tests/integration/test_dotnet_*.py and make
+// bench-dotnet.
 using System;
 using System.Runtime.Loader;
 using System.Text.Json.Nodes;
@@ -35,6 +37,35 @@ public sealed class EchoWorker : WorkerBase
             JsonNode? got = await gw.workmanager.state.get(new JsonObject { ["key"] = "k" });
             return Response(input, new JsonObject { ["value"] = (int)got!["value"]! + 1 });
         }
+        case "gateway_sync": {
+            // Blocking on the calls, as a worker written without await
+            // would: once on this thread, once on the pool's.
+            var api = new ApiClient();
+            api.InvokeAsync("workmanager.state", "put",
+                            new JsonObject { ["key"] = "s", ["value"] = 41 }).GetAwaiter().GetResult();
+            JsonNode? got = api.InvokeAsync("workmanager.state", "get",
+                                            new JsonObject { ["key"] = "s" }).Result;
+            JsonNode? again = Task.Run(() => api.InvokeAsync("workmanager.state", "get",
+                                                             new JsonObject { ["key"] = "s" })).Result;
+            return Response(input, new JsonObject { ["value"] = (int)got!["value"]! + 1,
+                                                    ["again"] = (int)again!["value"]! });
+        }
+        case "thread": {
+            int before = Environment.CurrentManagedThreadId;
+            await Task.Yield();
+            return Response(input, new JsonObject {
+                ["before"] = before,
+                ["after"] = Environment.CurrentManagedThreadId,
+                ["context"] = System.Threading.SynchronizationContext.Current?.GetType().Name,
+            });
+        }
+        case "yield_block":
+            // Blocks on a method of its own whose continuation this thread
+            // posted (Task.Yield()).
+            return Response(input, new JsonObject { ["got"] = YieldThen(7).Result });
+        case "sync":
+            // Completes synchronously: the echo without the Task.Yield().
+            return Echo(input);
         case "busy": {
             int now = System.Threading.Interlocked.Increment(ref inside);
             lock (Lock)
@@ -75,12 +106,23 @@ public sealed class EchoWorker : WorkerBase
             });
         default:
             await Task.Yield();
-            var output = new CloudEvent { Type = ResponseType, Source = Source,
-                                          Data = input.Data,
-                                          DataContentType = input.DataContentType };
-            output.SetExtension("version", Version);
-            return output.WithCorrelationId(input);
+            return Echo(input);
         }
+    }
+
+    private static async Task<int> YieldThen(int n)
+    {
+        await Task.Yield();
+        return n;
+    }
+
+    private CloudEvent Echo(CloudEvent input)
+    {
+        var output = new CloudEvent { Type = ResponseType, Source = Source,
+                                      Data = input.Data,
+                                      DataContentType = input.DataContentType };
+        output.SetExtension("version", Version);
+        return output.WithCorrelationId(input);
     }
 
     // Events inside at once ("busy"), and the most seen.
