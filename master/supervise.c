@@ -65,7 +65,9 @@
  * Events: queued per worker, sent as Process calls up to each proc's
  * max_inflight (its Hello), each with a deadline timer.  A host whose
  * Hello has a prefetch takes that many more once no proc is starting and
- * while its last event ran under PREFETCH_FAST_US (1 ms): it
+ * while its last event ran under PREFETCH_FAST_US (1 ms) (a process of
+ * a `concurrency = processes` engine runs one event at a time: what else
+ * its Hello's max_inflight takes counts as its prefetch): it
  * queues them and runs them in order as its running ones end, so the
  * deadline of such a waiting event starts when an earlier one's Result
  * comes (start_waiting()).  A deadline kills the proc (timeout): that
@@ -2312,6 +2314,22 @@ on_hello(struct ipc_channel *ch, const struct ipc_hello *hello,
                           : hello->max_inflight;
     p->prefetch =
         hello->prefetch > PREFETCH_CAP ? PREFETCH_CAP : hello->prefetch;
+    /* A process of a `concurrency = processes` engine is loaded with
+     * concurrency 1 (proc_send_load()): it runs one event at a time, and
+     * what else its Hello takes waits in it, in order.  So those are
+     * prefetched events: sent only while its events are fast, their
+     * deadlines started as they start; slow ones stay in the queue for
+     * whichever process is free first (and make more start). */
+    const struct engines_entry *e = p->h      ? p->h->w->engine
+                                    : p->pool ? p->pool->e
+                                              : NULL;
+    if (e && e->concurrency == ENGINES_CONCURRENCY_PROCESSES &&
+        p->max_inflight > 1) {
+        p->prefetch += p->max_inflight - 1;
+        if (p->prefetch > MAX_INFLIGHT_CAP)
+            p->prefetch = MAX_INFLIGHT_CAP;
+        p->max_inflight = 1;
+    }
     log_debug("worker %s: host pid %d says hello (engine %.*s, max_inflight "
               "%" PRIu32 ", prefetch %" PRIu32 ", confinement %.*s)",
               p->worker_id, proc_pid(p), (int)hello->engine.len,

@@ -980,6 +980,32 @@ test_processes(void)
     finish(t);
 }
 
+/* Hosts of a processes engine are loaded with concurrency 1: whatever
+ * their Hello's max_inflight (4 here), slow events are not piled on the
+ * first, but spread over the worker's processes as they start. */
+static void
+test_processes_slow_spread(void)
+{
+    struct tw *t = tw_new("echo", &engine_procs4);
+    struct outcome o, e[4];
+    int pids[4];
+
+    t->w.limits.concurrency = 2;
+    load(t, &o);
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(send_event(t, "span:300", &e[i]), 0);
+    WAIT_FOR(e[0].done && e[1].done && e[2].done && e[3].done, 5000);
+    CHECK_EQ(supervise_pids(&t->w, pids, 4), 2);
+    int first = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(e[i].type[0], '\0');
+        first += span_field(&e[i], "pid") == pids[0];
+    }
+    CHECK(first >= 1 && first <= 3); /* both processes ran some */
+    finish(t);
+}
+
 /* A deadline on one of a worker's processes: its hung event fails, its
  * other events in flight go back to the queue (none fails), the other
  * process's events go on there, and only the hung one is replaced. */
@@ -1382,6 +1408,7 @@ main(int argc, char **argv)
     RUN_TIMED(test_threads);
     RUN_TIMED(test_processes);
     RUN_TIMED(test_processes_deadline);
+    RUN_TIMED(test_processes_slow_spread);
     RUN_TIMED(test_processes_idle);
     RUN_TIMED(test_processes_reload_fail);
     RUN_TIMED(test_prefetch);
