@@ -904,6 +904,7 @@ run_load(struct job *j)
     PyObject *g = PyDict_New();
     PyObject *code = NULL, *r = NULL, *src = NULL, *proc;
     struct ipc_error e;
+    bool replaced = false;
 
     PyObject *name = PyUnicode_FromString("worker");
     int rc = g && name ? PyDict_SetItemString(g, "__name__", name) : -1;
@@ -933,6 +934,7 @@ run_load(struct job *j)
         load_failed(j->seq, msg);
         goto out;
     }
+    replaced = worker_globals != NULL;
     Py_XDECREF(worker_globals);
     Py_XDECREF(worker_process);
     Py_XDECREF(worker_source);
@@ -965,9 +967,15 @@ out:
     if (g) {
         PyDict_Clear(g);
         Py_DECREF(g);
+        replaced = true; /* the failed module's cycles */
     }
-    /* The old module's cycles, or the failed one's. */
-    PyGC_Collect();
+    /* The old module's cycles, or the failed one's, once the answer is
+     * on its way (a first load leaves none worth a collection: the
+     * interpreter's own objects are frozen, gc.freeze()). */
+    if (replaced) {
+        (void)ipc_channel_flush(ch, 0);
+        PyGC_Collect();
+    }
 }
 
 static void
