@@ -1594,6 +1594,11 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
 /* How soon a refill looks again while a worker's host of the engine
  * starts (pool_busy()). */
 #define POOL_BUSY_RETRY_MS 5u
+/* How long after a take the replacement's spawn waits: the fork, the
+ * confinement and the new host's start would otherwise take a CPU from
+ * the taker's first events (bench/README.md, "The warm pool": the create
+ * -> first event median went from 4.1-5.5 to 3.9-4.1 ms on 2 vCPUs). */
+#define POOL_REFILL_DELAY_MS 20u
 
 static struct pool *
 pool_of(struct supervisor *sv, const struct engines_entry *e)
@@ -1835,7 +1840,7 @@ pool_take(struct host *h)
     if (proc_send_load(p) < 0)
         proc_kill(p, errno == EAGAIN ? "timeout" : "crash",
                   "cannot send the Load: %s", strerror(errno));
-    pool_schedule(pool, 0);
+    pool_schedule(pool, POOL_REFILL_DELAY_MS);
     return true;
 }
 
