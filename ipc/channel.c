@@ -1253,6 +1253,74 @@ ipc_channel_call(struct ipc_channel *ch, const struct ipc_frame *f,
     return submit(ch, f, fds, nfds, cb, arg, true);
 }
 
+/* ipc_channel_gateway_call()'s wait: the answer, and whether it came. */
+struct gateway_wait {
+    struct ipc_gateway_answer *a;
+    bool done;
+    bool nomem;
+};
+
+static void
+on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
+                 unsigned nfds, const char *error, void *arg)
+{
+    struct gateway_wait *w = arg;
+    const char *p = error ? error : "not a GatewayReply";
+    size_t n = strlen(p);
+
+    (void)c;
+    (void)fds;
+    (void)nfds;
+    w->a->status = 500;
+    if (error == NULL && reply->type == IPC_BODY_GATEWAY_REPLY) {
+        const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
+        w->a->status = g->status;
+        p = g->status == 200 ? (const char *)g->response.ptr : g->error.ptr;
+        n = g->status == 200 ? g->response.len : g->error.len;
+        if (p == NULL)
+            n = 0;
+    }
+    w->done = true;
+    if ((w->a->body = malloc(n + 1)) == NULL) {
+        w->nomem = true;
+        return;
+    }
+    if (n)
+        memcpy(w->a->body, p, n);
+    w->a->body[n] = '\0';
+    w->a->len = n;
+}
+
+int
+ipc_channel_gateway_call(struct ipc_channel *ch, struct ipc_str service,
+                         struct ipc_str method, struct ipc_bytes request,
+                         struct ipc_gateway_answer *a)
+{
+    struct gateway_wait w = { .a = a };
+    struct ipc_frame f;
+
+    memset(a, 0, sizeof *a);
+    memset(&f, 0, sizeof f);
+    f.type = IPC_BODY_GATEWAY_CALL;
+    f.u.gateway_call.service = service;
+    f.u.gateway_call.method = method;
+    f.u.gateway_call.request = request;
+    /* ch is not touched after the call: a close on the way may free it. */
+    struct event_base *base = ch->base;
+    if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply, &w) < 0)
+        return -1;
+    while (!w.done)
+        if (event_base_loop(base, EVLOOP_ONCE) < 0) {
+            errno = EIO;
+            return -1; /* fatal for the caller (channel.h) */
+        }
+    if (w.nomem) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
 int
 ipc_channel_flush(struct ipc_channel *ch, unsigned timeout_ms)
 {

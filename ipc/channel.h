@@ -137,6 +137,25 @@ int ipc_channel_log(struct ipc_channel *ch, enum ipc_log_level level,
 int ipc_channel_call(struct ipc_channel *ch, const struct ipc_frame *f,
                      const int *fds, unsigned nfds, ipc_reply_cb cb, void *arg);
 
+/* A gateway call's answer as ipc_channel_gateway_call() gives it. */
+struct ipc_gateway_answer {
+    int32_t status; /* the reply's; 500 when the channel closed first */
+    char *body;     /* the response (200) or the error (else), or why the
+                       channel closed; NUL-terminated, the caller's to free() */
+    size_t len;     /* of body, without the NUL */
+};
+
+/* A host's synchronous GatewayCall (DESIGN §3): sends service.method with
+ * the JSON request and runs the channel's event base
+ * (event_base_loop(EVLOOP_ONCE)) until the reply, whatever other frames
+ * come meanwhile.  Never from inside a callback of that base: libevent
+ * does not allow it.  Returns 0 with *a filled, or -1 with errno (the
+ * send's, or ENOMEM) and nothing to free; EIO when the event loop failed,
+ * after which the call is still registered and the host can only exit. */
+int ipc_channel_gateway_call(struct ipc_channel *ch, struct ipc_str service,
+                             struct ipc_str method, struct ipc_bytes request,
+                             struct ipc_gateway_answer *a);
+
 /* Writes the queue now, waiting up to timeout_ms for the socket to take
  * it: for a host about to exit (after Shutdown) whose last replies must
  * not be lost.  Runs no callback.  Returns 0 once nothing is queued, or -1

@@ -449,66 +449,31 @@ forward_call(struct msg *m)
     }
 }
 
-/* A gateway call waited for by call_now(): the reply's status and body
- * (the response, or the error), copied. */
-struct call_wait {
-    bool done;
-    int32_t status;
-    uint8_t *body;
-    size_t len;
-};
-
-static void
-on_call_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
-              unsigned nfds, const char *error, void *arg)
-{
-    struct call_wait *w = arg;
-    const char *why = error ? error : "not a GatewayReply";
-    const uint8_t *p = (const uint8_t *)why;
-    size_t n = strlen(why);
-
-    (void)c;
-    (void)fds;
-    (void)nfds;
-    w->status = 500;
-    if (error == NULL && reply->type == IPC_BODY_GATEWAY_REPLY) {
-        const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
-        w->status = g->status;
-        p = g->status == 200 ? g->response.ptr : (const uint8_t *)g->error.ptr;
-        n = g->status == 200 ? g->response.len : g->error.len;
-    }
-    if ((w->body = malloc(n ? n : 1)) == NULL)
-        die("malloc");
-    if (n)
-        memcpy(w->body, p, n);
-    w->len = n;
-    w->done = true;
-}
-
-/* Makes the call and runs the event loop until its reply, with io_mu held
- * (taken by the caller, released here before the reply goes into the
- * bridge).  Never inside a libevent callback: the caller runs the worker
- * from serve(), or is another thread while it does. */
+/* Makes the call and runs the event loop until its reply
+ * (ipc_channel_gateway_call()), with io_mu held (taken by the caller,
+ * released here before the reply goes into the bridge).  Never inside a
+ * libevent callback: the caller runs the worker from serve(), or is
+ * another thread while it does. */
 static void
 call_now(struct msg *m)
 {
-    struct call_wait w = { 0 };
-    struct ipc_frame f;
+    struct ipc_gateway_answer a;
 
-    call_frame(m, &f);
-    if (ipc_channel_call(ch, &f, NULL, 0, on_call_reply, &w) < 0) {
+    if (ipc_channel_gateway_call(ch, ipc_str_c(m->s[0]), ipc_str_c(m->s[1]),
+                                 (struct ipc_bytes){ m->buf, (uint32_t)m->len },
+                                 &a) < 0) {
+        if (errno == EIO)
+            die("event_base_loop");
         const char *why = strerror(errno);
         pthread_mutex_unlock(&io_mu);
         bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
                              (int64_t)strlen(why));
         return;
     }
-    while (!w.done)
-        if (event_base_loop(base, EVLOOP_ONCE) < 0)
-            die("event_base_loop");
     pthread_mutex_unlock(&io_mu);
-    bridge.gateway_reply(m->seq, w.status, w.body, (int64_t)w.len);
-    free(w.body);
+    bridge.gateway_reply(m->seq, a.status, (const uint8_t *)a.body,
+                         (int64_t)a.len);
+    free(a.body);
 }
 
 /* Turns a message into its frame, and frees it. */

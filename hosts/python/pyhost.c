@@ -229,41 +229,6 @@ wm_log(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* A gateway call in flight: what its reply brought. */
-struct gw_wait {
-    bool done;
-    int status;
-    char *body; /* the response (200) or the error (else) */
-    size_t len;
-};
-
-static void
-on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
-                 unsigned nfds, const char *error, void *arg)
-{
-    struct gw_wait *w = arg;
-    const char *p = error ? error : "no reply";
-    size_t n = strlen(p);
-
-    (void)c;
-    (void)fds;
-    (void)nfds;
-    w->status = 500;
-    if (error == NULL && reply->type == IPC_BODY_GATEWAY_REPLY) {
-        const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
-        w->status = g->status;
-        p = g->status == 200 ? (const char *)g->response.ptr : g->error.ptr;
-        n = g->status == 200 ? g->response.len : g->error.len;
-    }
-    w->body = malloc(n + 1);
-    if (w->body) {
-        memcpy(w->body, p ? p : "", p ? n : 0);
-        w->body[p ? n : 0] = '\0';
-        w->len = p ? n : 0;
-    }
-    w->done = true;
-}
-
 /*
  * Calls service.method with request (a dict, JSON-encoded here) and waits
  * for the reply by running the event loop (see the top).  The decoded
@@ -275,8 +240,7 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
 static PyObject *
 gateway(const char *service, const char *method, PyObject *request, int *status)
 {
-    struct gw_wait w = { 0 };
-    struct ipc_frame f;
+    struct ipc_gateway_answer w = { 0 };
     Py_ssize_t n;
     PyObject *json = PyImport_ImportModule("json");
     PyObject *text =
@@ -290,22 +254,16 @@ gateway(const char *service, const char *method, PyObject *request, int *status)
         PyErr_SetString(PyExc_RuntimeError, "no channel to the daemon");
         goto out;
     }
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_GATEWAY_CALL;
-    f.u.gateway_call.service = ipc_str_c(service);
-    f.u.gateway_call.method = ipc_str_c(method);
-    f.u.gateway_call.request.ptr = (const uint8_t *)req;
-    f.u.gateway_call.request.len = (uint32_t)n;
-    if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply, &w) < 0) {
-        PyErr_Format(gateway_error, "%s %s: cannot send the call: %s", service,
-                     method, strerror(errno));
-        goto out;
-    }
-    while (!w.done)
-        if (event_base_loop(base, EVLOOP_ONCE) < 0)
+    if (ipc_channel_gateway_call(
+            ch, ipc_str_c(service), ipc_str_c(method),
+            (struct ipc_bytes){ (const uint8_t *)req, (uint32_t)n }, &w) < 0) {
+        if (errno == EIO)
             die("event_base_loop");
-    if (w.body == NULL) {
-        PyErr_NoMemory();
+        if (errno == ENOMEM)
+            PyErr_NoMemory();
+        else
+            PyErr_Format(gateway_error, "%s %s: cannot send the call: %s",
+                         service, method, strerror(errno));
         goto out;
     }
     if (status)

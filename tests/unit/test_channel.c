@@ -1481,6 +1481,101 @@ case_pending_fail(void)
     return failure[0] ? -1 : 0;
 }
 
+/* gateway_call: the master's side answers the first GatewayCall 200, the
+ * second 404, and closes its channel at the third. */
+static void
+gateway_master_frame(struct ipc_channel *ch, const struct ipc_frame *f,
+                     int *fds, unsigned nfds, void *arg)
+{
+    struct side *s = arg;
+    int *calls = s->ctx;
+    struct ipc_frame r;
+
+    (void)fds;
+    (void)nfds;
+    if (f->type != IPC_BODY_GATEWAY_CALL) {
+        failf("unexpected %s frame", ipc_body_name(f->type));
+        return;
+    }
+    memset(&r, 0, sizeof r);
+    r.type = IPC_BODY_GATEWAY_REPLY;
+    r.reply_to = f->seq;
+    switch (++*calls) {
+    case 1:
+        r.u.gateway_reply.status = 200;
+        r.u.gateway_reply.response =
+            (struct ipc_bytes){ (const uint8_t *)"{\"v\":1}", 7 };
+        break;
+    case 2:
+        r.u.gateway_reply.status = 404;
+        r.u.gateway_reply.error = ipc_str_c("no such key");
+        break;
+    default:
+        event_base_loopbreak(s->base);
+        return;
+    }
+    if (ipc_channel_send(ch, &r, NULL, 0) < 0)
+        failf("send: %s", strerror(errno));
+}
+
+static int
+gateway_master_main(int fd, void *arg)
+{
+    struct side s;
+    int calls = 0;
+
+    (void)arg;
+    side_init(&s, &calls);
+    if (side_open(&s, fd, &master_cfg, gateway_master_frame, NULL) == 0)
+        run_for(s.base, 10000);
+    side_fini(&s); /* the third call's channel closes here */
+    return calls == 3 && failure[0] == '\0' ? 0 : 1;
+}
+
+/* ipc_channel_gateway_call(): a host's synchronous call gets the reply's
+ * status and body (the response, or the error), and the close's reason
+ * with status 500 when the channel ends first. */
+static int
+case_gateway_call(void)
+{
+    struct side s;
+    struct ipc_gateway_answer a;
+    int fd;
+    pid_t pid = spawn(gateway_master_main, NULL, &fd);
+    const struct ipc_bytes req = { (const uint8_t *)"{}", 2 };
+
+    side_init(&s, NULL);
+    if (side_open(&s, fd, &host_cfg, NULL, NULL) == 0) {
+        if (ipc_channel_gateway_call(s.ch, ipc_str_c("workmanager.state"),
+                                     ipc_str_c("get"), req, &a) < 0)
+            failf("first call: %s", strerror(errno));
+        else if (a.status != 200 || strcmp(a.body, "{\"v\":1}") != 0 ||
+                 a.len != 7)
+            failf("first call: %d %s", (int)a.status, a.body);
+        else
+            free(a.body);
+        if (ipc_channel_gateway_call(s.ch, ipc_str_c("workmanager.state"),
+                                     ipc_str_c("get"), req, &a) < 0)
+            failf("second call: %s", strerror(errno));
+        else if (a.status != 404 || strcmp(a.body, "no such key") != 0)
+            failf("second call: %d %s", (int)a.status, a.body);
+        else
+            free(a.body);
+        if (ipc_channel_gateway_call(s.ch, ipc_str_c("workmanager.state"),
+                                     ipc_str_c("get"), req, &a) < 0)
+            failf("third call: %s", strerror(errno));
+        else if (a.status != 500 || strstr(a.body, "closed") == NULL)
+            failf("third call: %d %s", (int)a.status, a.body);
+        else
+            free(a.body);
+    }
+    int rc = reap(pid);
+    if (rc != 0)
+        failf("the master side exited %d", rc);
+    side_fini(&s);
+    return failure[0] ? -1 : 0;
+}
+
 /* Sends refused by argument checks close the descriptors they were given. */
 static int
 case_send_errors(void)
@@ -1907,6 +2002,7 @@ static const struct {
     { "unknown_reply", case_unknown_reply },
     { "duplicate_reply", case_duplicate_reply },
     { "pending_fail", case_pending_fail },
+    { "gateway_call", case_gateway_call },
     { "held_until_handshake", case_held_until_handshake },
     { "free_in_reply", case_free_in_reply },
     { "backpressure", case_backpressure },
