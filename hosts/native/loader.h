@@ -3,8 +3,8 @@
  * from a memfd through /proc/self/fd (no file on disk), called by a pool of
  * threads, its output verified, FreeResult paired with every non-NULL
  * output.  Shared by wm-host-native and the master's opt-in in-process path
- * (master/inproc.c), which is why it knows nothing of channels or of the
- * master: its owner runs one event loop thread and talks to the pool
+ * (master/supervise/inproc.c), which is why it knows nothing of channels or of
+ * the master: its owner runs one event loop thread and talks to the pool
  * through this interface.
  *
  * The owner submits jobs; pool threads call Process and queue the finished

@@ -31,7 +31,7 @@
  * Hello that it takes PYHOST_PREFETCH more meanwhile, which wait in
  * `jobs` in order; the master starts their deadlines as they start, and
  * sends a Load for a reload only when nothing is in flight
- * (master/supervise.c).  Between jobs, wait_for_job() polls before it
+ * (master/supervise/supervise.c).  Between jobs, wait_for_job() polls before it
  * sleeps while events come close together.
  *
  * Hot reload: the new module replaces the old one only once it loaded;
@@ -1011,8 +1011,9 @@ run_process(struct job *j)
  * own, before the filter and the Hello, nothing sent: a forked host's
  * first writes to the interpreter's shared pages (copy-on-write faults:
  * most of its first event's time) happen here, before a worker waits for
- * them when the host waits in a warm pool (master/supervise.h; measured
- * in research: the first event 0.97 -> 0.25 ms).  What fails is ignored.
+ * them when the host waits in a warm pool (master/supervise/supervise.h;
+ * measured in research: the first event 0.97 -> 0.25 ms).  What fails is
+ * ignored.
  */
 static void
 prefault(void)

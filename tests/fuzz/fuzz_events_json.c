@@ -1,5 +1,5 @@
 /*
- * fuzz_events_json.c — libFuzzer target over master/events.c's decoders.
+ * fuzz_events_json.c — libFuzzer target over master/api/events.c's decoders.
  *
  * The input is parsed as JSON (any value, \u0000 allowed) and given to
  * events_from_json(), or to events_batch_from_json() when it is an array;
@@ -25,7 +25,7 @@
 #include <jansson.h>
 
 #include "ipc/cloudevent.h"
-#include "master/events.h"
+#include "master/api/events.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

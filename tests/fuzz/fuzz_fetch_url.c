@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "master/fetch.h"
+#include "master/workers/fetch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

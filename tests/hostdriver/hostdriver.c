@@ -16,7 +16,7 @@
  * 2 usage or bad input.
  *
  * Events go in and come out as the master's admin API takes and gives
- * them (master/events.c): each input is converted, and so checked, while
+ * them (master/api/events.c): each input is converted, and so checked, while
  * the options are read, before the host starts; Result outputs are
  * printed in the structured form.
  *
@@ -44,7 +44,7 @@
 #include <jansson.h>
 
 #include "ipc/channel.h"
-#include "master/events.h"
+#include "master/api/events.h"
 
 #define EXIT_HOST 1
 #define EXIT_USAGE 2

@@ -1,7 +1,7 @@
 """The workmanager module of Python workers (issue 8; DESIGN §5, §6):
 log(level, msg), publish(topic, event) and state.get/put/delete, each a
 synchronous call from Python that travels as a Log or GatewayCall frame
-to the master's gateway services (master/gateway.h)."""
+to the master's gateway services (master/broker/gateway.h)."""
 
 import pytest
 

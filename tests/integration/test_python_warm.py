@@ -1,5 +1,5 @@
 """The warm pool (issue 8's cold start; engines.h `warm = N`,
-master/supervise.h): Python hosts kept started, confined and handshaken
+master/supervise/supervise.h): Python hosts kept started, confined and handshaken
 for the next worker to take.
 
 With `warm = 1`: a pool host is ready after start, confined like a

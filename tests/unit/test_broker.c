@@ -1,5 +1,5 @@
 /*
- * test_broker.c — the embedded broker (master/broker.h) over a real
+ * test_broker.c — the embedded broker (master/broker/broker.h) over a real
  * journal in a temp directory: fan-out, live subscribers, redelivery with
  * counts, the bounded queue, modes, recovery of the backlog after a
  * restart (and of delivery counts), drops of deleted and unclaimed
@@ -17,8 +17,8 @@
 
 #include <event2/event.h>
 
-#include "master/broker.h"
-#include "master/journal.h"
+#include "master/broker/broker.h"
+#include "master/broker/journal.h"
 
 #include "check.h"
 

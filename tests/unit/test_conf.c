@@ -1,5 +1,5 @@
 /*
- * test_conf.c — unit tests of master/conf.c: defaults and derived values,
+ * test_conf.c — unit tests of master/core/conf.c: defaults and derived values,
  * the precedence file < environment < -o (with WM_ and the original's
  * names), an error naming the source and key for every kind of mistake,
  * the rules between keys, --print-config reading back as itself, and the
@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "master/conf.h"
+#include "master/core/conf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -557,7 +557,7 @@ test_table(void)
              "the table of conf.c");
         return;
     }
-    snprintf(path, sizeof(path), "%s/master/conf.c", srcdir);
+    snprintf(path, sizeof(path), "%s/master/core/conf.c", srcdir);
     f = fopen(path, "r");
     if (f == NULL) {
         FAIL("%s: %s", path, strerror(errno));

@@ -1,5 +1,5 @@
 /*
- * test_engines.c — unit tests of master/engines.c: valid descriptors and
+ * test_engines.c — unit tests of master/core/engines.c: valid descriptors and
  * lookup by each MIME type, every kind of malformed descriptor stopping the
  * load at its file:line, engines made unavailable (missing or
  * non-executable host, another protocol, a failed probe) with a reason
@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "master/engines.h"
+#include "master/core/engines.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
- * test_events.c — unit tests of master/events.c (CloudEvent JSON and HTTP
- * binary mode ⇄ ABI FlatBuffer) and master/ids.c (UUIDv4, RFC 3339).
+ * test_events.c — unit tests of master/api/events.c (CloudEvent JSON and HTTP
+ * binary mode ⇄ ABI FlatBuffer) and lib/ids.c (UUIDv4, RFC 3339).
  *
  * Every rule of events.h is exercised both ways: accepted input is checked
  * field by field in the buffer (after ipc_cloudevent_read() and
@@ -21,8 +21,8 @@
 #include <jansson.h>
 
 #include "ipc/cloudevent.h"
-#include "master/events.h"
-#include "master/ids.h"
+#include "lib/ids.h"
+#include "master/api/events.h"
 #include "tests/unit/check.h"
 
 #define CHECK_STR(got, want) check_str(__LINE__, #got, (got), (want))

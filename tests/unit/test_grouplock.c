@@ -1,6 +1,6 @@
 /*
- * test_grouplock.c — group locks with fencing tokens (master/grouplock.c)
- * through master/grouplock.h, over the real `file` state store.
+ * test_grouplock.c — group locks with fencing tokens (master/store/grouplock.c)
+ * through master/store/grouplock.h, over the real `file` state store.
  *
  * Everything runs in a fresh mkdtemp directory (removed at the end when
  * every check passed, kept for inspection otherwise), each test with its
@@ -16,9 +16,9 @@
  */
 #include "config.h"
 
-#include "master/grouplock.h"
-#include "master/store.h"
-#include "master/store_backend.h"
+#include "master/store/grouplock.h"
+#include "master/store/store.h"
+#include "master/store/store_backend.h"
 
 #include <ftw.h>
 #include <stdbool.h>

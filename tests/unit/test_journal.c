@@ -1,6 +1,6 @@
 /*
- * test_journal.c — the write-ahead journal (master/journal.c) through the
- * API of master/journal.h.
+ * test_journal.c — the write-ahead journal (master/broker/journal.c) through
+ * the API of master/broker/journal.h.
  *
  * Everything runs in a fresh mkdtemp directory (removed at the end when
  * every check passed, kept for inspection otherwise), each test in its own
@@ -20,7 +20,7 @@
  */
 #include "config.h"
 
-#include "master/journal.h"
+#include "master/broker/journal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * test_log.c — unit tests of master/log.c: the line format with and
+ * test_log.c — unit tests of master/core/log.c: the line format with and
  * without the journal, levels and the threshold, alerts, errno, escaping
  * of control characters and of everything a host sends, truncation at
  * LOG_LINE_MAX on a character boundary, and whole lines from concurrent
@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "master/log.h"
+#include "master/core/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "master/fetch.h"
-#include "master/netrange.h"
+#include "master/core/netrange.h"
+#include "master/workers/fetch.h"
 #include "tests/unit/check.h"
 
 /* A sockaddr of text, IPv4 or IPv6. */

@@ -1,10 +1,10 @@
 /*
- * test_outcome.c — the rules of master/outcome.h: what each outcome does
+ * test_outcome.c — the rules of master/broker/outcome.h: what each outcome does
  * to an event, the redelivery schedule, the hop counter.
  */
 #include "config.h"
 
-#include "master/outcome.h"
+#include "master/broker/outcome.h"
 
 #include "check.h"
 

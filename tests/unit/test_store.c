@@ -1,6 +1,6 @@
 /*
- * test_store.c — the state store's file backend (master/store_file.c)
- * through the public API of master/store.h.
+ * test_store.c — the state store's file backend (master/store/store_file.c)
+ * through the public API of master/store/store.h.
  *
  * Everything runs in a fresh mkdtemp directory (removed at the end when
  * every check passed, kept for inspection otherwise), each test in its own
@@ -14,7 +14,7 @@
  */
 #include "config.h"
 
-#include "master/store.h"
+#include "master/store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

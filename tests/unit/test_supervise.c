@@ -1,6 +1,6 @@
 /*
- * test_supervise.c — the supervisor (master/supervise.c) against the test
- * host (tests/testhost/wm-host-test), on its own event loop with short
+ * test_supervise.c — the supervisor (master/supervise/supervise.c) against the
+ * test host (tests/testhost/wm-host-test), on its own event loop with short
  * timeouts.
  *
  * The host binary comes from $WM_TEST_HOST, else argv[1], else the build
@@ -30,11 +30,11 @@
 #include <event2/event.h>
 
 #include "ipc/cloudevent.h"
-#include "master/conf.h"
-#include "master/engines.h"
-#include "master/log.h"
-#include "master/supervise.h"
-#include "master/worker.h"
+#include "master/core/conf.h"
+#include "master/core/engines.h"
+#include "master/core/log.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/worker.h"
 #include "tests/unit/check.h"
 
 /* Short timeouts, so that the whole run stays within seconds, yet long

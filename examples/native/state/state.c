@@ -13,7 +13,7 @@
  * Each change is logged through host->log with the worker's id, which the
  * engine puts in VIRTUFIN_WORKER_ID before the library loads.
  *
- * The service's calls (JSON, see master/gateway.c and
+ * The service's calls (JSON, see master/broker/gateway.c and
  * workmanager-workers(7)):
  *   get    {"key": K}            -> {"key": K, "value": V}; 404 when absent
  *   put    {"key": K, "value": V} -> {"key": K}

@@ -1,4 +1,4 @@
-// ApiClient.cs — a worker's calls to the gateway services (master/gateway.h:
+// ApiClient.cs — a worker's calls to the gateway services (master/broker/gateway.h:
 // workmanager.publish, workmanager.state): InvokeAsync(service, method,
 // args) and the `dynamic Gateway` form gateway.<service>.<method>(args).
 // Calls travel as GatewayCall frames through the host (IGatewayTransport,

@@ -1,0 +1,110 @@
+/*
+ * api.h — the admin API (DESIGN §8): HTTP/1.1 + JSON over libevent's
+ * evhttp, on the control socket (unix, mode and group configurable, peer
+ * credentials logged) and optionally on TCP with a bearer token.
+ *
+ * api.c owns the listeners, routing, request bodies, errors and the audit
+ * trail; the routes live in route_workers.c and route_health.c.  A handler
+ * either answers at once or keeps its struct api_req until an asynchronous
+ * step (a store write, a host's Loaded) completes; a client that hangs up
+ * meanwhile marks the request gone and the late answer is dropped.
+ */
+#ifndef WM_MASTER_API_H
+#define WM_MASTER_API_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct daemon;
+struct api;
+struct evhttp_request;
+struct evkeyvalq;
+
+struct api_req {
+    struct api *api;
+    struct daemon *d;
+    struct evhttp_request *req;
+    const char *method; /* "GET", "POST", ... */
+    char *path;         /* decoded path, without the query */
+    char *query;        /* raw query string, or NULL */
+    char *seg[6];       /* path segments (pointers into segbuf) */
+    int nseg;
+    char *segbuf;
+    char peer[96];   /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
+    bool gone;       /* the client hung up before the answer */
+    bool mutation;   /* audited */
+    char worker[40]; /* the worker concerned, for the audit trail */
+    struct evkeyvalq *params; /* the parsed query, once api_query() ran */
+    void (*stream_gone)(void *arg);
+    void *stream_arg;
+};
+
+/* Starts listening as the configuration says.  Returns NULL with a
+ * message naming the cause (socket in use, bad listen address, missing
+ * token file). */
+struct api *api_new(struct daemon *d, char *err, size_t errlen);
+/* Stops accepting new connections (shutdown). */
+void api_stop_listening(struct api *api);
+void api_free(struct api *api);
+
+/* Answers with status and a JSON body (the reference is stolen; NULL for
+ * no body) and frees rq. */
+void api_reply(struct api_req *rq, int status, json_t *body);
+/* Answers {"error": {"code", "message"}} and frees rq. */
+void api_error(struct api_req *rq, int status, const char *code,
+               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* As api_error with extra members in the error object (stolen). */
+void api_error_extra(struct api_req *rq, int status, const char *code,
+                     json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The request body parsed as a JSON object; on failure answers
+ * invalid_json / invalid_argument itself and returns NULL. */
+json_t *api_body_object(struct api_req *rq);
+/* The raw body (valid until the answer). */
+const unsigned char *api_body_raw(struct api_req *rq, size_t *len);
+/* A request header, or NULL. */
+const char *api_header(struct api_req *rq, const char *name);
+
+/* A query parameter (decoded), or NULL. */
+const char *api_query(struct api_req *rq, const char *name);
+
+/* Topic names: [A-Za-z0-9_.-]{1,128}. */
+bool api_valid_topic(const char *s);
+
+/* Answers with a body of another type than JSON and frees rq. */
+void api_reply_text(struct api_req *rq, int status, const char *content_type,
+                    const char *text, size_t len);
+
+/* Streaming (Server-Sent Events): starts a chunked 200 answer; gone runs
+ * once if the client hangs up (then rq is freed by the API: stop using
+ * it).  api_stream_write() sends a chunk (dropped, returning -1, when the
+ * client's unsent output passes max_pending bytes); api_stream_end()
+ * finishes the answer and frees rq. */
+void api_stream_start(struct api_req *rq, const char *content_type,
+                      void (*gone)(void *arg), void *arg);
+int api_stream_write(struct api_req *rq, const char *data, size_t len,
+                     size_t max_pending);
+void api_stream_end(struct api_req *rq);
+
+/* While recovery runs, mutating routes answer 503 `recovering` with
+ * Retry-After; true if it answered. */
+bool api_refuse_while_recovering(struct api_req *rq);
+
+/* Routes (route_workers.c, route_health.c).  Each answers or keeps rq. */
+void api_workers_route(struct api_req *rq);
+void api_health_route(struct api_req *rq);
+void api_engines_route(struct api_req *rq);
+void api_recover_route(struct api_req *rq);
+void api_topics_route(struct api_req *rq);
+/* Open event streams, and events they dropped (route_topics.c). */
+uint64_t api_topics_streams(void);
+/* Ends every stream (shutdown). */
+void api_topics_close_streams(void);
+uint64_t api_topics_dropped(void);
+void api_metrics_route(struct api_req *rq);
+
+#endif /* WM_MASTER_API_H */

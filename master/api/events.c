@@ -1,0 +1,1267 @@
+/*
+ * events.c — CloudEvents 1.0 JSON and HTTP binary mode ⇄ the ABI CloudEvent
+ * FlatBuffer (events.h has the rules).
+ *
+ * Both input modes fill one `struct draft`: views of the attributes (into
+ * the caller's JSON or headers, or into scratch memory this file owns for
+ * the call), the extensions in an array, and the text of number and
+ * boolean extensions.  draft_finish() applies the shared rules (defaults,
+ * required attributes, correlationid first) and encodes, so the two modes
+ * cannot drift apart.  The builder is the only copy of JSON-mode text;
+ * binary mode first percent-decodes every header into one scratch block.
+ *
+ * Error messages are ASCII only: text a sender chose (a name, a content
+ * type) is quoted with non-printable and non-ASCII bytes as \xHH and cut at
+ * QUOTE_MAX bytes, so a message can be put in a JSON reply or a log line as
+ * it is and never ends in a broken UTF-8 sequence.
+ *
+ * JSON data are written by our own compact serialiser (events_json_dumps)
+ * rather than json_dumps(): jansson prints reals with 17 significant
+ * digits (19.99 becomes 19.989999999999998), which a worker reading the
+ * bytes as a decimal would take literally.  We print the shortest digits
+ * that read back as the same double, as Python's repr() does.
+ */
+#include "config.h"
+
+#include "master/api/events.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lib/base64.h"
+#include "lib/errbuf.h"
+#include "lib/ids.h"
+
+/* jansson's parser stops at this depth (JSON_PARSER_MAX_DEPTH); no value it
+ * parsed is deeper, and a hand-built cycle stops here too. */
+#define DUMP_MAX_DEPTH 2048
+/* The text of a number extension: "-1.2345678901234567e-308" (24) and
+ * INT64_MIN (20) fit. */
+#define NUM_TEXT_SIZE 32
+/* Bytes of sender-chosen text quoted in an error message. */
+#define QUOTE_MAX 40
+/* Enough for any message of this file (two quotes of 4 * QUOTE_MAX). */
+#define MSG_SIZE 512
+
+/* ---- attributes ------------------------------------------------------ */
+
+enum attr {
+    ATTR_SPECVERSION = 0,
+    ATTR_ID,
+    ATTR_SOURCE,
+    ATTR_TYPE,
+    ATTR_DATACONTENTTYPE,
+    ATTR_DATASCHEMA,
+    ATTR_SUBJECT,
+    ATTR_TIME,
+    ATTR_COUNT
+};
+
+static bool is_specversion(struct ipc_str s);
+static bool is_media_type(struct ipc_str s);
+static bool is_rfc3339(struct ipc_str s);
+
+/* The context attributes, in the order they are checked and written out.
+ * `check`, when set, is the attribute's own rule and `rule` its text. */
+static const struct attr_desc {
+    const char *name;
+    size_t offset; /* of its struct ipc_str in struct ipc_cloudevent */
+    bool required;
+    bool (*check)(struct ipc_str value);
+    const char *rule;
+} attrs[ATTR_COUNT] = {
+    [ATTR_SPECVERSION] = {
+        .name = "specversion",
+        .offset = offsetof(struct ipc_cloudevent, specversion),
+        .check = is_specversion,
+        .rule = "must be \"1.0\"",
+    },
+    [ATTR_ID] = {
+        .name = "id",
+        .offset = offsetof(struct ipc_cloudevent, id),
+    },
+    [ATTR_SOURCE] = {
+        .name = "source",
+        .offset = offsetof(struct ipc_cloudevent, source),
+        .required = true,
+    },
+    [ATTR_TYPE] = {
+        .name = "type",
+        .offset = offsetof(struct ipc_cloudevent, type),
+        .required = true,
+    },
+    [ATTR_DATACONTENTTYPE] = {
+        .name = "datacontenttype",
+        .offset = offsetof(struct ipc_cloudevent, datacontenttype),
+        .check = is_media_type,
+        .rule = "is not a media type (type/subtype[;parameters])",
+    },
+    [ATTR_DATASCHEMA] = {
+        .name = "dataschema",
+        .offset = offsetof(struct ipc_cloudevent, dataschema),
+    },
+    [ATTR_SUBJECT] = {
+        .name = "subject",
+        .offset = offsetof(struct ipc_cloudevent, subject),
+    },
+    [ATTR_TIME] = {
+        .name = "time",
+        .offset = offsetof(struct ipc_cloudevent, time),
+        .check = is_rfc3339,
+        .rule = "is not an RFC 3339 date-time "
+                "(YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM))",
+    },
+};
+
+static struct ipc_str *
+attr_slot(struct ipc_cloudevent *ce, enum attr a)
+{
+    return (struct ipc_str *)(void *)((char *)ce + attrs[a].offset);
+}
+
+static struct ipc_str
+attr_value(const struct ipc_cloudevent *ce, enum attr a)
+{
+    return *(const struct ipc_str *)(const void *)((const char *)ce +
+                                                   attrs[a].offset);
+}
+
+/* The attribute called name[0..len), or ATTR_COUNT. */
+static enum attr
+attr_find(const char *name, size_t len)
+{
+    for (unsigned a = 0; a < ATTR_COUNT; a++)
+        if (strlen(attrs[a].name) == len &&
+            memcmp(attrs[a].name, name, len) == 0)
+            return (enum attr)a;
+    return ATTR_COUNT;
+}
+
+/* ---- text rules ------------------------------------------------------ */
+
+/* Decodes the UTF-8 sequence at s[0..len) (len > 0) into *cp; returns its
+ * length, or 0 when it is not well-formed (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+static size_t
+utf8_next(const uint8_t *s, size_t len, uint32_t *cp)
+{
+    uint8_t c = s[0];
+    size_t n;
+    uint32_t v, min;
+
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        v = c & 0x1f;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        v = c & 0x0f;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        v = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (len < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+static bool
+utf8_valid(const uint8_t *s, size_t len)
+{
+    uint32_t cp;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_next(s + i, len - i, &cp);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+enum text_fault {
+    TEXT_OK = 0,
+    TEXT_NOT_UTF8,
+    TEXT_CONTROL,
+};
+
+/* CloudEvents 1.0 (Type System, String): no U+0000-U+001F, U+007F-U+009F. */
+static enum text_fault
+text_check(const char *p, size_t len)
+{
+    const uint8_t *s = (const uint8_t *)p;
+    uint32_t cp;
+
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_next(s + i, len - i, &cp);
+        if (n == 0)
+            return TEXT_NOT_UTF8;
+        if (cp <= 0x1f || (cp >= 0x7f && cp <= 0x9f))
+            return TEXT_CONTROL;
+        i += n;
+    }
+    return TEXT_OK;
+}
+
+static const char *
+text_fault_rule(enum text_fault f)
+{
+    return f == TEXT_NOT_UTF8 ? "is not valid UTF-8"
+                              : "contains a control character";
+}
+
+/* CloudEvents 1.0: attribute names are [a-z0-9], at most 20 characters. */
+static bool
+valid_name(const char *s, size_t len)
+{
+    if (s == NULL || len == 0 || len > 20)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+static bool
+is_specversion(struct ipc_str s)
+{
+    return ipc_str_eq(s, "1.0");
+}
+
+static bool
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* RFC 7230 tchar, the characters of a media type's type and subtype. */
+static bool
+is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* type "/" subtype, then optional whitespace and ";" parameters (which are
+ * not checked: a sender's parameters are its own business). */
+static bool
+is_media_type(struct ipc_str s)
+{
+    size_t i = 0, start;
+
+    for (start = i; i < s.len && is_tchar(s.ptr[i]); i++)
+        ;
+    if (i == start || i == s.len || s.ptr[i] != '/')
+        return false;
+    for (start = ++i; i < s.len && is_tchar(s.ptr[i]); i++)
+        ;
+    if (i == start)
+        return false;
+    while (i < s.len && (s.ptr[i] == ' ' || s.ptr[i] == '\t'))
+        i++;
+    return i == s.len || s.ptr[i] == ';';
+}
+
+/* Reads n digits at p into *v. */
+static bool
+read_digits(const char *p, unsigned n, unsigned *v)
+{
+    *v = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!is_digit(p[i]))
+            return false;
+        *v = *v * 10 + (unsigned)(p[i] - '0');
+    }
+    return true;
+}
+
+/* RFC 3339 date-time, loosely: the shape and the fields' ranges (a leap
+ * second allowed, days per month not checked). */
+static bool
+is_rfc3339(struct ipc_str s)
+{
+    const char *p = s.ptr, *end = s.ptr + s.len;
+    unsigned year, mon, day, hour, min, sec, oh, om;
+
+    /* "YYYY-MM-DDTHH:MM:SS" and at least "Z". */
+    if (s.len < 20)
+        return false;
+    if (!read_digits(p, 4, &year) || p[4] != '-' ||
+        !read_digits(p + 5, 2, &mon) || p[7] != '-' ||
+        !read_digits(p + 8, 2, &day) || (p[10] != 'T' && p[10] != 't') ||
+        !read_digits(p + 11, 2, &hour) || p[13] != ':' ||
+        !read_digits(p + 14, 2, &min) || p[16] != ':' ||
+        !read_digits(p + 17, 2, &sec))
+        return false;
+    if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 ||
+        sec > 60)
+        return false;
+    p += 19;
+    if (*p == '.') {
+        const char *frac = ++p;
+        while (p < end && is_digit(*p))
+            p++;
+        if (p == frac)
+            return false;
+    }
+    if (p == end)
+        return false;
+    if (*p == 'Z' || *p == 'z')
+        return p + 1 == end;
+    if ((*p != '+' && *p != '-') || end - p != 6 ||
+        !read_digits(p + 1, 2, &oh) || p[3] != ':' ||
+        !read_digits(p + 4, 2, &om))
+        return false;
+    return oh <= 23 && om <= 59;
+}
+
+enum media_kind {
+    MEDIA_JSON, /* absent, application/json, type/...+json */
+    MEDIA_TEXT, /* text/... */
+    MEDIA_OTHER,
+};
+
+static bool
+ends_with_ci(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len >= n && strncasecmp(s + len - n, suffix, n) == 0;
+}
+
+/* How data of content type ct is represented in JSON. */
+static enum media_kind
+media_kind(struct ipc_str ct)
+{
+    if (ct.ptr == NULL)
+        return MEDIA_JSON;
+    size_t i = 0, end;
+    while (i < ct.len && (ct.ptr[i] == ' ' || ct.ptr[i] == '\t'))
+        i++;
+    for (end = i; end < ct.len && ct.ptr[end] != ';'; end++)
+        ;
+    while (end > i && (ct.ptr[end - 1] == ' ' || ct.ptr[end - 1] == '\t'))
+        end--;
+    const char *t = ct.ptr + i;
+    size_t n = end - i;
+    if ((n == 16 && strncasecmp(t, "application/json", 16) == 0) ||
+        (n > 5 && memchr(t, '/', n) != NULL && ends_with_ci(t, n, "+json")))
+        return MEDIA_JSON;
+    if (n >= 5 && strncasecmp(t, "text/", 5) == 0)
+        return MEDIA_TEXT;
+    return MEDIA_OTHER;
+}
+
+/* ---- the compact JSON writer ----------------------------------------- */
+
+struct wbuf {
+    char *p;
+    size_t len;
+    size_t cap;
+    bool failed;
+};
+
+static void
+w_put(struct wbuf *w, const char *s, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->cap - w->len < n + 1) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap - w->len < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                w->failed = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *p = realloc(w->p, cap);
+        if (p == NULL) {
+            w->failed = true;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, s, n);
+    w->len += n;
+    w->p[w->len] = '\0';
+}
+
+static void
+w_str(struct wbuf *w, const char *s)
+{
+    w_put(w, s, strlen(s));
+}
+
+/* A JSON string: UTF-8 as it is, quotes, backslashes and C0 controls
+ * escaped (as jansson does without JSON_ENSURE_ASCII). */
+static void
+w_quoted(struct wbuf *w, const char *s, size_t len)
+{
+    size_t run = 0;
+
+    w_put(w, "\"", 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[8];
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        default:
+            if (c < 0x20) {
+                snprintf(u, sizeof u, "\\u%04x", c);
+                esc = u;
+            }
+        }
+        if (esc) {
+            w_put(w, s + run, i - run);
+            w_str(w, esc);
+            run = i + 1;
+        }
+    }
+    w_put(w, s + run, len - run);
+    w_put(w, "\"", 1);
+}
+
+/* The shortest text that strtod() reads back as v, in Python's repr()
+ * style: positional for decimal exponents -4..15, else d.ddde+XX; always
+ * with a "." or an exponent so that it reads back as a real. */
+static void
+format_real(double v, char out[NUM_TEXT_SIZE])
+{
+    char e[64], digits[24];
+    size_t k = 0;
+    int exp10;
+
+    if (v == 0) {
+        strcpy(out, signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
+    /* 17 significant digits always round-trip an IEEE double. */
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, v);
+        if (strtod(e, NULL) == v)
+            break;
+    }
+    /* e is [-]d[.ddd]e(+|-)XX; the radix character may be the locale's,
+     * so only digits are taken from the mantissa. */
+    const char *m = e + (e[0] == '-');
+    for (; *m && *m != 'e' && *m != 'E'; m++)
+        if (is_digit(*m) && k < sizeof digits - 1)
+            digits[k++] = *m;
+    exp10 = *m ? atoi(m + 1) : 0;
+    while (k > 1 && digits[k - 1] == '0')
+        k--;
+    digits[k] = '\0';
+
+    char *o = out;
+    if (v < 0)
+        *o++ = '-';
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 >= 0) {
+            size_t ip = (size_t)exp10 + 1;
+            for (size_t i = 0; i < ip; i++)
+                *o++ = i < k ? digits[i] : '0';
+            *o++ = '.';
+            if (k > ip)
+                for (size_t i = ip; i < k; i++)
+                    *o++ = digits[i];
+            else
+                *o++ = '0';
+        } else {
+            *o++ = '0';
+            *o++ = '.';
+            for (int i = -1; i > exp10; i--)
+                *o++ = '0';
+            for (size_t i = 0; i < k; i++)
+                *o++ = digits[i];
+        }
+        *o = '\0';
+    } else {
+        *o++ = digits[0];
+        if (k > 1) {
+            *o++ = '.';
+            for (size_t i = 1; i < k; i++)
+                *o++ = digits[i];
+        }
+        snprintf(o, (size_t)(out + NUM_TEXT_SIZE - o), "e%c%02d",
+                 exp10 < 0 ? '-' : '+', abs(exp10));
+    }
+}
+
+static void
+format_integer(json_int_t v, char out[NUM_TEXT_SIZE])
+{
+    snprintf(out, NUM_TEXT_SIZE, "%" JSON_INTEGER_FORMAT, v);
+}
+
+static void
+w_value(struct wbuf *w, json_t *v, unsigned depth)
+{
+    char num[NUM_TEXT_SIZE];
+
+    if (depth > DUMP_MAX_DEPTH) {
+        w->failed = true;
+        return;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *member;
+        bool first = true;
+        w_put(w, "{", 1);
+        json_object_foreach(v, key, member)
+        {
+            if (!first)
+                w_put(w, ",", 1);
+            first = false;
+            w_quoted(w, key, strlen(key));
+            w_put(w, ":", 1);
+            w_value(w, member, depth + 1);
+        }
+        w_put(w, "}", 1);
+        break;
+    }
+    case JSON_ARRAY:
+        w_put(w, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                w_put(w, ",", 1);
+            w_value(w, json_array_get(v, i), depth + 1);
+        }
+        w_put(w, "]", 1);
+        break;
+    case JSON_STRING:
+        w_quoted(w, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        format_integer(json_integer_value(v), num);
+        w_str(w, num);
+        break;
+    case JSON_REAL:
+        format_real(json_real_value(v), num);
+        w_str(w, num);
+        break;
+    case JSON_TRUE:
+        w_str(w, "true");
+        break;
+    case JSON_FALSE:
+        w_str(w, "false");
+        break;
+    case JSON_NULL:
+        w_str(w, "null");
+        break;
+    }
+}
+
+char *
+events_json_dumps(const json_t *value, size_t *len)
+{
+    struct wbuf w = { NULL, 0, 0, false };
+
+    /* jansson's iterators take a non-const json_t even to read; nothing
+     * below writes to the value. */
+    json_t *v = (json_t *)(uintptr_t)value;
+    w_value(&w, v, 0);
+    if (w.failed) {
+        free(w.p);
+        return NULL;
+    }
+    if (len)
+        *len = w.len;
+    return w.p;
+}
+
+/* ---- errors ---------------------------------------------------------- */
+
+/* Quotes sender-chosen text for a message: "..." with bytes outside
+ * printable ASCII, '"' and '\' as \xHH, cut after QUOTE_MAX bytes. */
+static const char *
+quote(char out[4 * QUOTE_MAX + 8], const char *s, size_t len)
+{
+    char *o = out;
+
+    *o++ = '"';
+    for (size_t i = 0; i < len && i < QUOTE_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') {
+            snprintf(o, 5, "\\x%02x", c);
+            o += 4;
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o++ = '"';
+    if (len > QUOTE_MAX) {
+        memcpy(o, "...", 3);
+        o += 3;
+    }
+    *o = '\0';
+    return out;
+}
+
+static const char *
+json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+    default:
+        return "null";
+    }
+}
+
+/* ---- the draft shared by both modes ---------------------------------- */
+
+struct draft {
+    struct ipc_cloudevent ce;
+    struct ipc_pair ext[EVENTS_MAX_EXTENSIONS];
+    /* One more than ext[]: the text is written before the count check. */
+    char num[EVENTS_MAX_EXTENSIONS + 1][NUM_TEXT_SIZE];
+    char id[IDS_UUID_SIZE];
+    char *err;
+    size_t errlen;
+};
+
+static void
+draft_init(struct draft *d, char *err, size_t errlen)
+{
+    memset(&d->ce, 0, sizeof d->ce);
+    d->ce.extensions.items = d->ext;
+    d->err = err;
+    d->errlen = errlen;
+}
+
+/* Sets attribute a to v[0..len) after its rules. */
+static int
+draft_attr(struct draft *d, enum attr a, const char *v, size_t len)
+{
+    const char *name = attrs[a].name;
+    struct ipc_str *slot = attr_slot(&d->ce, a);
+    struct ipc_str s = { v, (uint32_t)len };
+    enum text_fault f;
+
+    if (slot->ptr) {
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" given twice", name);
+        return -1;
+    }
+    if (len == 0) {
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" must not be empty",
+                   name);
+        return -1;
+    }
+    if (len > UINT32_MAX) {
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" is too long", name);
+        return -1;
+    }
+    if ((f = text_check(v, len)) != TEXT_OK) {
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" %s", name,
+                   text_fault_rule(f));
+        return -1;
+    }
+    if (attrs[a].check && !attrs[a].check(s)) {
+        errbuf_set(d->err, d->errlen, "attribute \"%s\" %s", name,
+                   attrs[a].rule);
+        return -1;
+    }
+    *slot = s;
+    return 0;
+}
+
+static int
+draft_required(struct draft *d)
+{
+    for (unsigned a = 0; a < ATTR_COUNT; a++)
+        if (attrs[a].required && attr_slot(&d->ce, a)->ptr == NULL) {
+            errbuf_set(d->err, d->errlen, "attribute \"%s\" is required",
+                       attrs[a].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* Appends extension name[0..nlen) = value[0..vlen) (value already in its
+ * text form, living as long as the draft). */
+static int
+draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
+          size_t vlen)
+{
+    char q[4 * QUOTE_MAX + 8];
+    enum text_fault f;
+    uint32_t n = d->ce.extensions.n;
+
+    if (!valid_name(name, nlen)) {
+        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+                   quote(q, name, nlen));
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (d->ext[i].name.len == nlen &&
+            memcmp(d->ext[i].name.ptr, name, nlen) == 0) {
+            errbuf_set(d->err, d->errlen, "extension \"%.*s\" given twice",
+                       (int)nlen, name);
+            return -1;
+        }
+    if (n == EVENTS_MAX_EXTENSIONS) {
+        errbuf_set(d->err, d->errlen, "more than %d extensions",
+                   EVENTS_MAX_EXTENSIONS);
+        return -1;
+    }
+    if (vlen > UINT32_MAX) {
+        errbuf_set(d->err, d->errlen, "extension \"%.*s\" is too long",
+                   (int)nlen, name);
+        return -1;
+    }
+    if ((f = text_check(value, vlen)) != TEXT_OK) {
+        errbuf_set(d->err, d->errlen, "extension \"%.*s\" %s", (int)nlen, name,
+                   text_fault_rule(f));
+        return -1;
+    }
+    d->ext[n].name.ptr = name;
+    d->ext[n].name.len = (uint32_t)nlen;
+    d->ext[n].value.ptr = value;
+    d->ext[n].value.len = (uint32_t)vlen;
+    d->ce.extensions.n = n + 1;
+    return 0;
+}
+
+/* Sets the data to p[0..len), which lives as long as the draft. */
+static int
+draft_data(struct draft *d, const void *p, size_t len)
+{
+    /* A FlatBuffer holds at most 2 GiB; the HTTP cap is far below. */
+    if (len > INT32_MAX) {
+        errbuf_set(d->err, d->errlen, "data larger than 2 GiB");
+        return -1;
+    }
+    d->ce.data.ptr = p;
+    d->ce.data.len = (uint32_t)len;
+    return 0;
+}
+
+/* Fills in the defaults, puts correlationid first and appends the buffer to
+ * out.  Returns 0, or -1 with the message. */
+static int
+draft_finish(struct draft *d, struct ipc_fb_builder *out)
+{
+    struct ipc_cloudevent *ce = &d->ce;
+
+    if (draft_required(d))
+        return -1;
+    if (ce->specversion.ptr == NULL)
+        ce->specversion = ipc_str_c("1.0");
+    if (ce->id.ptr == NULL) {
+        if (ids_uuid_new(d->id)) {
+            errbuf_set(d->err, d->errlen, "cannot make an event id: %s",
+                       strerror(errno));
+            return -1;
+        }
+        ce->id = ipc_str_c(d->id);
+    }
+    /* The original ABI's convention (DESIGN §4): correlationid is the first
+     * extension.  Rotating keeps the others in their order. */
+    for (uint32_t i = 1; i < ce->extensions.n; i++)
+        if (ipc_str_eq(d->ext[i].name, "correlationid")) {
+            struct ipc_pair c = d->ext[i];
+            memmove(&d->ext[1], &d->ext[0], i * sizeof d->ext[0]);
+            d->ext[0] = c;
+            break;
+        }
+    if (ipc_cloudevent_encode(out, ce)) {
+        errbuf_set(d->err, d->errlen,
+                   "out of memory (or the event exceeds 2 GiB)");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- structured mode ------------------------------------------------- */
+
+/* Fills the data of an event from `data` / `data_base64`; *owned receives
+ * memory to free once the buffer is built. */
+static int
+json_data(struct draft *d, json_t *obj, void **owned)
+{
+    json_t *data = json_object_get(obj, "data");
+    json_t *b64 = json_object_get(obj, "data_base64");
+    char q[4 * QUOTE_MAX + 8];
+
+    if (json_is_null(data))
+        data = NULL;
+    if (json_is_null(b64))
+        b64 = NULL;
+    if (data && b64) {
+        errbuf_set(d->err, d->errlen,
+                   "data and data_base64 cannot both be present");
+        return -1;
+    }
+    if (b64) {
+        size_t n;
+        uint8_t *bytes;
+        if (!json_is_string(b64)) {
+            errbuf_set(d->err, d->errlen,
+                       "data_base64 must be a string, not %s",
+                       json_type_name(b64));
+            return -1;
+        }
+        if (base64_decode(json_string_value(b64), json_string_length(b64),
+                          &bytes, &n) != 0) {
+            errbuf_set(d->err, d->errlen, "%s",
+                       errno == ENOMEM ? "out of memory"
+                                       : "data_base64 is not valid base64");
+            return -1;
+        }
+        *owned = bytes;
+        return draft_data(d, bytes, n);
+    }
+    if (data == NULL)
+        return 0;
+    if (media_kind(d->ce.datacontenttype) == MEDIA_JSON) {
+        size_t n;
+        char *text = events_json_dumps(data, &n);
+        if (text == NULL) {
+            errbuf_set(d->err, d->errlen, "out of memory");
+            return -1;
+        }
+        *owned = text;
+        return draft_data(d, text, n);
+    }
+    if (!json_is_string(data)) {
+        struct ipc_str ct = d->ce.datacontenttype;
+        errbuf_set(d->err, d->errlen,
+                   "data must be a string when datacontenttype is %s, not %s",
+                   quote(q, ct.ptr, ct.len), json_type_name(data));
+        return -1;
+    }
+    return draft_data(d, json_string_value(data), json_string_length(data));
+}
+
+/* Adds member key = v as an extension (null: none); the text of a number
+ * or boolean is kept in d->num. */
+static int
+json_ext(struct draft *d, const char *key, json_t *v)
+{
+    size_t klen = strlen(key);
+    char *num = d->num[d->ce.extensions.n];
+    char q[4 * QUOTE_MAX + 8];
+
+    if (json_is_null(v))
+        return 0;
+    if (!valid_name(key, klen)) {
+        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+                   quote(q, key, klen));
+        return -1;
+    }
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return draft_ext(d, key, klen, json_string_value(v),
+                         json_string_length(v));
+    case JSON_INTEGER:
+        format_integer(json_integer_value(v), num);
+        break;
+    case JSON_REAL:
+        format_real(json_real_value(v), num);
+        break;
+    case JSON_TRUE:
+        strcpy(num, "true");
+        break;
+    case JSON_FALSE:
+        strcpy(num, "false");
+        break;
+    default:
+        errbuf_set(d->err, d->errlen,
+                   "extension \"%s\" must be a string, number or boolean, "
+                   "not %s",
+                   key, json_type_name(v));
+        return -1;
+    }
+    return draft_ext(d, key, klen, num, strlen(num));
+}
+
+/* Converts one structured event, appending its buffer to out. */
+static int
+convert_json(json_t *obj, struct ipc_fb_builder *out, char *err, size_t errlen)
+{
+    struct draft *d = malloc(sizeof *d);
+    void *owned = NULL;
+    const char *key;
+    json_t *v;
+    int rc = -1;
+
+    if (d == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return -1;
+    }
+    draft_init(d, err, errlen);
+    if (!json_is_object(obj)) {
+        errbuf_set(err, errlen, "a CloudEvent must be a JSON object, not %s",
+                   obj ? json_type_name(obj) : "nothing");
+        goto done;
+    }
+    for (unsigned a = 0; a < ATTR_COUNT; a++) {
+        v = json_object_get(obj, attrs[a].name);
+        if (v == NULL || json_is_null(v))
+            continue;
+        if (!json_is_string(v)) {
+            errbuf_set(err, errlen, "attribute \"%s\" must be a string, not %s",
+                       attrs[a].name, json_type_name(v));
+            goto done;
+        }
+        if (draft_attr(d, (enum attr)a, json_string_value(v),
+                       json_string_length(v)))
+            goto done;
+    }
+    if (draft_required(d) || json_data(d, obj, &owned))
+        goto done;
+    json_object_foreach(obj, key, v)
+    {
+        size_t klen = strlen(key);
+        if (attr_find(key, klen) != ATTR_COUNT || strcmp(key, "data") == 0 ||
+            strcmp(key, "data_base64") == 0)
+            continue;
+        if (json_ext(d, key, v))
+            goto done;
+    }
+    rc = draft_finish(d, out);
+done:
+    free(owned);
+    free(d);
+    return rc;
+}
+
+int
+events_from_json(json_t *obj, struct ipc_fb_builder *out, char *err,
+                 size_t errlen)
+{
+    ipc_fb_builder_reset(out);
+    if (convert_json(obj, out, err, errlen)) {
+        ipc_fb_builder_reset(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- binary mode ----------------------------------------------------- */
+
+static int
+hex_value(char c)
+{
+    if (is_digit(c))
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s into out (room for strlen(s) bytes); returns the
+ * length.  A '%' not followed by two hex digits stays as it is (senders of
+ * the 1.0 binding did not encode). */
+static size_t
+percent_decode(const char *s, char *out)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; s[i]; i++) {
+        int hi, lo;
+        if (s[i] == '%' && (hi = hex_value(s[i + 1])) >= 0 &&
+            (lo = hex_value(s[i + 2])) >= 0) {
+            out[n++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            out[n++] = s[i];
+        }
+    }
+    return n;
+}
+
+int
+events_from_binary(const char *const *names, const char *const *values,
+                   size_t n, const uint8_t *body, size_t len,
+                   struct ipc_fb_builder *out, char *err, size_t errlen)
+{
+    struct draft *d = malloc(sizeof *d);
+    char *scratch = NULL;
+    size_t total = 0, used = 0;
+    int rc = -1;
+
+    ipc_fb_builder_reset(out);
+    if (d == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return -1;
+    }
+    draft_init(d, err, errlen);
+    /* One block for every decoded value: decoding never lengthens. */
+    for (size_t i = 0; i < n; i++)
+        total += strlen(values[i]);
+    if ((scratch = malloc(total + 1)) == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = names[i];
+        size_t nlen = strlen(name);
+        enum attr a;
+
+        if (strcmp(name, "content-type") == 0) {
+            if (draft_attr(d, ATTR_DATACONTENTTYPE, values[i],
+                           strlen(values[i])))
+                goto done;
+            continue;
+        }
+        if (strcmp(name, "datacontenttype") == 0) {
+            errbuf_set(err, errlen,
+                       "header ce-datacontenttype is not allowed:"
+                       " Content-Type carries datacontenttype");
+            goto done;
+        }
+        if (strcmp(name, "data") == 0) {
+            errbuf_set(err, errlen,
+                       "header ce-data is not allowed: the body carries data");
+            goto done;
+        }
+        char *v = scratch + used;
+        size_t vlen = percent_decode(values[i], v);
+        used += vlen;
+        if ((a = attr_find(name, nlen)) != ATTR_COUNT) {
+            if (draft_attr(d, a, v, vlen))
+                goto done;
+        } else if (draft_ext(d, name, nlen, v, vlen)) {
+            goto done;
+        }
+    }
+    if (len > 0 && draft_data(d, body, len))
+        goto done;
+    rc = draft_finish(d, out);
+done:
+    if (rc)
+        ipc_fb_builder_reset(out);
+    free(scratch);
+    free(d);
+    return rc;
+}
+
+/* ---- batches --------------------------------------------------------- */
+
+void
+events_batch_init(struct events_batch *batch)
+{
+    ipc_fb_builder_init(&batch->fb);
+    batch->n = 0;
+    batch->offsets = NULL;
+    batch->cap = 0;
+}
+
+void
+events_batch_free(struct events_batch *batch)
+{
+    ipc_fb_builder_free(&batch->fb);
+    free(batch->offsets);
+    events_batch_init(batch);
+}
+
+int
+events_batch_from_json(json_t *array, struct events_batch *batch, char *err,
+                       size_t errlen)
+{
+    char msg[MSG_SIZE];
+    size_t count;
+
+    ipc_fb_builder_reset(&batch->fb);
+    batch->n = 0;
+    if (!json_is_array(array)) {
+        errbuf_set(err, errlen, "a batch must be a JSON array, not %s",
+                   array ? json_type_name(array) : "nothing");
+        return -1;
+    }
+    count = json_array_size(array);
+    if (count + 1 > batch->cap) {
+        size_t *o = realloc(batch->offsets, (count + 1) * sizeof *o);
+        if (o == NULL) {
+            errbuf_set(err, errlen, "out of memory");
+            return -1;
+        }
+        batch->offsets = o;
+        batch->cap = count + 1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        /* ipc_fb_finish() pads each buffer to 8 bytes, so the next one
+         * starts 8-aligned and is a valid buffer on its own. */
+        batch->offsets[i] = batch->fb.len;
+        if (convert_json(json_array_get(array, i), &batch->fb, msg,
+                         sizeof msg)) {
+            errbuf_set(err, errlen, "event %zu: %s", i, msg);
+            ipc_fb_builder_reset(&batch->fb);
+            return -1;
+        }
+    }
+    batch->offsets[count] = batch->fb.len;
+    batch->n = count;
+    return 0;
+}
+
+const uint8_t *
+events_batch_get(const struct events_batch *batch, size_t i, size_t *len)
+{
+    *len = batch->offsets[i + 1] - batch->offsets[i];
+    return batch->fb.buf + batch->offsets[i];
+}
+
+/* ---- back to JSON ---------------------------------------------------- */
+
+/* A JSON string of s, each byte of an ill-formed UTF-8 sequence replaced by
+ * U+FFFD; NULL when out of memory. */
+static json_t *
+text_json(const char *p, size_t len)
+{
+    const uint8_t *s = (const uint8_t *)p;
+
+    if (utf8_valid(s, len))
+        return json_stringn(p, len);
+    if (len > (SIZE_MAX - 1) / 3)
+        return NULL;
+    char *fixed = malloc(3 * len + 1);
+    if (fixed == NULL)
+        return NULL;
+    size_t n = 0;
+    uint32_t cp;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_next(s + i, len - i, &cp);
+        if (k == 0) {
+            memcpy(fixed + n, "\xef\xbf\xbd", 3);
+            n += 3;
+            i++;
+        } else {
+            memcpy(fixed + n, s + i, k);
+            n += k;
+            i += k;
+        }
+    }
+    json_t *j = json_stringn(fixed, n);
+    free(fixed);
+    return j;
+}
+
+/* A name of the structured form that no extension may take. */
+static bool
+reserved_name(struct ipc_str name)
+{
+    return attr_find(name.ptr, name.len) != ATTR_COUNT ||
+           ipc_str_eq(name, "data") || ipc_str_eq(name, "data_base64");
+}
+
+/* The data member of the structured form (events.h says which). */
+static int
+data_json(json_t *obj, const struct ipc_cloudevent *ce)
+{
+    struct ipc_bytes data = ce->data;
+    enum media_kind kind = media_kind(ce->datacontenttype);
+    json_t *v = NULL;
+
+    if (kind == MEDIA_JSON) {
+        v = json_loadb((const char *)data.ptr, data.len,
+                       JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    } else if (kind == MEDIA_TEXT && utf8_valid(data.ptr, data.len)) {
+        v = json_stringn((const char *)data.ptr, data.len);
+        if (v == NULL)
+            return -1;
+    }
+    if (v)
+        return json_object_set_new(obj, "data", v);
+
+    char *b64 = base64_encode(data.ptr, data.len);
+    if (b64 == NULL)
+        return -1;
+    v = json_string(b64);
+    free(b64);
+    return json_object_set_new(obj, "data_base64", v);
+}
+
+json_t *
+events_to_json(const struct ipc_cloudevent *ce)
+{
+    json_t *obj = json_object();
+
+    if (obj == NULL)
+        return NULL;
+    for (unsigned a = 0; a < ATTR_COUNT; a++) {
+        struct ipc_str v = attr_value(ce, (enum attr)a);
+        if (v.ptr &&
+            json_object_set_new(obj, attrs[a].name, text_json(v.ptr, v.len)))
+            goto fail;
+    }
+    for (uint32_t i = 0; i < ce->extensions.n; i++) {
+        struct ipc_pair p;
+        char key[21];
+
+        ipc_pair_list_get(&ce->extensions, i, &p);
+        if (!valid_name(p.name.ptr, p.name.len) || p.value.ptr == NULL ||
+            reserved_name(p.name))
+            continue;
+        memcpy(key, p.name.ptr, p.name.len);
+        key[p.name.len] = '\0';
+        if (json_object_get(obj, key))
+            continue;
+        if (json_object_set_new(obj, key, text_json(p.value.ptr, p.value.len)))
+            goto fail;
+    }
+    if (ce->data.ptr && data_json(obj, ce))
+        goto fail;
+    return obj;
+fail:
+    json_decref(obj);
+    return NULL;
+}

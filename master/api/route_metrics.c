@@ -1,0 +1,269 @@
+/*
+ * route_metrics.c — GET /metrics: the Prometheus text exposition format
+ * (version 0.0.4) of the daemon's counters (DESIGN §8).
+ *
+ * Per worker (labels worker = id, name, tenant): events processed, failed,
+ * published, redelivered, dead-lettered, host restarts.  Daemon-wide:
+ * workers by status and by host state, host processes, the processing
+ * latency histogram, the broker's counters and journal size, group lock
+ * acquisitions, steals, contention and waits, event streams.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/api/api.h"
+#include "master/broker/broker.h"
+#include "master/broker/flow.h"
+#include "master/core/daemon.h"
+#include "master/core/engines.h"
+#include "master/store/grouplock.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/registry.h"
+#include "master/workers/worker.h"
+
+struct text {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void add(struct text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+
+    for (;;) {
+        if (t->oom)
+            return;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)n;
+        char *p = realloc(t->p, cap);
+        if (p == NULL) {
+            t->oom = true;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+static void
+head(struct text *t, const char *name, const char *type, const char *help)
+{
+    add(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+scalar(struct text *t, const char *name, const char *type, const char *help,
+       uint64_t v)
+{
+    head(t, name, type, help);
+    add(t, "%s %" PRIu64 "\n", name, v);
+}
+
+/* A label value with \, " and newlines escaped (names and ids cannot hold
+ * them, but tenants are free text). */
+static const char *
+esc(const char *s, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < len; s++) {
+        if (*s == '\\' || *s == '"') {
+            buf[k++] = '\\';
+            buf[k++] = *s;
+        } else if (*s == '\n') {
+            buf[k++] = '\\';
+            buf[k++] = 'n';
+        } else {
+            buf[k++] = *s;
+        }
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+static void
+per_worker(struct text *t, const struct registry *r, const char *name,
+           const char *help, size_t offset)
+{
+    char a[300], b[300];
+
+    head(t, name, "counter", help);
+    for (size_t i = 0; i < registry_count(r); i++) {
+        const struct worker *w = registry_at(r, i);
+        uint64_t v;
+        if (offset == SIZE_MAX)
+            v = w->restarts;
+        else
+            memcpy(&v, (const char *)&w->counters + offset, sizeof v);
+        add(t, "%s{worker=\"%s\",name=\"%s\",tenant=\"%s\"} %" PRIu64 "\n",
+            name, w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
+            v);
+    }
+}
+
+void
+api_metrics_route(struct api_req *rq)
+{
+    struct daemon *d = rq->d;
+    struct text t = { malloc(65536), 0, 65536, false };
+    struct broker_stats bs;
+    struct flow_stats ds;
+    struct grouplock_stats gs;
+    size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
+
+    if (t.p == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < registry_count(d->registry); i++) {
+        const struct worker *w = registry_at(d->registry, i);
+        by_status[w->status]++;
+        by_state[w->state]++;
+    }
+    head(&t, "workmanager_workers", "gauge",
+         "Registered workers by desired status.");
+    for (int s = WORKER_RUNNING; s <= WORKER_STOPPED; s++)
+        add(&t, "workmanager_workers{status=\"%s\"} %zu\n",
+            worker_status_name((enum worker_status)s), by_status[s]);
+    head(&t, "workmanager_worker_hosts", "gauge",
+         "Registered workers by observed host state.");
+    for (int s = WORKER_STATE_IDLE; s <= WORKER_STATE_FINISHED; s++)
+        add(&t, "workmanager_worker_hosts{state=\"%s\"} %zu\n",
+            worker_state_name((enum worker_state)s), by_state[s]);
+    scalar(&t, "workmanager_host_processes", "gauge",
+           "Engine-host processes alive.", supervise_hosts(d->sv));
+    /* The warm pools (supervise.h): ready now, and configured. */
+    head(&t, "workmanager_engine_warm_hosts", "gauge",
+         "Pool hosts of an engine ready for a worker to take.");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(&t, "workmanager_engine_warm_hosts{engine=\"%s\"} %zu\n",
+            d->engines->v[i].name,
+            supervise_pool_ready(d->sv, &d->engines->v[i]));
+    head(&t, "workmanager_engine_warm_hosts_wanted", "gauge",
+         "Pool hosts an engine keeps warm (its descriptor's warm).");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(&t, "workmanager_engine_warm_hosts_wanted{engine=\"%s\"} %u\n",
+            d->engines->v[i].name, d->engines->v[i].warm);
+    /* Several per worker for an engine of concurrency processes. */
+    head(&t, "workmanager_worker_host_processes", "gauge",
+         "Engine-host processes of a worker.");
+    for (size_t i = 0; i < registry_count(d->registry); i++) {
+        const struct worker *w = registry_at(d->registry, i);
+        char a[300], b[300];
+        add(&t,
+            "workmanager_worker_host_processes{worker=\"%s\",name=\"%s\","
+            "tenant=\"%s\"} %zu\n",
+            w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
+            supervise_pids(w, NULL, 0));
+    }
+
+    per_worker(&t, d->registry, "workmanager_worker_events_processed_total",
+               "Events a worker completed (deliveries and invokes).",
+               offsetof(struct worker_counters, processed));
+    per_worker(&t, d->registry, "workmanager_worker_events_failed_total",
+               "Events that ended in an error on a worker.",
+               offsetof(struct worker_counters, failed));
+    per_worker(&t, d->registry, "workmanager_worker_events_published_total",
+               "Output events a worker published.",
+               offsetof(struct worker_counters, published));
+    per_worker(&t, d->registry, "workmanager_worker_events_redelivered_total",
+               "Deliveries to a worker nacked for a later retry.",
+               offsetof(struct worker_counters, redelivered));
+    per_worker(&t, d->registry, "workmanager_worker_events_dead_lettered_total",
+               "Events a worker's subscription gave up on.",
+               offsetof(struct worker_counters, dead_lettered));
+    per_worker(&t, d->registry, "workmanager_worker_restarts_total",
+               "Restarts of a worker's host after a crash.", SIZE_MAX);
+
+    flow_stats(d->flow, &ds);
+    head(&t, "workmanager_event_processing_seconds", "histogram",
+         "Time from handing an event to a host to its Result.");
+    for (int i = 0; i < DISPATCH_BUCKETS; i++)
+        add(&t,
+            "workmanager_event_processing_seconds_bucket{le=\"%g\"} %" PRIu64
+            "\n",
+            flow_bucket_bounds[i], ds.buckets[i]);
+    add(&t,
+        "workmanager_event_processing_seconds_bucket{le=\"+Inf\"} %" PRIu64
+        "\n",
+        ds.count);
+    add(&t, "workmanager_event_processing_seconds_sum %.6f\n", ds.sum);
+    add(&t, "workmanager_event_processing_seconds_count %" PRIu64 "\n",
+        ds.count);
+    scalar(&t, "workmanager_events_dead_lettered_total", "counter",
+           "Events sent to a <topic>-dead topic.", ds.dead_lettered);
+    scalar(&t, "workmanager_events_loops_total", "counter",
+           "Outputs stopped by the wmhops loop guard.", ds.loops);
+    scalar(&t, "workmanager_outputs_refused_total", "counter",
+           "Outputs refused (reserved topics, stale lock tokens, invalid).",
+           ds.refused_outputs);
+
+    broker_stats(d->broker, &bs);
+    scalar(&t, "workmanager_events_published_total", "counter",
+           "Events accepted by the broker.", bs.published);
+    scalar(&t, "workmanager_events_delivered_total", "counter",
+           "Deliveries started, redeliveries included.", bs.delivered);
+    scalar(&t, "workmanager_events_acked_total", "counter",
+           "Deliveries acknowledged.", bs.acked);
+    scalar(&t, "workmanager_events_nacked_total", "counter",
+           "Deliveries negatively acknowledged (retried later).", bs.nacked);
+    scalar(&t, "workmanager_events_overflowed_total", "counter",
+           "Events refused by a full subscription queue.", bs.overflowed);
+    scalar(&t, "workmanager_events_dropped_total", "counter",
+           "Pending events dropped with their deleted subscriber.", bs.dropped);
+    scalar(&t, "workmanager_events_pending", "gauge",
+           "Deliveries not settled yet.", bs.pending);
+    scalar(&t, "workmanager_journal_bytes", "gauge",
+           "Size of the broker's journal on disk.", bs.journal_bytes);
+    scalar(&t, "workmanager_journal_segments", "gauge",
+           "Segment files of the broker's journal.", bs.journal_segments);
+
+    grouplocks_stats(d->locks, &gs);
+    scalar(&t, "workmanager_grouplock_acquired_total", "counter",
+           "Group lock acquisitions.", gs.acquired);
+    scalar(&t, "workmanager_grouplock_stolen_total", "counter",
+           "Stale group locks stolen.", gs.stolen);
+    scalar(&t, "workmanager_grouplock_contention_total", "counter",
+           "Acquisitions that gave up (lock_contention).", gs.contention);
+    scalar(&t, "workmanager_grouplock_retries_total", "counter",
+           "Backoff waits of acquisitions.", gs.retries);
+    scalar(&t, "workmanager_grouplock_stale_writes_total", "counter",
+           "Writes refused under a stale token.", gs.stale_writes);
+    head(&t, "workmanager_grouplock_wait_seconds", "summary",
+         "Time from asking for a group lock to the answer.");
+    add(&t, "workmanager_grouplock_wait_seconds_sum %.3f\n",
+        (double)gs.wait_ms_total / 1000.0);
+    add(&t, "workmanager_grouplock_wait_seconds_count %" PRIu64 "\n", gs.waits);
+
+    scalar(&t, "workmanager_event_streams", "gauge",
+           "Open Server-Sent Events streams.", api_topics_streams());
+    scalar(&t, "workmanager_event_streams_dropped_total", "counter",
+           "Events not sent to a stream that read too slowly.",
+           api_topics_dropped());
+
+    if (t.oom)
+        api_error(rq, 500, "internal", "out of memory");
+    else
+        api_reply_text(rq, 200, "text/plain; version=0.0.4; charset=utf-8", t.p,
+                       t.len);
+    free(t.p);
+}

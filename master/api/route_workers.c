@@ -1,0 +1,1429 @@
+/*
+ * route_workers.c — the /v1/workers routes (DESIGN §7, §8).
+ *
+ * Every mutation follows one order so that a failure leaves nothing
+ * half-done: validate everything first; store the code blob (content
+ * addressed, so a leftover is harmless); when the worker is to run, have a
+ * host load the code (a load failure answers 422 `load_failed` with the
+ * host's message and changes nothing); write the record (compare-and-set on
+ * its revision); only then change the registry, emit the lifecycle event
+ * and answer.  The desired status is persisted; the host state is not.
+ *
+ * Code from a URL is fetched first (fetch.h, off the loop): the create or
+ * reload waits for it holding its worker busy, and goes on as if the bytes
+ * had come in the request, its history entry recording the URL, the
+ * address they came from and their digest.  Only the blob is kept:
+ * recovery and rollback never fetch again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/cloudevent.h"
+#include "lib/base64.h"
+#include "lib/ids.h"
+#include "master/api/api.h"
+#include "master/api/events.h"
+#include "master/broker/flow.h"
+#include "master/broker/gateway.h"
+#include "master/broker/stamp.h"
+#include "master/core/conf.h"
+#include "master/core/daemon.h"
+#include "master/core/engines.h"
+#include "master/core/log.h"
+#include "master/store/record.h"
+#include "master/store/store.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/fetch.h"
+#include "master/workers/lifecycle.h"
+#include "master/workers/registry.h"
+
+#define MAX_TAGS 50
+#define MAX_TAG_KEY 128
+#define MAX_TAG_VALUE 1024
+#define MAX_CONFIG 64
+#define MAX_CONCURRENCY 64
+
+/* ---- the worker object ----------------------------------------------- */
+
+static json_t *
+pairs_json(const struct worker_pair *p, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, p[i].name, json_string(p[i].value));
+    return o;
+}
+
+static json_t *
+time_json(int64_t ms)
+{
+    char buf[40];
+    if (ms == 0)
+        return json_null();
+    ids_time_format(ms, buf);
+    return json_string(buf);
+}
+
+static json_t *
+exit_json(const struct worker_exit *e)
+{
+    if (!e->present)
+        return json_null();
+    json_t *j = json_pack(
+        "{s:s, s:o, s:o, s:o}", "reason", e->reason, "at", time_json(e->at_ms),
+        "signal", e->signal ? json_integer(e->signal) : json_null(), "code",
+        e->code >= 0 ? json_integer(e->code) : json_null());
+    json_object_set_new(
+        j, "syscall", e->syscall >= 0 ? json_integer(e->syscall) : json_null());
+    json_object_set_new(j, "syscall_name",
+                        e->syscall >= 0 && e->syscall_name[0]
+                            ? json_string(e->syscall_name)
+                            : json_null());
+    return j;
+}
+
+static json_t *
+api_worker_json(const struct worker *w)
+{
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:o, s:I, s:o}", "id",
+        w->id, "name", w->name, "tenant", w->tenant, "mime_type", w->mime_type,
+        "topic", w->topic, "group",
+        w->group ? json_string(w->group) : json_null(), "status",
+        worker_status_name(w->status), "state", worker_state_name(w->state),
+        "version", (json_int_t)w->version, "pid",
+        w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
+        (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
+    /* Every host process (several for an engine of concurrency
+     * processes, engines.h); pid is the first's. */
+    int pids[MAX_CONCURRENCY];
+    size_t npids = supervise_pids(w, pids, MAX_CONCURRENCY);
+    if (npids > MAX_CONCURRENCY)
+        npids = MAX_CONCURRENCY;
+    json_t *jpids = json_array();
+    for (size_t i = 0; i < npids; i++)
+        json_array_append_new(jpids, json_integer(pids[i]));
+    if (npids == 0 && w->pid > 0) /* in process: the daemon's */
+        json_array_append_new(jpids, json_integer(w->pid));
+    json_object_set_new(j, "pids", jpids);
+    const char *confinement = supervise_confinement(w);
+    json_object_set_new(j, "confinement",
+                        w->in_process ? json_string("none (in-process)")
+                        : confinement ? json_string(confinement)
+                                      : json_null());
+    json_object_set_new(j, "created_at", time_json(w->created_at_ms));
+    json_object_set_new(j, "updated_at", time_json(w->updated_at_ms));
+    json_object_set_new(j, "config", pairs_json(w->config, w->nconfig));
+    json_object_set_new(j, "tags", pairs_json(w->tags, w->ntags));
+    json_object_set_new(j, "limits",
+                        json_pack("{s:I, s:I, s:I}", "timeout_ms",
+                                  (json_int_t)w->limits.timeout_ms, "memory_mb",
+                                  (json_int_t)w->limits.memory_mb,
+                                  "concurrency",
+                                  (json_int_t)w->limits.concurrency));
+    json_object_set_new(j, "isolation",
+                        json_string(w->in_process ? "in-process" : "process"));
+    if (w->in_process)
+        json_object_set_new(
+            j, "caveats",
+            json_pack("[s, s, s]",
+                      "runs inside the daemon: a crash of the worker ends the "
+                      "daemon and every worker in it",
+                      "a timeout answers worker.error but cannot stop the "
+                      "call: its thread stays busy until Process returns",
+                      "the VIRTUFIN_WORKER_* variables are process-wide: set "
+                      "at load, restored at unload"));
+    json_object_set_new(j, "idle_timeout_s", json_integer(w->idle_timeout_s));
+    if (w->error)
+        json_object_set_new(j, "error", json_string(w->error));
+    return j;
+}
+
+/* ---- validation ------------------------------------------------------ */
+
+static bool
+matches_name(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max ||
+        !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool
+looks_like_uuid(const char *s)
+{
+    if (strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+            return false;
+    }
+    return true;
+}
+
+/* Config entries become CloudEvent extensions (DESIGN §6). */
+static const char *
+config_name_problem(const char *name)
+{
+    static const char *const reserved[] = {
+        "id",
+        "type",
+        "source",
+        "specversion",
+        "datacontenttype",
+        "dataschema",
+        "subject",
+        "time",
+        "data",
+        "correlationid",
+        "replytopic",
+        "traceparent",
+        "tracestate",
+        "wmhops",
+    };
+    size_t n = strlen(name);
+    if (n == 0 || n > 20)
+        return "is not [a-z0-9]{1,20}";
+    for (size_t i = 0; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') ||
+              (name[i] >= '0' && name[i] <= '9')))
+            return "is not [a-z0-9]{1,20}";
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcmp(name, reserved[i]) == 0)
+            return "is a reserved CloudEvents attribute";
+    return NULL;
+}
+
+/* Copies a JSON object of strings into pairs.  Returns NULL and answers on
+ * a bad member. */
+static int
+take_pairs(struct api_req *rq, json_t *obj, const char *what, bool is_config,
+           struct worker_pair **out, size_t *nout)
+{
+    const char *key;
+    json_t *v;
+    size_t n = json_object_size(obj), i = 0;
+
+    if (is_config ? n > MAX_CONFIG : n > MAX_TAGS) {
+        api_error(rq, 400, "invalid_argument", "%s: at most %d entries", what,
+                  is_config ? MAX_CONFIG : MAX_TAGS);
+        return -1;
+    }
+    *out = calloc(n ? n : 1, sizeof **out);
+    *nout = 0;
+    if (*out == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return -1;
+    }
+    json_object_foreach(obj, key, v)
+    {
+        const char *problem = NULL;
+        if (!json_is_string(v))
+            problem = "value must be a string";
+        else if (is_config)
+            problem = config_name_problem(key);
+        else if (*key == '\0' || strlen(key) > MAX_TAG_KEY)
+            problem = "key must have 1 to 128 characters";
+        else if (json_string_length(v) > MAX_TAG_VALUE)
+            problem = "value longer than 1024 characters";
+        if (problem) {
+            api_error(rq, 400, "invalid_argument", "%s.%s: %s", what, key,
+                      problem);
+            return -1;
+        }
+        (*out)[i].name = strdup(key);
+        (*out)[i].value = strdup(json_string_value(v));
+        *nout = ++i;
+    }
+    return 0;
+}
+
+static int
+get_uint(struct api_req *rq, json_t *obj, const char *key, const char *what,
+         uint32_t min, uint32_t max, uint32_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min ||
+        json_integer_value(v) > max) {
+        api_error(rq, 400, "invalid_argument",
+                  "%s%s must be an integer from %" PRIu32 " to %" PRIu32, what,
+                  key, min, max);
+        return -1;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* Reads an optional string member; -1 (answered) if it is not a string. */
+static int
+get_str(struct api_req *rq, json_t *obj, const char *key, const char **out)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        api_error(rq, 400, "invalid_argument", "%s must be a string", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* The code of a create or reload, as the request gave it: the bytes of
+ * {"content": base64}, or the URL of {"url", "sha256"?} (borrowed from the
+ * body) to fetch. */
+struct code_req {
+    uint8_t *code;
+    size_t len;
+    const char *url;
+    char sha256[65]; /* the expected digest, "" when not given */
+};
+
+static int
+take_code(struct api_req *rq, json_t *body, struct code_req *cr)
+{
+    json_t *c = json_object_get(body, "code"), *v;
+    const char *key;
+
+    memset(cr, 0, sizeof *cr);
+    if (!json_is_object(c)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code must be an object: {\"content\": \"<base64>\"} or "
+                  "{\"url\": \"https://...\", \"sha256\": \"<hex>\"}");
+        return -1;
+    }
+    /* Nothing else: in particular no credentials, which come from the
+     * operator's code_source_credentials_file only. */
+    json_object_foreach(c, key, v)
+    {
+        if (strcmp(key, "content") != 0 && strcmp(key, "url") != 0 &&
+            strcmp(key, "sha256") != 0) {
+            api_error(rq, 400, "invalid_argument",
+                      "code.%s is not a member of code (content, or url and "
+                      "sha256; credentials for a URL come from the daemon's "
+                      "code_source_credentials_file, never from a request)",
+                      key);
+            return -1;
+        }
+    }
+    json_t *content = json_object_get(c, "content");
+    json_t *url = json_object_get(c, "url");
+    json_t *sha = json_object_get(c, "sha256");
+    if (sha && (!json_is_string(sha) ||
+                fetch_sha256_parse(json_string_value(sha), cr->sha256) != 0)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.sha256 must be 64 hexadecimal digits");
+        return -1;
+    }
+    if (content && url) {
+        api_error(rq, 400, "invalid_argument",
+                  "code takes content or url, not both");
+        return -1;
+    }
+    if (url) {
+        if (!json_is_string(url) || json_string_length(url) == 0) {
+            api_error(rq, 400, "invalid_argument",
+                      "code.url must be a non-empty string");
+            return -1;
+        }
+        cr->url = json_string_value(url);
+        return 0;
+    }
+    if (!json_is_string(content)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.content must be a base64 string");
+        return -1;
+    }
+    if (base64_decode(json_string_value(content), json_string_length(content),
+                      &cr->code, &cr->len) != 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "code.content is not valid base64");
+        return -1;
+    }
+    if (cr->len == 0) {
+        free(cr->code);
+        cr->code = NULL;
+        api_error(rq, 400, "invalid_argument", "code.content is empty");
+        return -1;
+    }
+    if (cr->sha256[0]) {
+        char got[STORE_SHA256_HEX];
+        store_sha256_hex(cr->code, cr->len, got);
+        if (strcmp(got, cr->sha256) != 0) {
+            api_error(rq, 403, "security_rejected",
+                      "code.content has SHA-256 %s, not the code.sha256 %s",
+                      got, cr->sha256);
+            free(cr->code);
+            cr->code = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- a pending operation --------------------------------------------- */
+
+enum op_kind {
+    OP_CREATE,
+    OP_STATUS,
+    OP_RELOAD,
+    OP_ROLLBACK,
+    OP_TAGS,
+    OP_DELETE,
+};
+
+struct op {
+    enum op_kind kind;
+    struct api_req *rq;
+    struct daemon *d;
+    struct worker *w;
+    uint8_t *code; /* the new code (create, reload) */
+    size_t len;
+    /* Where it came from, for its history entry: a URL, the address that
+     * answered and the URL that did after redirects; NULL for content. */
+    char *url;
+    char *address;
+    char *final_url;
+    const char *event; /* lifecycle event to emit on success */
+    /* What to restore if the write fails. */
+    enum worker_status old_status;
+    uint32_t old_version;
+    size_t old_nhistory;
+    struct worker_pair *old_tags;
+    size_t old_ntags;
+    /* A create stores its code and loads it at once: the steps it still
+     * waits for, and the first failure (answered once both are done). */
+    unsigned waiting;
+    int fail_status;
+    const char *fail_code;
+    char fail_message[512];
+};
+
+static void
+op_free(struct op *op)
+{
+    if (op->w)
+        op->w->busy = false;
+    free(op->code);
+    free(op->url);
+    free(op->address);
+    free(op->final_url);
+    free(op);
+}
+
+static void op_persist(struct op *op);
+
+static void
+worker_answer(struct api_req *rq, int status, const struct worker *w)
+{
+    api_reply(rq, status, api_worker_json(w));
+}
+
+static void
+history_pop(struct worker *w, size_t n)
+{
+    while (w->nhistory > n) {
+        struct worker_version *h = &w->history[--w->nhistory];
+        free(h->source);
+        free(h->address);
+        free(h->final_url);
+    }
+}
+
+/* Undoes an operation whose record could not be written. */
+static void
+op_undo(struct op *op)
+{
+    struct worker *w = op->w;
+    switch (op->kind) {
+    case OP_CREATE:
+        supervise_forget(op->d->sv, w);
+        worker_free(w);
+        op->w = NULL;
+        break;
+    case OP_STATUS:
+        w->status = op->old_status;
+        break;
+    case OP_RELOAD:
+    case OP_ROLLBACK:
+        w->pending_code = NULL;
+        w->version = op->old_version;
+        history_pop(w, op->old_nhistory);
+        break;
+    case OP_TAGS: {
+        struct worker_pair *t = w->tags;
+        size_t n = w->ntags;
+        w->tags = op->old_tags;
+        w->ntags = op->old_ntags;
+        op->old_tags = t;
+        op->old_ntags = n;
+        break;
+    }
+    case OP_DELETE:
+        break;
+    }
+}
+
+static void
+free_pairs(struct worker_pair *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].name);
+        free(p[i].value);
+    }
+    free(p);
+}
+
+static void
+after_apply(struct worker *w, void *arg)
+{
+    struct op *op = arg;
+    (void)w;
+    lifecycle_emit(op->d, op->w, op->event, NULL);
+    worker_answer(op->rq, 200, op->w);
+    op_free(op);
+}
+
+static void
+on_record_written(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
+{
+    struct op *op = arg;
+    struct worker *w = op->w;
+
+    if (st != STORE_OK) {
+        log_err("store: worker %s: %s", w->id, message);
+        op_undo(op);
+        if (st == STORE_CONFLICT)
+            api_error(op->rq, 409, "conflict",
+                      "the worker changed meanwhile; retry");
+        else
+            api_error(op->rq, 500, "internal", "the store failed: %s", message);
+        op_free(op);
+        return;
+    }
+    w->revision = revision;
+    switch (op->kind) {
+    case OP_CREATE:
+        if (registry_add(op->d->registry, w) != 0) {
+            api_error(op->rq, 409, "conflict", "name %s is taken", w->name);
+            op_undo(op);
+            op_free(op);
+            return;
+        }
+        char aerr[256];
+        if (flow_attach(op->d->flow, w, aerr, sizeof aerr) != 0)
+            log_err("worker %s: no subscription: %s", w->id, aerr);
+        lifecycle_emit(op->d, w, "created", NULL);
+        if (w->status == WORKER_RUNNING)
+            lifecycle_emit(op->d, w, "started", NULL);
+        worker_answer(op->rq, 201, w);
+        op_free(op);
+        return;
+    case OP_STATUS:
+        flow_status(op->d->flow, w);
+        /* Answer once the host has followed (a stop waits for it). */
+        supervise_apply(op->d->sv, w, after_apply, op);
+        return;
+    case OP_TAGS:
+        free_pairs(op->old_tags, op->old_ntags);
+        api_reply(op->rq, 200,
+                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+        op_free(op);
+        return;
+    default:
+        lifecycle_emit(op->d, w, op->event, NULL);
+        worker_answer(op->rq, 200, w);
+        op_free(op);
+        return;
+    }
+}
+
+static void
+op_persist(struct op *op)
+{
+    char key[STORE_KEY_MAX];
+    uint8_t *rec;
+    size_t len;
+
+    op->w->updated_at_ms = ids_now_ms();
+    record_worker_key(op->w->id, key, sizeof key);
+    if (record_worker_encode(op->w, &rec, &len) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    store_put(op->d->store, key, rec, len, op->w->revision, on_record_written,
+              op);
+    free(rec);
+}
+
+static void
+on_loaded(struct worker *w, const struct ipc_result *r, const char *error_type,
+          const char *message, void *arg)
+{
+    struct op *op = arg;
+    (void)r;
+    (void)w;
+    if (error_type) {
+        op_undo(op);
+        api_error(op->rq, 422, "load_failed", "%s: %s", error_type,
+                  message ? message : "the host could not load the code");
+        op_free(op);
+        return;
+    }
+    op_persist(op);
+}
+
+static void
+on_blob_written(enum store_status st, uint64_t revision, const char *message,
+                void *arg)
+{
+    struct op *op = arg;
+    (void)revision;
+    op->w->pending_code = NULL; /* in the store now, or never */
+    if (st != STORE_OK) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "storing the code failed: %s",
+                  message);
+        op_free(op);
+        return;
+    }
+    /* A worker that will run proves its code loads now; a stopped one
+     * proves it when started. */
+    if (op->w->status != WORKER_STOPPED &&
+        supervise_load(op->d->sv, op->w, on_loaded, op) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "cannot start a host");
+        op_free(op);
+        return;
+    }
+    if (op->w->status == WORKER_STOPPED)
+        op_persist(op);
+}
+
+/* Appends a history entry for new code and makes it current.  address
+ * and final_url are NULL unless the code came from a URL. */
+static int
+history_push(struct worker *w, const char *sha, size_t size, const char *source,
+             const char *address, const char *final_url, uint32_t rollback_of)
+{
+    struct worker_version *h =
+        realloc(w->history, (w->nhistory + 1) * sizeof *h);
+    if (h == NULL)
+        return -1;
+    w->history = h;
+    h = &w->history[w->nhistory];
+    memset(h, 0, sizeof *h);
+    h->version = (uint32_t)w->nhistory + 1;
+    snprintf(h->sha256, sizeof h->sha256, "%s", sha);
+    h->size = size;
+    h->at_ms = ids_now_ms();
+    h->source = strdup(source);
+    h->address = address ? strdup(address) : NULL;
+    h->final_url = final_url ? strdup(final_url) : NULL;
+    h->rollback_of = rollback_of;
+    if (h->source == NULL || (address && !h->address) ||
+        (final_url && !h->final_url)) {
+        free(h->source);
+        free(h->address);
+        free(h->final_url);
+        return -1;
+    }
+    w->nhistory++;
+    w->version = h->version;
+    return 0;
+}
+
+/* One change at a time per worker: a second one while the first waits for
+ * a host or the store would interleave their history and undo steps. */
+static struct op *
+op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
+{
+    if (w && w->busy) {
+        api_error(rq, 409, "conflict",
+                  "another change to worker %s is in progress; retry", w->name);
+        return NULL;
+    }
+    struct op *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return NULL;
+    }
+    op->kind = kind;
+    op->rq = rq;
+    op->d = rq->d;
+    op->w = w;
+    if (w) {
+        w->busy = true;
+        op->old_status = w->status;
+        op->old_version = w->version;
+        op->old_nhistory = w->nhistory;
+        snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
+    }
+    return op;
+}
+
+/* Stores op->code as a blob, appends it to the history, then loads and
+ * persists (on_blob_written). */
+static void
+op_store_code(struct op *op)
+{
+    char sha[STORE_SHA256_HEX];
+    store_sha256_hex(op->code, op->len, sha);
+    if (history_push(op->w, sha, op->len, op->url ? op->url : "content",
+                     op->address, op->final_url, 0) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    /* The new version is current from here on: a host reloading it before
+     * the blob is written (a busy one draining, as the Load waits for that)
+     * takes the bytes from memory, as a create's does. */
+    op->w->pending_code = op->code;
+    op->w->pending_len = op->len;
+    if (store_blob_put(op->d->store, op->code, op->len, sha, on_blob_written,
+                       op) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "cannot store the code");
+        op_free(op);
+    }
+}
+
+/* ---- routes ---------------------------------------------------------- */
+
+static const struct engines_entry *
+engine_for(struct api_req *rq, const char *mime)
+{
+    const struct engines_entry *e = engines_find_mime(rq->d->engines, mime);
+    if (e == NULL) {
+        char known[512] = "";
+        const struct engines *list = rq->d->engines;
+        for (size_t i = 0; i < list->n; i++)
+            for (size_t k = 0; k < list->v[i].nmime_types; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known),
+                         "%s%s", *known ? ", " : "", list->v[i].mime_types[k]);
+        api_error(rq, 400, "unknown_mime_type",
+                  "no engine for mime_type %s (known: %s)", mime, known);
+        return NULL;
+    }
+    if (!e->available) {
+        api_error(rq, 503, "engine_unavailable", "engine %s: %s", e->name,
+                  e->reason);
+        return NULL;
+    }
+    return e;
+}
+
+/* One step of a create ended: the last one answers or persists. */
+static void
+create_step_done(struct op *op, int status, const char *code,
+                 const char *message)
+{
+    if (status && op->fail_status == 0) {
+        op->fail_status = status;
+        op->fail_code = code;
+        snprintf(op->fail_message, sizeof op->fail_message, "%s", message);
+    }
+    if (--op->waiting > 0)
+        return;
+    op->w->pending_code = NULL;
+    if (op->fail_status) {
+        op_undo(op);
+        api_error(op->rq, op->fail_status, op->fail_code, "%s",
+                  op->fail_message);
+        op_free(op);
+        return;
+    }
+    op_persist(op);
+}
+
+static void
+on_create_blob(enum store_status st, uint64_t revision, const char *message,
+               void *arg)
+{
+    char msg[512];
+    (void)revision;
+    if (st == STORE_OK) {
+        create_step_done(arg, 0, NULL, "");
+        return;
+    }
+    snprintf(msg, sizeof msg, "storing the code failed: %s", message);
+    create_step_done(arg, 500, "internal", msg);
+}
+
+static void
+on_create_loaded(struct worker *w, const struct ipc_result *r,
+                 const char *error_type, const char *message, void *arg)
+{
+    char msg[512];
+    (void)w;
+    (void)r;
+    if (error_type == NULL) {
+        create_step_done(arg, 0, NULL, "");
+        return;
+    }
+    snprintf(msg, sizeof msg, "%s: %s", error_type,
+             message ? message : "the host could not load the code");
+    create_step_done(arg, 422, "load_failed", msg);
+}
+
+/* A new worker's code is stored and, when it is to run, loaded by a host
+ * at the same time: the host gets the bytes from memory (pending_code), so
+ * the spawn does not wait for the disk.  The record is written once both
+ * succeeded; a failure of either undoes the whole create. */
+static void
+create_store_and_load(struct op *op)
+{
+    char sha[STORE_SHA256_HEX];
+    struct worker *w = op->w;
+
+    store_sha256_hex(op->code, op->len, sha);
+    if (history_push(w, sha, op->len, op->url ? op->url : "content",
+                     op->address, op->final_url, 0) != 0) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    /* Decided before either step: a failure may free op and w. */
+    bool load = w->status != WORKER_STOPPED;
+    w->pending_code = op->code;
+    w->pending_len = op->len;
+    op->waiting = load ? 2 : 1;
+    if (store_blob_put(op->d->store, op->code, op->len, sha, on_create_blob,
+                       op) != 0)
+        create_step_done(op, 500, "internal", "cannot store the code");
+    if (load && supervise_load(op->d->sv, w, on_create_loaded, op) != 0)
+        create_step_done(op, 500, "internal", "cannot start a host");
+}
+
+/* Answers a fetch that did not give the code, by its kind of failure. */
+static void
+fetch_answer_error(struct api_req *rq, enum fetch_status st, const char *why)
+{
+    switch (st) {
+    case FETCH_INVALID:
+        api_error(rq, 400, "invalid_argument", "code.url: %s", why);
+        break;
+    case FETCH_REFUSED:
+        api_error(rq, 403, "security_rejected", "code.url: %s", why);
+        break;
+    case FETCH_BUSY:
+        api_error(rq, 503, "backlog_full", "code.url: %s", why);
+        break;
+    case FETCH_CANCELLED:
+        api_error(rq, 503, "recovering", "code.url: %s", why);
+        break;
+    case FETCH_OK:
+    case FETCH_FAILED:
+        api_error(rq, 422, "load_failed", "code.url: %s", why);
+        break;
+    }
+}
+
+static void
+on_fetched(struct fetch_result *r, void *arg)
+{
+    struct op *op = arg;
+
+    if (r->status != FETCH_OK) {
+        op_undo(op);
+        fetch_answer_error(op->rq, r->status, r->message);
+        op_free(op);
+        return;
+    }
+    op->code = r->body;
+    op->len = r->len;
+    r->body = NULL;
+    op->address = strdup(r->address);
+    op->final_url = r->final_url[0] ? strdup(r->final_url) : NULL;
+    if (op->address == NULL || (r->final_url[0] && op->final_url == NULL)) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    if (op->kind == OP_CREATE)
+        create_store_and_load(op);
+    else
+        op_store_code(op);
+}
+
+/* Takes the code of a create or reload: at once from the request, or
+ * once fetched from its URL; then stores, loads and persists it. */
+static void
+op_take_code(struct op *op, struct code_req *cr)
+{
+    char why[600];
+
+    if (cr->url == NULL) {
+        op->code = cr->code;
+        op->len = cr->len;
+        cr->code = NULL;
+        if (op->kind == OP_CREATE)
+            create_store_and_load(op);
+        else
+            op_store_code(op);
+        return;
+    }
+    op->url = strdup(cr->url);
+    if (op->url == NULL) {
+        op_undo(op);
+        api_error(op->rq, 500, "internal", "out of memory");
+        op_free(op);
+        return;
+    }
+    enum fetch_status st =
+        fetch_start(op->d->fetcher, cr->url, cr->sha256[0] ? cr->sha256 : NULL,
+                    on_fetched, op, why, sizeof why);
+    if (st != FETCH_OK) {
+        op_undo(op);
+        fetch_answer_error(op->rq, st, why);
+        op_free(op);
+    }
+}
+
+static void
+create(struct api_req *rq)
+{
+    json_t *body = api_body_object(rq);
+    struct worker *w = NULL;
+    const char *mime, *topic, *tenant, *group, *name, *isolation;
+    struct code_req code = { 0 };
+    const struct engines_entry *e;
+
+    if (body == NULL)
+        return;
+    if (get_str(rq, body, "mime_type", &mime) ||
+        get_str(rq, body, "topic", &topic) ||
+        get_str(rq, body, "tenant", &tenant) ||
+        get_str(rq, body, "group", &group) ||
+        get_str(rq, body, "name", &name) ||
+        get_str(rq, body, "isolation", &isolation))
+        goto out;
+    if (mime == NULL) {
+        api_error(rq, 400, "invalid_argument", "mime_type is required");
+        goto out;
+    }
+    if (topic == NULL || !api_valid_topic(topic)) {
+        api_error(rq, 400, "invalid_argument",
+                  "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
+        goto out;
+    }
+    if (tenant && !matches_name(tenant, 64)) {
+        api_error(rq, 400, "invalid_argument",
+                  "tenant must match [a-z0-9][a-z0-9_.-]{0,63}");
+        goto out;
+    }
+    if (group && !matches_name(group, 64)) {
+        api_error(rq, 400, "invalid_argument",
+                  "group must match [a-z0-9][a-z0-9_.-]{0,63}");
+        goto out;
+    }
+    if (name && (!matches_name(name, 64) || looks_like_uuid(name))) {
+        api_error(rq, 400, "invalid_argument",
+                  "name must match [a-z0-9][a-z0-9_.-]{0,63} and not be a "
+                  "UUID");
+        goto out;
+    }
+    if (name && registry_lookup_name(rq->d->registry, name)) {
+        api_error(rq, 409, "conflict", "name %s is taken", name);
+        goto out;
+    }
+    if (isolation && strcmp(isolation, "process") != 0 &&
+        strcmp(isolation, "in-process") != 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "isolation must be \"process\" or \"in-process\"");
+        goto out;
+    }
+    json_t *start = json_object_get(body, "start");
+    if (start && !json_is_boolean(start)) {
+        api_error(rq, 400, "invalid_argument", "start must be a boolean");
+        goto out;
+    }
+    json_t *cfg = json_object_get(body, "config");
+    json_t *tags = json_object_get(body, "tags");
+    json_t *limits = json_object_get(body, "limits");
+    if ((cfg && !json_is_object(cfg)) || (tags && !json_is_object(tags)) ||
+        (limits && !json_is_object(limits))) {
+        api_error(rq, 400, "invalid_argument",
+                  "config, tags and limits must be objects");
+        goto out;
+    }
+    if ((e = engine_for(rq, mime)) == NULL)
+        goto out;
+    if (isolation && strcmp(isolation, "in-process") == 0) {
+        if (!e->in_process) {
+            api_error(rq, 400, "invalid_argument",
+                      "isolation in-process: engine %s runs only in a host "
+                      "process (its descriptor has no in_process = yes)",
+                      e->name);
+            goto out;
+        }
+        if (!rq->d->conf->allow_in_process_native) {
+            api_error(rq, 403, "security_rejected",
+                      "isolation in-process is disabled on this daemon: it "
+                      "takes allow_in_process_native = true in "
+                      "workmanager.conf (a crash of such a worker ends the "
+                      "daemon)");
+            goto out;
+        }
+    }
+
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+    w->limits.concurrency = 1;
+    if ((cfg && take_pairs(rq, cfg, "config", true, &w->config, &w->nconfig)) ||
+        (tags && take_pairs(rq, tags, "tags", false, &w->tags, &w->ntags)) ||
+        (limits && (get_uint(rq, limits, "timeout_ms", "limits.", 1, 3600000,
+                             &w->limits.timeout_ms) ||
+                    get_uint(rq, limits, "memory_mb", "limits.", 0, 1048576,
+                             &w->limits.memory_mb) ||
+                    get_uint(rq, limits, "concurrency", "limits.", 1,
+                             MAX_CONCURRENCY, &w->limits.concurrency))) ||
+        get_uint(rq, body, "idle_timeout_s", "", 0, 86400 * 365,
+                 &w->idle_timeout_s) ||
+        take_code(rq, body, &code))
+        goto out;
+    /* A group member's event must end (its deadline) before its lock may
+     * be stolen as stale (DESIGN §6). */
+    if (group && w->limits.timeout_ms >= rq->d->conf->lock_max_age_ms) {
+        api_error(rq, 400, "invalid_argument",
+                  "limits.timeout_ms %u must be below lock_max_age_ms "
+                  "(%llu) for a worker in a group",
+                  (unsigned)w->limits.timeout_ms,
+                  (unsigned long long)rq->d->conf->lock_max_age_ms);
+        goto out;
+    }
+
+    ids_uuid_new(w->id);
+    w->name = strdup(name ? name : w->id);
+    w->tenant = strdup(tenant ? tenant : "default");
+    w->mime_type = strdup(mime);
+    w->topic = strdup(topic);
+    w->group = group ? strdup(group) : NULL;
+    w->status = start && !json_is_true(start) ? WORKER_STOPPED : WORKER_RUNNING;
+    w->in_process = isolation && strcmp(isolation, "in-process") == 0;
+    w->engine = e;
+    w->created_at_ms = ids_now_ms();
+    w->state = WORKER_STATE_IDLE;
+    if (!w->name || !w->tenant || !w->mime_type || !w->topic ||
+        (group && !w->group)) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+
+    struct op *op = op_new(rq, OP_CREATE, w);
+    if (op == NULL)
+        goto out;
+    w = NULL;
+    op_take_code(op, &code);
+out:
+    free(code.code);
+    worker_free(w);
+    json_decref(body);
+}
+
+static void
+list(struct api_req *rq)
+{
+    json_t *arr = json_array();
+    struct registry *r = rq->d->registry;
+    for (size_t i = 0; i < registry_count(r); i++)
+        json_array_append_new(arr, api_worker_json(registry_at(r, i)));
+    api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
+}
+
+static void
+change_status(struct api_req *rq, struct worker *w, enum worker_status to,
+              const char *event)
+{
+    if (to == WORKER_SUSPENDED && w->status == WORKER_STOPPED) {
+        api_error(rq, 409, "conflict", "worker %s is stopped: start it",
+                  w->name);
+        return;
+    }
+    if (strcmp(event, "resumed") == 0 && w->status != WORKER_SUSPENDED) {
+        api_error(rq, 409, "conflict", "worker %s is %s, not suspended",
+                  w->name, worker_status_name(w->status));
+        return;
+    }
+    if (to != WORKER_STOPPED && !w->engine->available) {
+        api_error(rq, 503, "engine_unavailable", "engine %s: %s",
+                  w->engine->name, w->engine->reason);
+        return;
+    }
+    if (w->status == to && w->state != WORKER_STATE_FAILED) {
+        worker_answer(rq, 200, w); /* idempotent */
+        return;
+    }
+    struct op *op = op_new(rq, OP_STATUS, w);
+    if (op == NULL)
+        return;
+    op->event = event;
+    w->status = to;
+    op_persist(op);
+}
+
+static void
+reload(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    struct code_req code;
+
+    if (body == NULL)
+        return;
+    if (take_code(rq, body, &code) == 0) {
+        struct op *op = op_new(rq, OP_RELOAD, w);
+        if (op) {
+            op->event = "reloaded";
+            op_take_code(op, &code);
+        }
+    }
+    free(code.code);
+    json_decref(body);
+}
+
+static void
+rollback(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    uint32_t to = 0;
+
+    if (body == NULL)
+        return;
+    if (get_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
+        const struct worker_version *v = worker_version_find(w, to);
+        if (to == 0 || v == NULL) {
+            api_error(rq, 400, "invalid_argument",
+                      "version must name an existing version (1 to %zu)",
+                      w->nhistory);
+        } else {
+            struct op *op = op_new(rq, OP_ROLLBACK, w);
+            char sha[STORE_SHA256_HEX];
+            /* Copies: history_push may move the history v points into. */
+            char *source = strdup(v->source);
+            char *address = v->address ? strdup(v->address) : NULL;
+            char *final_url = v->final_url ? strdup(v->final_url) : NULL;
+            uint64_t size = v->size;
+            snprintf(sha, sizeof sha, "%s", v->sha256);
+            if (op && source && (address || !v->address) &&
+                (final_url || !v->final_url) &&
+                history_push(w, sha, size, source, address, final_url, to) ==
+                    0) {
+                op->event = "rolledback";
+                if (w->status == WORKER_STOPPED) {
+                    op_persist(op);
+                } else if (supervise_load(op->d->sv, w, on_loaded, op)) {
+                    op_undo(op);
+                    api_error(rq, 500, "internal", "cannot start a host");
+                    op_free(op);
+                }
+            } else if (op) {
+                op_undo(op);
+                api_error(rq, 500, "internal", "out of memory");
+                op_free(op);
+            }
+            free(source);
+            free(address);
+            free(final_url);
+        }
+    }
+    json_decref(body);
+}
+
+static void
+history(struct api_req *rq, struct worker *w)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < w->nhistory; i++) {
+        const struct worker_version *v = &w->history[i];
+        json_t *j = json_pack("{s:I, s:s, s:I, s:o, s:s}", "version",
+                              (json_int_t)v->version, "sha256", v->sha256,
+                              "size", (json_int_t)v->size, "created_at",
+                              time_json(v->at_ms), "source", v->source);
+        if (v->rollback_of)
+            json_object_set_new(j, "rollback_of", json_integer(v->rollback_of));
+        if (v->address)
+            json_object_set_new(j, "address", json_string(v->address));
+        if (v->final_url)
+            json_object_set_new(j, "final_url", json_string(v->final_url));
+        json_array_append_new(arr, j);
+    }
+    api_reply(rq, 200,
+              json_pack("{s:s, s:I, s:o}", "worker_id", w->id, "current",
+                        (json_int_t)w->version, "versions", arr));
+}
+
+static void
+put_tags(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    struct worker_pair *tags = NULL;
+    size_t n = 0;
+
+    if (body == NULL)
+        return;
+    json_t *t = json_object_get(body, "tags");
+    if (!json_is_object(t)) {
+        api_error(rq, 400, "invalid_argument",
+                  "the body must be {\"tags\": {...}}");
+    } else if (take_pairs(rq, t, "tags", false, &tags, &n) == 0) {
+        struct op *op = op_new(rq, OP_TAGS, w);
+        if (op) {
+            op->old_tags = w->tags;
+            op->old_ntags = w->ntags;
+            w->tags = tags;
+            w->ntags = n;
+            tags = NULL;
+            op_persist(op);
+        }
+    }
+    free_pairs(tags, n);
+    json_decref(body);
+}
+
+static void
+on_record_deleted(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
+{
+    struct op *op = arg;
+    (void)revision;
+    if (st != STORE_OK && st != STORE_NOT_FOUND) {
+        char aerr[256];
+        if (flow_attach(op->d->flow, op->w, aerr, sizeof aerr) != 0)
+            log_err("worker %s: no subscription: %s", op->w->id, aerr);
+        api_error(op->rq, 500, "internal", "the store failed: %s", message);
+        op_free(op);
+        return;
+    }
+    gateway_forget(op->d, op->w);
+    registry_remove(op->d->registry, op->w);
+    lifecycle_emit(op->d, op->w, "deleted", NULL);
+    worker_free(op->w);
+    op->w = NULL;
+    api_reply(op->rq, 204, NULL);
+    op_free(op);
+}
+
+static void
+remove_worker(struct api_req *rq, struct worker *w)
+{
+    char key[STORE_KEY_MAX];
+    struct op *op = op_new(rq, OP_DELETE, w);
+    if (op == NULL)
+        return;
+    flow_detach(rq->d->flow, w);
+    supervise_forget(rq->d->sv, w);
+    record_worker_key(w->id, key, sizeof key);
+    store_delete(rq->d->store, key, STORE_ANY_REVISION, on_record_deleted, op);
+}
+
+/* ---- invoke ---------------------------------------------------------- */
+
+struct invoke {
+    struct api_req *rq;
+    struct ipc_fb_builder event;
+};
+
+/* An output as it would be published: correlation carried over. */
+static json_t *
+invoke_output(const struct ipc_cloudevent *in, const struct ipc_result *r,
+              uint32_t i)
+{
+    struct ipc_cloudevent o, p;
+    struct ipc_fb_builder fb;
+    struct ipc_fb_error fe;
+    char err[256];
+    json_t *j;
+
+    ipc_cloudevent_list_get(&r->outputs, i, &o);
+    ipc_fb_builder_init(&fb);
+    if (flow_prepare_output(in, &o, 0, &fb, err, sizeof err) == 0 &&
+        ipc_cloudevent_read(fb.buf, fb.len, &p, &fe) == 0)
+        j = events_to_json(&p);
+    else
+        j = events_to_json(&o);
+    ipc_fb_builder_free(&fb);
+    return j;
+}
+
+static void
+on_invoked(struct worker *w, const struct ipc_result *r, const char *error_type,
+           const char *message, void *arg)
+{
+    struct invoke *iv = arg;
+    struct ipc_cloudevent in;
+    struct ipc_fb_error fe;
+    (void)w;
+
+    if (error_type || (r && r->error.type.ptr)) {
+        json_t *extra = json_object();
+        const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
+        json_object_set_new(extra, "error_type",
+                            e ? json_stringn(e->type.ptr, e->type.len)
+                              : json_string(error_type));
+        if (e && e->exception_type.ptr)
+            json_object_set_new(
+                extra, "exception_type",
+                json_stringn(e->exception_type.ptr, e->exception_type.len));
+        if (e && e->traceback.ptr)
+            json_object_set_new(
+                extra, "traceback",
+                json_stringn(e->traceback.ptr, e->traceback.len));
+        if (e && e->message.ptr)
+            api_error_extra(iv->rq, 422, "worker_error", extra, "%.*s",
+                            (int)e->message.len, e->message.ptr);
+        else
+            api_error_extra(iv->rq, 422, "worker_error", extra, "%s",
+                            message ? message : error_type);
+    } else if (r->outputs.n == 0) {
+        api_reply(iv->rq, 204, NULL);
+    } else if (ipc_cloudevent_read(iv->event.buf, iv->event.len, &in, &fe) !=
+               0) {
+        api_error(iv->rq, 500, "internal", "the invoked event is unreadable");
+    } else if (r->outputs.n == 1) {
+        api_reply(iv->rq, 200, invoke_output(&in, r, 0));
+    } else {
+        json_t *arr = json_array();
+        for (uint32_t i = 0; i < r->outputs.n; i++)
+            json_array_append_new(arr, invoke_output(&in, r, i));
+        api_reply(iv->rq, 200, arr);
+    }
+    ipc_fb_builder_free(&iv->event);
+    free(iv);
+}
+
+static void
+invoke(struct api_req *rq, struct worker *w)
+{
+    json_t *body = api_body_object(rq);
+    char err[256];
+    struct invoke *iv;
+
+    if (body == NULL)
+        return;
+    if (w->status != WORKER_RUNNING) {
+        api_error(rq, 409, "conflict", "worker %s is %s", w->name,
+                  worker_status_name(w->status));
+        goto out;
+    }
+    iv = calloc(1, sizeof *iv);
+    if (iv == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+    iv->rq = rq;
+    ipc_fb_builder_init(&iv->event);
+    if (events_from_json(body, &iv->event, err, sizeof err) != 0) {
+        api_error(rq, 400, "invalid_argument", "%s", err);
+        ipc_fb_builder_free(&iv->event);
+        free(iv);
+        goto out;
+    }
+    /* flow_invoke stamps the worker's config on its own copy. */
+    if (flow_invoke(rq->d->flow, w, iv->event.buf, iv->event.len, on_invoked,
+                    iv) != 0) {
+        api_error(rq, 409, "conflict", "worker %s cannot take events now",
+                  w->name);
+        ipc_fb_builder_free(&iv->event);
+        free(iv);
+    }
+out:
+    json_decref(body);
+}
+
+/* ---- routing --------------------------------------------------------- */
+
+static bool
+is(const struct api_req *rq, const char *method)
+{
+    return strcmp(rq->method, method) == 0;
+}
+
+void
+api_workers_route(struct api_req *rq)
+{
+    /* /v1/workers[/{id}[/{action}]] */
+    if (rq->nseg == 2) {
+        if (is(rq, "GET"))
+            list(rq);
+        else if (is(rq, "POST") && !api_refuse_while_recovering(rq))
+            create(rq);
+        else if (!is(rq, "POST"))
+            api_error(rq, 405, "invalid_argument",
+                      "%s is not allowed on /v1/workers", rq->method);
+        return;
+    }
+    if (rq->nseg > 4) {
+        api_error(rq, 404, "not_found", "no route %s", rq->path);
+        return;
+    }
+    /* Before the lookup: the worker may not be recovered yet. */
+    if (!is(rq, "GET") && !is(rq, "HEAD") && api_refuse_while_recovering(rq))
+        return;
+    struct worker *w = registry_lookup(rq->d->registry, rq->seg[2]);
+    if (w == NULL) {
+        api_error(rq, 404, "not_found", "no worker %s", rq->seg[2]);
+        return;
+    }
+    snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
+    const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
+
+    if (action == NULL) {
+        if (is(rq, "GET"))
+            worker_answer(rq, 200, w);
+        else if (is(rq, "DELETE"))
+            remove_worker(rq, w);
+        else
+            api_error(rq, 405, "invalid_argument",
+                      "%s is not allowed on a worker", rq->method);
+        return;
+    }
+    if (is(rq, "POST") && strcmp(action, "start") == 0)
+        change_status(rq, w, WORKER_RUNNING, "started");
+    else if (is(rq, "POST") && strcmp(action, "stop") == 0)
+        change_status(rq, w, WORKER_STOPPED, "stopped");
+    else if (is(rq, "POST") && strcmp(action, "suspend") == 0)
+        change_status(rq, w, WORKER_SUSPENDED, "suspended");
+    else if (is(rq, "POST") && strcmp(action, "resume") == 0)
+        change_status(rq, w, WORKER_RUNNING, "resumed");
+    else if (is(rq, "POST") && strcmp(action, "rollback") == 0)
+        rollback(rq, w);
+    else if (is(rq, "POST") && strcmp(action, "invoke") == 0)
+        invoke(rq, w);
+    else if (is(rq, "PUT") && strcmp(action, "code") == 0)
+        reload(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "history") == 0)
+        history(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "tags") == 0)
+        api_reply(rq, 200,
+                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+    else if (is(rq, "PUT") && strcmp(action, "tags") == 0)
+        put_tags(rq, w);
+    else
+        api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
+}

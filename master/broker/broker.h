@@ -1,0 +1,160 @@
+/*
+ * broker.h — the message broker interface (DESIGN §6, §9).
+ *
+ * One interface, two backends: `embedded` (broker_embedded.c, the default:
+ * in-memory queues behind a write-ahead journal) and later `nats`
+ * (JetStream: streams for topics, durable consumers for subscriptions).
+ * Callers see topics, subscriptions and deliveries, never the journal: the
+ * message flow above it (flow.c: groups, locks, outcomes, routing,
+ * dead letters) is the same for both backends.
+ *
+ * Topics are scoped by tenant: (tenant, topic) names one stream.
+ *
+ * Subscriptions.  A durable subscription has a name, unique within its
+ * (tenant, topic): a worker's id, or "group:<group>" for the competing
+ * consumers of a group.  Every event published to its topic while it
+ * exists is queued for it, journaled, and delivered at least once until
+ * acked; its backlog survives a master crash and waits, after a restart,
+ * for the subscription of the same name to come back (broker_recovered()
+ * drops what nobody claimed).  A live subscription (an SSE client) gets
+ * events published while it exists, nothing journaled, and needs no
+ * settlement.
+ *
+ * Each subscription has a bounded queue (queue_max): an event that finds it
+ * full is not queued there; the subscription's overflow callback gets it
+ * instead (the message flow (flow.c) dead-letters it with reason
+ * backlog_overflow; live subscribers count it as dropped).  A slow subscriber
+ * therefore never blocks a publisher; a publish fails only when the journal's
+ * budget is exhausted (ENOSPC: the API answers 503 with Retry-After).
+ *
+ * Deliveries.  Up to max_inflight deliveries of a subscription are out at
+ * once; each is settled exactly once by broker_ack() (done) or
+ * broker_nack() (deliver again after a delay, counting one more delivery).
+ * Dead-lettering is the message flow (flow.c)'s: it publishes the dead letter,
+ * then acks.
+ *
+ * Threads: the loop thread only.  Callbacks never run inside the call that
+ * caused them, except the overflow callback, which runs inside
+ * broker_publish().
+ */
+#ifndef WM_MASTER_BROKER_H
+#define WM_MASTER_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct broker;
+struct broker_sub;
+
+struct broker_config {
+    const char *backend; /* "embedded" */
+    const char
+        *state_dir; /* embedded: the journal lives in <state_dir>/journal */
+    int fsync;      /* enum journal_fsync (always, batch, off) */
+    uint64_t journal_max_bytes;
+    uint64_t journal_segment_bytes;
+    uint32_t queue_max; /* per subscription */
+};
+
+/* One delivery, valid until it is settled (live ones: during the
+ * callback only). */
+struct broker_delivery {
+    struct broker_sub *sub;
+    const uint8_t *event; /* the ABI CloudEvent buffer, 8-aligned */
+    size_t len;
+    const char *tenant;
+    const char *topic;
+    uint32_t count; /* 1 on the first delivery */
+    uint64_t id;    /* unique among this run's deliveries of this event */
+};
+
+/* A delivery for sub; settle it with broker_ack() / broker_nack(). */
+typedef void (*broker_deliver_cb)(struct broker_delivery *d, void *arg);
+/* An event that found sub's queue full (the buffer is valid during the
+ * call only). */
+typedef void (*broker_overflow_cb)(struct broker_sub *sub, const uint8_t *event,
+                                   size_t len, void *arg);
+/* A publish is durable (error 0) or failed (an errno). */
+typedef void (*broker_publish_cb)(int error, void *arg);
+
+struct broker_sub_spec {
+    const char *tenant;    /* "*" for every tenant (live subscriptions only) */
+    const char *topic;     /* "*" for every topic (live subscriptions only) */
+    const char *name;      /* durable: unique within (tenant, topic) */
+    bool live;             /* an SSE client: nothing journaled */
+    unsigned max_inflight; /* durable: deliveries out at once (>= 1) */
+    broker_deliver_cb deliver;
+    broker_overflow_cb overflow; /* may be NULL: overflowing events drop */
+    void *arg;
+};
+
+/* Opens the backend and, for `embedded`, replays the journal: the backlog
+ * of every durable subscription waits for it to subscribe again.  Returns
+ * NULL with a message in err naming the cause. */
+struct broker *broker_open(const struct broker_config *cfg,
+                           struct event_base *base, char *err, size_t errlen);
+/* Waits for pending journal writes (their callbacks run), then frees. */
+void broker_close(struct broker *b);
+
+/* Accepts an event for (tenant, topic): queued for every subscription of
+ * the topic, journaled when a durable one has it; cb (may be NULL) runs
+ * once it is durable.  Returns 0, or -1 with errno ENOSPC (the journal's
+ * budget is exhausted) or EIO (the journal failed); cb is then not
+ * called. */
+int broker_publish(struct broker *b, const char *tenant, const char *topic,
+                   const uint8_t *event, size_t len, broker_publish_cb cb,
+                   void *arg);
+
+/* Subscribes; a durable name seen before (its backlog from the journal, or
+ * a subscription kept by broker_unsubscribe(..., true)) gets its backlog
+ * back.  Returns NULL when a durable subscription of that name is active
+ * already (errno EEXIST) or memory runs out. */
+struct broker_sub *broker_subscribe(struct broker *b,
+                                    const struct broker_sub_spec *spec);
+
+/* What a durable subscription does with events. */
+enum broker_sub_mode {
+    BROKER_SUB_ACTIVE = 0, /* queues new events and delivers (running) */
+    BROKER_SUB_PAUSED,     /* queues new events, delivers none (suspended) */
+    BROKER_SUB_CLOSED,     /* queues nothing new, delivers none; its backlog
+                              waits (stopped) */
+};
+void broker_sub_set_mode(struct broker_sub *s, enum broker_sub_mode mode);
+void broker_sub_set_max_inflight(struct broker_sub *s, unsigned n);
+
+/* Ends a subscription.  keep (durable only): its backlog and its
+ * unsettled deliveries stay for a later subscribe of the same name (a
+ * stopped worker); else they are settled as dropped (a deleted worker).
+ * Deliveries out at the time must still be settled by their holders, and
+ * are then no-ops. */
+void broker_unsubscribe(struct broker_sub *s, bool keep);
+
+void broker_ack(struct broker_delivery *d);
+/* Delivers again after delay_ms with count + 1. */
+void broker_nack(struct broker_delivery *d, uint32_t delay_ms);
+
+/* Recovery is over: backlogs of durable names that did not subscribe again
+ * (their worker is gone) are dropped, counted in the log. */
+void broker_recovered(struct broker *b);
+
+struct broker_stats {
+    uint64_t published; /* accepted events */
+    uint64_t delivered; /* deliveries started, redeliveries included */
+    uint64_t acked;
+    uint64_t nacked;
+    uint64_t overflowed; /* events refused by a full queue */
+    uint64_t dropped;    /* backlog dropped (deleted subscriptions) */
+    uint64_t pending;    /* events not yet settled, all subscriptions */
+    uint64_t journal_bytes;
+    uint64_t journal_segments;
+    uint64_t journal_live;
+    uint64_t recovered; /* unsettled deliveries found in the journal */
+};
+void broker_stats(const struct broker *b, struct broker_stats *out);
+
+/* The length of a durable subscription's queue (waiting, delayed and out). */
+size_t broker_sub_backlog(const struct broker_sub *s);
+
+#endif /* WM_MASTER_BROKER_H */

@@ -1,0 +1,1186 @@
+/*
+ * broker_embedded.c — the `embedded` broker backend (broker.h, DESIGN §6):
+ * in-memory queues behind the write-ahead journal (journal.h).
+ *
+ * Objects:
+ *   topic   one (tenant, topic): its active subscriptions and the durable
+ *           state of every subscription name it has seen (dsub).
+ *   msg     one accepted event that some durable subscription still owes
+ *           a settlement: the event bytes (shared by all its deliveries)
+ *           and its journal record.  Freed when the last is settled.
+ *   dsub    the durable state of a name: its queue (waiting deliveries),
+ *           delayed and out counts, and the subscription using it, if any.
+ *           It outlives its subscription (a stopped worker; after a
+ *           restart, until the worker is recovered).
+ *   dl      one (msg, dsub) delivery: queued, delayed (a timer), or out
+ *           (handed to the subscriber, awaiting ack or nack).
+ *
+ * Journal records (payloads, little-endian; `origin` is the lsn of the
+ * message's first record, 0 in that first record itself, so that a record
+ * rewritten by compaction names the message it replaces):
+ *   MSG     u64 origin | str tenant | str topic | u16 n | n × (str name,
+ *           u32 count) | u32 len | event            (LIVE)
+ *   SETTLE  u64 origin | str name                   (AUX: acked, dropped)
+ *   COUNT   u64 origin | str name | u32 count       (AUX: after a nack)
+ * where str is u16 length | bytes.  Replay rebuilds every message with its
+ * unsettled names; a message with none left is released at once.
+ *
+ * Delivery order: FIFO per subscription; a nacked delivery goes back to the
+ * head of its queue once its delay has passed.  Deliveries of a
+ * subscription start from a deferred "kick" event, never inside the call
+ * that queued them, so subscribers may ack or nack inside their delivery
+ * callback.  Live subscriptions (SSE) are called inside broker_publish().
+ *
+ * The NATS JetStream backend will take the same interface; when it lands,
+ * broker_open() grows a table of backend operations (as store.c has).
+ */
+#include "config.h"
+
+#include "master/broker/broker.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include <event2/event.h>
+
+#include "lib/errbuf.h"
+#include "master/broker/journal.h"
+#include "master/core/log.h"
+
+enum { REC_MSG = 1, REC_SETTLE = 2, REC_COUNT = 3 };
+enum dl_where { DL_QUEUED, DL_DELAYED, DL_OUT, DL_ORPHAN };
+
+struct topic;
+struct dsub;
+
+struct msg {
+    TAILQ_ENTRY(msg) link; /* b->msgs, in lsn order */
+    struct topic *t;
+    uint64_t lsn;    /* its current journal record, 0 if not journaled */
+    uint64_t origin; /* the lsn of its first record */
+    uint8_t *ev;
+    size_t len;
+    struct dl *dls; /* unsettled deliveries */
+};
+
+struct dl {
+    struct broker_delivery pub; /* first: broker_ack() casts back */
+    struct broker *b;
+    struct msg *m;
+    struct dsub *ds;
+    struct dl *next_in_msg;
+    TAILQ_ENTRY(dl) q; /* ds->queue while queued */
+    enum dl_where where;
+    struct event *timer; /* while delayed */
+};
+
+TAILQ_HEAD(dl_list, dl);
+
+struct dsub {
+    struct dsub *next; /* in its topic */
+    struct topic *t;
+    char *name;
+    struct dl_list queue;
+    size_t nqueued, ndelayed, nout;
+    struct broker_sub *active;
+    unsigned hold; /* a delivery loop works on it: not freed */
+};
+
+struct broker_sub {
+    LIST_ENTRY(broker_sub) link; /* t->subs, or b->wild */
+    struct broker *b;
+    struct topic *t; /* NULL for a wildcard live subscription */
+    struct dsub *ds; /* durable only */
+    struct broker_sub_spec spec;
+    char *tenant; /* spec's strings, owned */
+    char *topic;
+    char *name;
+    enum broker_sub_mode mode;
+    unsigned max_inflight;
+    struct event *kick;
+    uint64_t queued_gen; /* the last publish that queued for it */
+};
+
+LIST_HEAD(sub_list, broker_sub);
+
+struct topic {
+    struct topic *next; /* hash chain */
+    char *tenant;
+    char *topic;
+    struct sub_list subs;
+    struct dsub *dsubs;
+};
+
+TAILQ_HEAD(msg_list, msg);
+
+struct broker {
+    struct event_base *base;
+    struct journal *j;
+    uint32_t queue_max;
+    struct topic **buckets;
+    size_t nbuckets, ntopics;
+    struct sub_list wild; /* live subscriptions to every topic */
+    struct msg_list msgs;
+    uint64_t nmsgs;
+    bool replaying;
+    /* Replay: messages by origin (sorted array; origins only grow among
+     * first records, and rewrites find theirs by binary search). */
+    struct msg **by_origin;
+    size_t norigin, corigin;
+    struct broker_stats st;
+    uint64_t next_delivery_id;
+    uint64_t publish_gen;
+    uint64_t segment_bytes; /* the journal's, for compaction's rule */
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t
+hash2(const char *a, const char *b)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = a; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (const char *s = b; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static struct topic *
+topic_find(struct broker *b, const char *tenant, const char *topic)
+{
+    struct topic *t = b->buckets[hash2(tenant, topic) & (b->nbuckets - 1)];
+    for (; t; t = t->next)
+        if (strcmp(t->topic, topic) == 0 && strcmp(t->tenant, tenant) == 0)
+            return t;
+    return NULL;
+}
+
+static int
+topics_grow(struct broker *b)
+{
+    size_t n = b->nbuckets * 2;
+    struct topic **nb = calloc(n, sizeof *nb);
+    if (nb == NULL)
+        return -1;
+    for (size_t i = 0; i < b->nbuckets; i++) {
+        struct topic *t, *next;
+        for (t = b->buckets[i]; t; t = next) {
+            next = t->next;
+            size_t k = hash2(t->tenant, t->topic) & (n - 1);
+            t->next = nb[k];
+            nb[k] = t;
+        }
+    }
+    free(b->buckets);
+    b->buckets = nb;
+    b->nbuckets = n;
+    return 0;
+}
+
+static struct topic *
+topic_get(struct broker *b, const char *tenant, const char *topic)
+{
+    struct topic *t = topic_find(b, tenant, topic);
+    if (t)
+        return t;
+    if (b->ntopics >= b->nbuckets && topics_grow(b) < 0)
+        return NULL;
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->tenant = strdup(tenant);
+    t->topic = strdup(topic);
+    if (t->tenant == NULL || t->topic == NULL) {
+        free(t->tenant);
+        free(t->topic);
+        free(t);
+        return NULL;
+    }
+    LIST_INIT(&t->subs);
+    size_t k = hash2(tenant, topic) & (b->nbuckets - 1);
+    t->next = b->buckets[k];
+    b->buckets[k] = t;
+    b->ntopics++;
+    return t;
+}
+
+static struct dsub *
+dsub_find(struct topic *t, const char *name)
+{
+    for (struct dsub *ds = t->dsubs; ds; ds = ds->next)
+        if (strcmp(ds->name, name) == 0)
+            return ds;
+    return NULL;
+}
+
+static struct dsub *
+dsub_get(struct topic *t, const char *name)
+{
+    struct dsub *ds = dsub_find(t, name);
+    if (ds)
+        return ds;
+    ds = calloc(1, sizeof *ds);
+    if (ds == NULL || (ds->name = strdup(name)) == NULL) {
+        free(ds);
+        return NULL;
+    }
+    ds->t = t;
+    TAILQ_INIT(&ds->queue);
+    ds->next = t->dsubs;
+    t->dsubs = ds;
+    return ds;
+}
+
+static void
+dsub_free_if_unused(struct dsub *ds)
+{
+    if (ds->active || ds->hold || ds->nqueued || ds->ndelayed || ds->nout)
+        return;
+    for (struct dsub **pp = &ds->t->dsubs; *pp; pp = &(*pp)->next) {
+        if (*pp == ds) {
+            *pp = ds->next;
+            break;
+        }
+    }
+    free(ds->name);
+    free(ds);
+}
+
+static size_t
+dsub_backlog(const struct dsub *ds)
+{
+    return ds->nqueued + ds->ndelayed + ds->nout;
+}
+
+/* ---- record encoding -------------------------------------------------- */
+
+struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void
+wb_put(struct wbuf *w, const void *data, size_t n)
+{
+    if (w->oom)
+        return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < w->len + n)
+            cap *= 2;
+        uint8_t *p = realloc(w->p, cap);
+        if (p == NULL) {
+            w->oom = true;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, data, n);
+    w->len += n;
+}
+
+/* An unsigned integer of `bytes` bytes, little-endian. */
+static void
+wb_uint(struct wbuf *w, uint64_t v, unsigned bytes)
+{
+    uint8_t b[8];
+    for (unsigned i = 0; i < bytes; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    wb_put(w, b, bytes);
+}
+
+static void
+wb_str(struct wbuf *w, const char *s)
+{
+    size_t n = strlen(s);
+    wb_uint(w, n, 2);
+    wb_put(w, s, n);
+}
+
+struct rbuf {
+    const uint8_t *p;
+    size_t len, off;
+    bool bad;
+};
+
+static const uint8_t *
+rb_take(struct rbuf *r, size_t n)
+{
+    if (r->bad || r->len - r->off < n) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+
+static uint64_t
+rb_uint(struct rbuf *r, unsigned bytes)
+{
+    const uint8_t *p = rb_take(r, bytes);
+    uint64_t v = 0;
+    for (unsigned i = 0; p && i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* A str as a NUL-terminated copy into buf (names, tenants and topics are
+ * short); false when it does not fit or the record is short. */
+static bool
+rb_str(struct rbuf *r, char *buf, size_t buflen)
+{
+    size_t n = (size_t)rb_uint(r, 2);
+    const uint8_t *p = rb_take(r, n);
+    if (p == NULL || n >= buflen || memchr(p, '\0', n)) {
+        r->bad = true;
+        return false;
+    }
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return true;
+}
+
+/* Appends m's record (a first one, or its compaction rewrite). */
+static int
+journal_msg(struct broker *b, struct msg *m, uint64_t origin,
+            journal_done_cb cb, void *arg)
+{
+    struct wbuf w = { 0 };
+    uint16_t n = 0;
+
+    for (struct dl *d = m->dls; d; d = d->next_in_msg)
+        n++;
+    wb_uint(&w, origin, 8);
+    wb_str(&w, m->t->tenant);
+    wb_str(&w, m->t->topic);
+    wb_uint(&w, n, 2);
+    for (struct dl *d = m->dls; d; d = d->next_in_msg) {
+        wb_str(&w, d->ds->name);
+        wb_uint(&w, d->pub.count, 4);
+    }
+    wb_uint(&w, (uint32_t)m->len, 4);
+    wb_put(&w, m->ev, m->len);
+    if (w.oom) {
+        free(w.p);
+        errno = ENOMEM;
+        return -1;
+    }
+    uint64_t lsn =
+        journal_append(b->j, REC_MSG, JOURNAL_LIVE, w.p, w.len, cb, arg);
+    free(w.p);
+    if (lsn == 0)
+        return -1;
+    m->lsn = lsn;
+    if (origin == 0)
+        m->origin = lsn;
+    return 0;
+}
+
+/* Appends a SETTLE (count 0) or COUNT record of d. */
+static void
+journal_dl(struct broker *b, const struct dl *d, bool settle)
+{
+    struct wbuf w = { 0 };
+    uint8_t buf[128];
+
+    if (d->m->lsn == 0 || b->replaying)
+        return;
+    w.p = buf;
+    w.cap = sizeof buf;
+    wb_uint(&w, d->m->origin, 8);
+    wb_str(&w, d->ds->name);
+    if (!settle)
+        wb_uint(&w, d->pub.count, 4);
+    if (w.p == buf && !w.oom &&
+        journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
+                       NULL, NULL) == 0)
+        log_err("broker: cannot journal the %s of an event of %s/%s: %s",
+                settle ? "settlement" : "delivery count", d->m->t->tenant,
+                d->m->t->topic, strerror(errno));
+    if (w.p != buf)
+        free(w.p);
+}
+
+/* ---- messages and deliveries ----------------------------------------- */
+
+static void
+msg_free(struct broker *b, struct msg *m)
+{
+    if (m->lsn)
+        journal_release(b->j, m->lsn);
+    TAILQ_REMOVE(&b->msgs, m, link);
+    b->nmsgs--;
+    free(m->ev);
+    free(m);
+}
+
+static void sub_kick(struct broker_sub *s);
+
+/* Settles d for good (ack or drop): journaled, unlinked, freed. */
+static void
+dl_settle(struct broker *b, struct dl *d)
+{
+    struct msg *m = d->m;
+    struct dsub *ds = d->ds;
+
+    journal_dl(b, d, true);
+    for (struct dl **pp = &m->dls; *pp; pp = &(*pp)->next_in_msg) {
+        if (*pp == d) {
+            *pp = d->next_in_msg;
+            break;
+        }
+    }
+    switch (d->where) {
+    case DL_QUEUED:
+        TAILQ_REMOVE(&ds->queue, d, q);
+        ds->nqueued--;
+        break;
+    case DL_DELAYED:
+        ds->ndelayed--;
+        break;
+    case DL_OUT:
+    case DL_ORPHAN: /* still counted: its dsub waits for it */
+        ds->nout--;
+        break;
+    }
+    if (d->timer)
+        event_free(d->timer);
+    free(d);
+    b->st.pending--;
+    /* Replay sweeps emptied messages at its end: by_origin points to
+     * them meanwhile. */
+    if (m->dls == NULL && !b->replaying)
+        msg_free(b, m);
+    if (ds->active)
+        sub_kick(ds->active);
+    else
+        dsub_free_if_unused(ds);
+}
+
+static struct dl *
+dl_new(struct broker *b, struct msg *m, struct dsub *ds, uint32_t count)
+{
+    struct dl *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    d->b = b;
+    d->m = m;
+    d->ds = ds;
+    d->pub.count = count;
+    d->pub.event = m->ev;
+    d->pub.len = m->len;
+    d->pub.tenant = m->t->tenant;
+    d->pub.topic = m->t->topic;
+    d->next_in_msg = m->dls;
+    m->dls = d;
+    d->where = DL_QUEUED;
+    TAILQ_INSERT_TAIL(&ds->queue, d, q);
+    ds->nqueued++;
+    b->st.pending++;
+    return d;
+}
+
+static struct msg *
+msg_new(struct broker *b, struct topic *t, const uint8_t *ev, size_t len)
+{
+    struct msg *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return NULL;
+    /* malloc's alignment keeps the FlatBuffer 8-aligned. */
+    m->ev = malloc(len ? len : 1);
+    if (m->ev == NULL) {
+        free(m);
+        return NULL;
+    }
+    memcpy(m->ev, ev, len);
+    m->len = len;
+    m->t = t;
+    TAILQ_INSERT_TAIL(&b->msgs, m, link);
+    b->nmsgs++;
+    return m;
+}
+
+/* ---- subscriptions: delivering ---------------------------------------- */
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct broker_sub *s = arg;
+    struct dsub *ds = s->ds;
+    struct broker *b = s->b;
+
+    (void)fd;
+    (void)what;
+    ds->hold++;
+    while (s->mode == BROKER_SUB_ACTIVE && ds->active == s &&
+           ds->nout < s->max_inflight && !TAILQ_EMPTY(&ds->queue)) {
+        struct dl *d = TAILQ_FIRST(&ds->queue);
+        TAILQ_REMOVE(&ds->queue, d, q);
+        ds->nqueued--;
+        d->where = DL_OUT;
+        ds->nout++;
+        d->pub.sub = s;
+        d->pub.id = ++b->next_delivery_id;
+        b->st.delivered++;
+        /* The callback may unsubscribe s (freeing it): stop if so. */
+        s->spec.deliver(&d->pub, s->spec.arg);
+        if (ds->active != s)
+            break;
+    }
+    ds->hold--;
+    dsub_free_if_unused(ds);
+}
+
+static void
+sub_kick(struct broker_sub *s)
+{
+    if (s->ds && s->mode == BROKER_SUB_ACTIVE && !TAILQ_EMPTY(&s->ds->queue) &&
+        s->ds->nout < s->max_inflight)
+        event_active(s->kick, EV_TIMEOUT, 1);
+}
+
+void
+broker_ack(struct broker_delivery *pub)
+{
+    struct dl *d = (struct dl *)pub;
+
+    if (d->where != DL_OUT && d->where != DL_ORPHAN)
+        return;
+    d->b->st.acked++;
+    dl_settle(d->b, d);
+}
+
+static void
+on_redeliver(evutil_socket_t fd, short what, void *arg)
+{
+    struct dl *d = arg;
+    struct dsub *ds = d->ds;
+
+    (void)fd;
+    (void)what;
+    event_free(d->timer);
+    d->timer = NULL;
+    ds->ndelayed--;
+    d->where = DL_QUEUED;
+    TAILQ_INSERT_HEAD(&ds->queue, d, q);
+    ds->nqueued++;
+    if (ds->active)
+        sub_kick(ds->active);
+}
+
+void
+broker_nack(struct broker_delivery *pub, uint32_t delay_ms)
+{
+    struct dl *d = (struct dl *)pub;
+    struct broker *b = d->b;
+    struct dsub *ds = d->ds;
+
+    if (d->where != DL_OUT && d->where != DL_ORPHAN)
+        return;
+    b->st.nacked++;
+    if (d->where == DL_ORPHAN) {
+        /* Its subscription was deleted meanwhile. */
+        dl_settle(b, d);
+        return;
+    }
+    ds->nout--;
+    d->pub.count++;
+    journal_dl(b, d, false);
+    d->timer = evtimer_new(b->base, on_redeliver, d);
+    struct timeval tv = { delay_ms / 1000, (delay_ms % 1000) * 1000 };
+    if (d->timer == NULL || evtimer_add(d->timer, &tv) < 0) {
+        if (d->timer)
+            event_free(d->timer);
+        d->timer = NULL;
+        d->where = DL_QUEUED;
+        TAILQ_INSERT_HEAD(&ds->queue, d, q);
+        ds->nqueued++;
+    } else {
+        d->where = DL_DELAYED;
+        ds->ndelayed++;
+    }
+    if (ds->active)
+        sub_kick(ds->active);
+}
+
+/* ---- publishing ------------------------------------------------------- */
+
+static void
+deliver_live(struct broker_sub *s, struct topic *t, const uint8_t *ev,
+             size_t len)
+{
+    struct broker_delivery d;
+
+    memset(&d, 0, sizeof d);
+    d.sub = s;
+    d.event = ev;
+    d.len = len;
+    d.tenant = t->tenant;
+    d.topic = t->topic;
+    d.count = 1;
+    d.id = ++s->b->next_delivery_id;
+    s->spec.deliver(&d, s->spec.arg);
+}
+
+/* Unlinks and frees a message that was never journaled. */
+static void
+msg_unpublish(struct broker *b, struct msg *m)
+{
+    while (m->dls) {
+        struct dl *d = m->dls;
+        m->dls = d->next_in_msg;
+        TAILQ_REMOVE(&d->ds->queue, d, q);
+        d->ds->nqueued--;
+        b->st.pending--;
+        free(d);
+    }
+    TAILQ_REMOVE(&b->msgs, m, link);
+    b->nmsgs--;
+    free(m->ev);
+    free(m);
+}
+
+int
+broker_publish(struct broker *b, const char *tenant, const char *topic,
+               const uint8_t *event, size_t len, broker_publish_cb cb,
+               void *arg)
+{
+    struct topic *t = topic_find(b, tenant, topic);
+    uint64_t gen = ++b->publish_gen;
+    struct msg *m = NULL;
+    struct broker_sub *s, *next;
+    uint64_t lsn;
+
+    /* Durable subscriptions first: the journal decides whether the event
+     * is accepted at all. */
+    if (t) {
+        LIST_FOREACH (s, &t->subs, link) {
+            if (s->spec.live || s->mode == BROKER_SUB_CLOSED ||
+                dsub_backlog(s->ds) >= b->queue_max)
+                continue;
+            if (m == NULL && (m = msg_new(b, t, event, len)) == NULL)
+                goto nomem;
+            if (dl_new(b, m, s->ds, 1) == NULL)
+                goto nomem;
+            s->queued_gen = gen;
+        }
+    }
+    /* journal_done_cb and broker_publish_cb have one shape.  An event no
+     * durable subscription took still answers in append order (after the
+     * events published before it): an empty marker record carries cb. */
+    if (m)
+        lsn = journal_msg(b, m, 0, cb, arg) < 0 ? 0 : m->lsn;
+    else
+        lsn = cb ? journal_append(b->j, 0, 0, NULL, 0, cb, arg) : 1;
+    if (lsn == 0) {
+        int e = errno;
+        if (m)
+            msg_unpublish(b, m);
+        errno = e;
+        return -1;
+    }
+    b->st.published++;
+    /* Then everyone else: overflowing durable subscriptions, live ones.
+     * Callbacks may unsubscribe themselves (not others). */
+    if (t) {
+        for (s = LIST_FIRST(&t->subs); s; s = next) {
+            next = LIST_NEXT(s, link);
+            if (s->spec.live) {
+                deliver_live(s, t, event, len);
+            } else if (s->queued_gen == gen) {
+                sub_kick(s);
+            } else if (s->mode != BROKER_SUB_CLOSED) {
+                b->st.overflowed++;
+                if (s->spec.overflow)
+                    s->spec.overflow(s, event, len, s->spec.arg);
+            }
+        }
+    }
+    for (s = LIST_FIRST(&b->wild); s; s = next) {
+        next = LIST_NEXT(s, link);
+        if ((strcmp(s->tenant, "*") == 0 || strcmp(s->tenant, tenant) == 0) &&
+            (strcmp(s->topic, "*") == 0 || strcmp(s->topic, topic) == 0)) {
+            struct topic tt = { .tenant = (char *)(uintptr_t)tenant,
+                                .topic = (char *)(uintptr_t)topic };
+            deliver_live(s, &tt, event, len);
+        }
+    }
+    return 0;
+nomem:
+    log_err("broker: out of memory publishing to %s/%s", tenant, topic);
+    if (m)
+        msg_unpublish(b, m);
+    errno = ENOMEM;
+    return -1;
+}
+
+/* ---- subscribing ------------------------------------------------------ */
+
+static void
+sub_free(struct broker_sub *s)
+{
+    if (s->kick)
+        event_free(s->kick);
+    free(s->tenant);
+    free(s->topic);
+    free(s->name);
+    free(s);
+}
+
+struct broker_sub *
+broker_subscribe(struct broker *b, const struct broker_sub_spec *spec)
+{
+    struct broker_sub *s = calloc(1, sizeof *s);
+    bool wild = strcmp(spec->topic, "*") == 0 || strcmp(spec->tenant, "*") == 0;
+
+    if (s == NULL)
+        return NULL;
+    s->b = b;
+    s->spec = *spec;
+    s->tenant = strdup(spec->tenant);
+    s->topic = strdup(spec->topic);
+    s->name = strdup(spec->name ? spec->name : "");
+    s->kick = event_new(b->base, -1, 0, on_kick, s);
+    if (s->tenant == NULL || s->topic == NULL || s->name == NULL ||
+        s->kick == NULL || (wild && !spec->live))
+        goto fail;
+    s->spec.tenant = s->tenant;
+    s->spec.topic = s->topic;
+    s->spec.name = s->name;
+    s->max_inflight = spec->max_inflight ? spec->max_inflight : 1;
+    if (wild) {
+        LIST_INSERT_HEAD(&b->wild, s, link);
+        return s;
+    }
+    if ((s->t = topic_get(b, spec->tenant, spec->topic)) == NULL)
+        goto fail;
+    if (!spec->live) {
+        if ((s->ds = dsub_get(s->t, spec->name)) == NULL)
+            goto fail;
+        if (s->ds->active) {
+            errno = EEXIST;
+            dsub_free_if_unused(s->ds);
+            goto fail;
+        }
+        s->ds->active = s;
+    }
+    LIST_INSERT_HEAD(&s->t->subs, s, link);
+    if (s->ds)
+        sub_kick(s);
+    return s;
+fail:
+    sub_free(s);
+    return NULL;
+}
+
+void
+broker_sub_set_mode(struct broker_sub *s, enum broker_sub_mode mode)
+{
+    s->mode = mode;
+    sub_kick(s);
+}
+
+void
+broker_sub_set_max_inflight(struct broker_sub *s, unsigned n)
+{
+    s->max_inflight = n ? n : 1;
+    sub_kick(s);
+}
+
+/* Drops every delivery of ds that is not out; out ones become orphans,
+ * settled (as dropped) by their holder's ack or nack. */
+static void
+dsub_drop(struct broker *b, struct dsub *ds)
+{
+    struct dl *d;
+    ds->hold++;
+    while ((d = TAILQ_FIRST(&ds->queue)) != NULL) {
+        b->st.dropped++;
+        dl_settle(b, d);
+    }
+    /* Delayed ones are reachable through their messages only. */
+    for (struct msg *m = TAILQ_FIRST(&b->msgs), *mn; m && ds->ndelayed;
+         m = mn) {
+        mn = TAILQ_NEXT(m, link);
+        for (struct dl *x = m->dls, *xn; x; x = xn) {
+            xn = x->next_in_msg;
+            if (x->ds != ds)
+                continue;
+            if (x->where == DL_DELAYED) {
+                b->st.dropped++;
+                dl_settle(b, x); /* may free m: stop with this message */
+                break;
+            }
+        }
+    }
+    if (ds->nout) {
+        for (struct msg *m = TAILQ_FIRST(&b->msgs); m; m = TAILQ_NEXT(m, link))
+            for (struct dl *x = m->dls; x; x = x->next_in_msg)
+                if (x->ds == ds && x->where == DL_OUT)
+                    x->where = DL_ORPHAN;
+    }
+    ds->hold--;
+}
+
+void
+broker_unsubscribe(struct broker_sub *s, bool keep)
+{
+    struct broker *b = s->b;
+
+    LIST_REMOVE(s, link);
+    if (s->ds) {
+        struct dsub *ds = s->ds;
+        ds->active = NULL;
+        if (!keep)
+            dsub_drop(b, ds);
+        dsub_free_if_unused(ds);
+    }
+    sub_free(s);
+}
+
+size_t
+broker_sub_backlog(const struct broker_sub *s)
+{
+    return s->ds ? dsub_backlog(s->ds) : 0;
+}
+
+/* ---- replay, compaction, recovery ------------------------------------ */
+
+static struct msg *
+origin_find(struct broker *b, uint64_t origin, size_t *pos)
+{
+    size_t lo = 0, hi = b->norigin;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->by_origin[mid]->origin < origin)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (pos)
+        *pos = lo;
+    return lo < b->norigin && b->by_origin[lo]->origin == origin
+               ? b->by_origin[lo]
+               : NULL;
+}
+
+static struct dl *
+msg_dl(struct msg *m, const char *name)
+{
+    for (struct dl *d = m->dls; d; d = d->next_in_msg)
+        if (strcmp(d->ds->name, name) == 0)
+            return d;
+    return NULL;
+}
+
+static int
+replay_msg(struct broker *b, uint64_t lsn, struct rbuf *r)
+{
+    char tenant[256], topic[256];
+    uint64_t origin = rb_uint(r, 8);
+
+    if (!rb_str(r, tenant, sizeof tenant) || !rb_str(r, topic, sizeof topic))
+        return -1;
+    unsigned n = (unsigned)rb_uint(r, 2);
+    struct {
+        char name[256];
+        uint32_t count;
+    } *names = calloc(n ? n : 1, sizeof *names);
+    if (names == NULL)
+        return -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (!rb_str(r, names[i].name, sizeof names[i].name)) {
+            free(names);
+            return -1;
+        }
+        names[i].count = (uint32_t)rb_uint(r, 4);
+    }
+    uint32_t len = (uint32_t)rb_uint(r, 4);
+    const uint8_t *ev = rb_take(r, len);
+    if (r->bad) {
+        free(names);
+        return -1;
+    }
+    struct topic *t = topic_get(b, tenant, topic);
+    struct msg *m = origin ? origin_find(b, origin, NULL) : NULL;
+    if (m) {
+        /* A compaction rewrite: it replaces the message's state. */
+        while (m->dls) {
+            struct dl *d = m->dls;
+            m->dls = d->next_in_msg;
+            TAILQ_REMOVE(&d->ds->queue, d, q);
+            d->ds->nqueued--;
+            b->st.pending--;
+            free(d);
+        }
+        journal_release(b->j, m->lsn);
+        m->lsn = lsn;
+        TAILQ_REMOVE(&b->msgs, m, link);
+        TAILQ_INSERT_TAIL(&b->msgs, m, link);
+    } else {
+        if (t == NULL || (m = msg_new(b, t, ev, len)) == NULL) {
+            free(names);
+            return -1;
+        }
+        m->lsn = lsn;
+        m->origin = origin ? origin : lsn;
+        size_t pos;
+        origin_find(b, m->origin, &pos);
+        if (b->norigin == b->corigin) {
+            size_t c = b->corigin ? b->corigin * 2 : 1024;
+            struct msg **p = realloc(b->by_origin, c * sizeof *p);
+            if (p == NULL) {
+                free(names);
+                return -1;
+            }
+            b->by_origin = p;
+            b->corigin = c;
+        }
+        memmove(b->by_origin + pos + 1, b->by_origin + pos,
+                (b->norigin - pos) * sizeof *b->by_origin);
+        b->by_origin[pos] = m;
+        b->norigin++;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct dsub *ds = dsub_get(t, names[i].name);
+        if (ds == NULL || dl_new(b, m, ds, names[i].count) == NULL) {
+            free(names);
+            return -1;
+        }
+    }
+    free(names);
+    return 0;
+}
+
+static int
+on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
+          size_t len, void *arg)
+{
+    struct broker *b = arg;
+    struct rbuf r = { payload, len, 0, false };
+    char name[256];
+
+    (void)flags;
+    if (type == REC_MSG) {
+        if (replay_msg(b, lsn, &r) < 0) {
+            log_err("broker: journal record %" PRIu64 " is unreadable; "
+                    "skipped",
+                    lsn);
+            journal_release(b->j, lsn);
+        }
+        return 0;
+    }
+    if (type != REC_SETTLE && type != REC_COUNT)
+        return 0; /* the empty markers of publish callbacks */
+    uint64_t origin = rb_uint(&r, 8);
+    if (!rb_str(&r, name, sizeof name))
+        return 0;
+    struct msg *m = origin_find(b, origin, NULL);
+    struct dl *d = m ? msg_dl(m, name) : NULL;
+    if (d == NULL)
+        return 0; /* settled already, or its message was compacted */
+    if (type == REC_COUNT) {
+        uint32_t count = (uint32_t)rb_uint(&r, 4);
+        if (!r.bad)
+            d->pub.count = count;
+        return 0;
+    }
+    dl_settle(b, d); /* releases and frees the message with its last */
+    return 0;
+}
+
+static void
+on_compact(uint64_t below, void *arg)
+{
+    struct broker *b = arg;
+    struct msg *m;
+    size_t moved = 0;
+    uint64_t live = 0;
+
+    /* Worth it only when the old segments are mostly settled: moving
+     * events that fill them would only make new segments to move again. */
+    TAILQ_FOREACH (m, &b->msgs, link) {
+        if (m->lsn == 0 || m->lsn >= below)
+            break;
+        live += m->len + 64;
+    }
+    if (live * 2 > b->segment_bytes)
+        return;
+    /* Rewritten messages go to the tail: stop at the first one at or past
+     * the bound. */
+    while ((m = TAILQ_FIRST(&b->msgs)) != NULL && m->lsn && m->lsn < below) {
+        uint64_t old = m->lsn;
+        if (journal_msg(b, m, m->origin, NULL, NULL) < 0) {
+            log_err("broker: journal compaction stopped: %s", strerror(errno));
+            break;
+        }
+        journal_release(b->j, old);
+        TAILQ_REMOVE(&b->msgs, m, link);
+        TAILQ_INSERT_TAIL(&b->msgs, m, link);
+        moved++;
+    }
+    log_debug("broker: journal compaction moved %zu pending events", moved);
+}
+
+void
+broker_recovered(struct broker *b)
+{
+    size_t dropped = 0;
+
+    for (size_t i = 0; i < b->nbuckets; i++)
+        for (struct topic *t = b->buckets[i]; t; t = t->next)
+            for (struct dsub *ds = t->dsubs, *next; ds; ds = next) {
+                next = ds->next;
+                if (ds->active)
+                    continue;
+                size_t n = dsub_backlog(ds);
+                if (n == 0)
+                    continue;
+                log_warning("broker: %zu pending event(s) of %s/%s for %s "
+                            "dropped: no such subscriber after recovery",
+                            n, t->tenant, t->topic, ds->name);
+                dropped += n;
+                dsub_drop(b, ds); /* counts them in st.dropped */
+                dsub_free_if_unused(ds);
+            }
+    if (dropped)
+        log_info("broker: %zu pending event(s) had no subscriber", dropped);
+}
+
+/* ---- open, close, stats ---------------------------------------------- */
+
+struct broker *
+broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
+            size_t errlen)
+{
+    char dir[4096];
+    struct broker *b;
+
+    if (strcmp(cfg->backend, "embedded") != 0) {
+        errbuf_set(err, errlen,
+                   "broker %s is not available in this build (only "
+                   "embedded)",
+                   cfg->backend);
+        return NULL;
+    }
+    b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return NULL;
+    }
+    b->base = base;
+    b->queue_max = cfg->queue_max ? cfg->queue_max : 10000;
+    b->segment_bytes =
+        cfg->journal_segment_bytes ? cfg->journal_segment_bytes : 64u << 20;
+    b->nbuckets = 64;
+    b->buckets = calloc(b->nbuckets, sizeof *b->buckets);
+    LIST_INIT(&b->wild);
+    TAILQ_INIT(&b->msgs);
+    if (b->buckets == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        goto fail;
+    }
+    snprintf(dir, sizeof dir, "%s/journal", cfg->state_dir);
+    struct journal_config jc = {
+        .dir = dir,
+        .fsync = (enum journal_fsync)cfg->fsync,
+        .segment_bytes = cfg->journal_segment_bytes,
+        .max_bytes = cfg->journal_max_bytes,
+    };
+    b->j = journal_open(&jc, base, err, errlen);
+    if (b->j == NULL)
+        goto fail;
+    b->replaying = true;
+    if (journal_replay(b->j, on_replay, b, err, errlen) < 0)
+        goto fail;
+    b->replaying = false;
+    for (struct msg *m = TAILQ_FIRST(&b->msgs), *mn; m; m = mn) {
+        mn = TAILQ_NEXT(m, link);
+        if (m->dls == NULL)
+            msg_free(b, m);
+    }
+    free(b->by_origin);
+    b->by_origin = NULL;
+    b->norigin = b->corigin = 0;
+    b->st.recovered = b->st.pending;
+    journal_set_compact_hook(b->j, on_compact, b);
+    if (b->st.recovered)
+        log_info("broker: %" PRIu64 " pending deliveries of %" PRIu64
+                 " events recovered from the journal",
+                 b->st.recovered, b->nmsgs);
+    return b;
+fail:
+    broker_close(b);
+    return NULL;
+}
+
+void
+broker_close(struct broker *b)
+{
+    struct msg *m;
+
+    if (b == NULL)
+        return;
+    if (b->j)
+        journal_close(b->j);
+    while ((m = TAILQ_FIRST(&b->msgs)) != NULL) {
+        while (m->dls) {
+            struct dl *d = m->dls;
+            m->dls = d->next_in_msg;
+            if (d->timer)
+                event_free(d->timer);
+            free(d);
+        }
+        TAILQ_REMOVE(&b->msgs, m, link);
+        free(m->ev);
+        free(m);
+    }
+    for (size_t i = 0; b->buckets && i < b->nbuckets; i++) {
+        struct topic *t, *tn;
+        for (t = b->buckets[i]; t; t = tn) {
+            tn = t->next;
+            struct broker_sub *s;
+            while ((s = LIST_FIRST(&t->subs)) != NULL) {
+                LIST_REMOVE(s, link);
+                sub_free(s);
+            }
+            for (struct dsub *ds = t->dsubs, *dn; ds; ds = dn) {
+                dn = ds->next;
+                free(ds->name);
+                free(ds);
+            }
+            free(t->tenant);
+            free(t->topic);
+            free(t);
+        }
+    }
+    struct broker_sub *s;
+    while ((s = LIST_FIRST(&b->wild)) != NULL) {
+        LIST_REMOVE(s, link);
+        sub_free(s);
+    }
+    free(b->buckets);
+    free(b->by_origin);
+    free(b);
+}
+
+void
+broker_stats(const struct broker *b, struct broker_stats *out)
+{
+    struct journal_stats js;
+
+    *out = b->st;
+    journal_stats(b->j, &js);
+    out->journal_bytes = js.bytes;
+    out->journal_segments = js.segments;
+    out->journal_live = js.live_records;
+}

@@ -1,0 +1,1055 @@
+/*
+ * flow.c — the message flow (see flow.h).
+ *
+ * A job is one event on its way through a worker: a delivery of the
+ * broker, or an invoke.  Its steps:
+ *
+ *   start    decode; stamp the worker's config; grouped: acquire the lock
+ *   process  supervise_process_delivery() on the worker's host
+ *   settle   prepare the outputs (or the error reply) while the host's
+ *            Result is valid; grouped: note the write under the token;
+ *            publish; ack / nack / dead-letter; release the lock
+ *
+ * Jobs hang on their binding, so that a delete (flow_detach) can cut
+ * them loose: a job whose worker is gone requeues its delivery and
+ * releases its lock when its pending step completes.
+ */
+#include "config.h"
+
+#include "master/broker/flow.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "lib/ids.h"
+#include "master/api/events.h"
+#include "master/broker/outcome.h"
+#include "master/broker/stamp.h"
+#include "master/core/conf.h"
+#include "master/core/daemon.h"
+#include "master/core/log.h"
+#include "master/store/grouplock.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/lifecycle.h"
+#include "master/workers/worker.h"
+
+const double flow_bucket_bounds[DISPATCH_BUCKETS] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+    0.025,  0.05,    0.1,    0.25,  0.5,    1,     10,
+};
+
+struct job;
+struct group;
+
+struct binding {
+    LIST_ENTRY(binding) link; /* in dp->bindings */
+    struct flow *dp;
+    struct worker *w;
+    struct broker_sub *sub; /* its own; NULL when grouped */
+    struct group *g;
+    LIST_HEAD(, job) jobs;
+    uint64_t token; /* the lock token of the job processing now */
+};
+
+/* The competing consumers of one (tenant, topic, group). */
+struct group {
+    LIST_ENTRY(group) link;
+    struct flow *dp;
+    char *tenant, *topic, *name;
+    struct broker_sub *sub;
+    struct binding **members;
+    size_t n, cap;
+    size_t next; /* round robin */
+};
+
+struct out {
+    char *tenant;
+    char *topic;
+    struct ipc_fb_builder fb;
+    bool dead; /* a loop: dead-letter it (reason loop) */
+};
+
+struct job {
+    LIST_ENTRY(job) link; /* in its binding's jobs */
+    struct flow *dp;
+    struct binding *bd;        /* NULL once its worker is gone */
+    struct broker_delivery *d; /* NULL for an invoke */
+    struct ipc_fb_builder ev;  /* the stamped event */
+    uint32_t hops;
+    uint64_t token;
+    bool locked;
+    char tenant[128];
+    char group[128];
+    struct timespec start;
+    flow_invoke_cb icb;
+    void *iarg;
+    /* Settling: what to publish, then the action. */
+    struct out *outs;
+    size_t nouts;
+    enum outcome_action action;
+    char reason[32];
+};
+
+struct flow {
+    struct daemon *d;
+    LIST_HEAD(, group) groups;
+    LIST_HEAD(, binding) bindings;
+    struct flow_stats st;
+};
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static double
+elapsed_s(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) +
+           (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void
+observe(struct flow *dp, double s)
+{
+    for (int i = 0; i < DISPATCH_BUCKETS; i++)
+        if (s <= flow_bucket_bounds[i])
+            dp->st.buckets[i]++;
+    dp->st.count++;
+    dp->st.sum += s;
+}
+
+bool
+flow_topic_reserved(const char *topic)
+{
+    return strncmp(topic, "workmanager.", 12) == 0;
+}
+
+static void
+out_free(struct out *o)
+{
+    free(o->tenant);
+    free(o->topic);
+    ipc_fb_builder_free(&o->fb);
+}
+
+static void
+job_free(struct job *j)
+{
+    if (j->bd)
+        LIST_REMOVE(j, link);
+    for (size_t i = 0; i < j->nouts; i++)
+        out_free(&j->outs[i]);
+    free(j->outs);
+    ipc_fb_builder_free(&j->ev);
+    free(j);
+}
+
+/* The copy of an output as published: correlationid, traceparent and
+ * tracestate from the input when the output lacks them; wmhops set. */
+int
+flow_prepare_output(const struct ipc_cloudevent *in,
+                    const struct ipc_cloudevent *o, uint32_t hops,
+                    struct ipc_fb_builder *fb, char *err, size_t errlen)
+{
+    static const char *const carried[] = { "correlationid", "traceparent",
+                                           "tracestate" };
+    struct ipc_pair set[4];
+    char hopbuf[16];
+    size_t n = 0;
+
+    for (size_t i = 0; i < 3; i++) {
+        struct ipc_str v = ipc_cloudevent_extension(in, carried[i]);
+        if (v.ptr && !ipc_cloudevent_extension(o, carried[i]).ptr) {
+            set[n].name = ipc_str_c(carried[i]);
+            set[n].value = v;
+            n++;
+        }
+    }
+    if (hops) {
+        snprintf(hopbuf, sizeof hopbuf, "%" PRIu32, hops);
+        set[n].name = ipc_str_c("wmhops");
+        set[n].value = ipc_str_c(hopbuf);
+        n++;
+    }
+    return stamp_extensions(o, set, n, STAMP_REPLACE, fb, err, errlen);
+}
+
+/* Publishes a dead letter of event ce (of tenant/topic) to <topic>-dead. */
+static void
+dead_letter(struct flow *dp, const char *tenant, const char *topic,
+            const uint8_t *event, size_t len, const char *reason,
+            uint32_t count)
+{
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+    struct ipc_fb_builder fb;
+    struct ipc_pair set[2];
+    char countbuf[16], dead[512], err[256];
+    size_t tl = strlen(topic);
+
+    dp->st.dead_lettered++;
+    if (tl >= 5 && strcmp(topic + tl - 5, "-dead") == 0) {
+        log_warning("flow: an event of %s/%s dropped (%s): dead letters "
+                    "are not dead-lettered again",
+                    tenant, topic, reason);
+        return;
+    }
+    if (ipc_cloudevent_read(event, len, &ce, &fe) != 0)
+        return;
+    snprintf(countbuf, sizeof countbuf, "%" PRIu32, count);
+    snprintf(dead, sizeof dead, "%s-dead", topic);
+    set[0].name = ipc_str_c("deadletterreason");
+    set[0].value = ipc_str_c(reason);
+    set[1].name = ipc_str_c("deliverycount");
+    set[1].value = ipc_str_c(countbuf);
+    ipc_fb_builder_init(&fb);
+    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err) != 0)
+        log_err("flow: cannot dead-letter event %.*s of %s/%s: %s",
+                (int)ce.id.len, ce.id.ptr, tenant, topic, err);
+    else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
+                            NULL) < 0)
+        log_err("flow: cannot dead-letter event %.*s to %s/%s: %s",
+                (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
+    else
+        log_info("flow: event %.*s of %s/%s dead-lettered to %s "
+                 "(reason %s, deliveries %" PRIu32 ")",
+                 (int)ce.id.len, ce.id.ptr, tenant, topic, dead, reason, count);
+    ipc_fb_builder_free(&fb);
+}
+
+/* ---- groups and bindings --------------------------------------------- */
+
+static void on_delivery_solo(struct broker_delivery *d, void *arg);
+static void on_delivery_group(struct broker_delivery *d, void *arg);
+static void on_overflow_solo(struct broker_sub *s, const uint8_t *event,
+                             size_t len, void *arg);
+static void on_overflow_group(struct broker_sub *s, const uint8_t *event,
+                              size_t len, void *arg);
+
+static enum broker_sub_mode
+mode_of(const struct worker *w)
+{
+    return w->status == WORKER_RUNNING     ? BROKER_SUB_ACTIVE
+           : w->status == WORKER_SUSPENDED ? BROKER_SUB_PAUSED
+                                           : BROKER_SUB_CLOSED;
+}
+
+/* Deliveries out at once for a worker: more than its concurrency, so that
+ * the next events already wait in its host's queue (or the supervisor's)
+ * when one completes, rather than one broker round trip later; and at
+ * least PIPELINE_MIN, so that a burst crosses to the host in a few frames
+ * written together and one wake-up of the host, rather than a wake-up per
+ * handful of events (bench/README.md: the native echo worker out of
+ * process went from 99,000-110,000 to 207,000-219,000 events/s at
+ * concurrency 1).  A host takes no more than its Hello's max_inflight; the
+ * supervisor queues the rest, in order, and they are redelivered if the
+ * host dies. */
+#define PIPELINE_FACTOR 16u
+#define PIPELINE_MIN 128u
+#define PIPELINE_MAX 1024u
+
+static unsigned
+inflight_of(const struct worker *w)
+{
+    unsigned c = w->limits.concurrency ? w->limits.concurrency : 1;
+    unsigned n = c >= PIPELINE_MAX / PIPELINE_FACTOR ? PIPELINE_MAX
+                                                     : c * PIPELINE_FACTOR;
+    return n < PIPELINE_MIN ? PIPELINE_MIN : n;
+}
+
+static void
+group_update(struct group *g)
+{
+    enum broker_sub_mode m = BROKER_SUB_CLOSED;
+
+    for (size_t i = 0; i < g->n; i++) {
+        enum broker_sub_mode mm = mode_of(g->members[i]->w);
+        if (mm == BROKER_SUB_ACTIVE)
+            m = mm;
+        else if (mm == BROKER_SUB_PAUSED && m == BROKER_SUB_CLOSED)
+            m = mm;
+    }
+    broker_sub_set_mode(g->sub, m);
+}
+
+static struct group *
+group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
+{
+    struct group *g;
+    char name[300];
+
+    LIST_FOREACH (g, &dp->groups, link)
+        if (strcmp(g->tenant, w->tenant) == 0 &&
+            strcmp(g->topic, w->topic) == 0 && strcmp(g->name, w->group) == 0)
+            return g;
+    g = calloc(1, sizeof *g);
+    if (g == NULL)
+        goto nomem;
+    g->dp = dp;
+    g->tenant = strdup(w->tenant);
+    g->topic = strdup(w->topic);
+    g->name = strdup(w->group);
+    if (!g->tenant || !g->topic || !g->name)
+        goto nomem;
+    snprintf(name, sizeof name, "group:%s", w->group);
+    struct broker_sub_spec spec = {
+        .tenant = w->tenant,
+        .topic = w->topic,
+        .name = name,
+        .max_inflight = 1,
+        .deliver = on_delivery_group,
+        .overflow = on_overflow_group,
+        .arg = g,
+    };
+    g->sub = broker_subscribe(dp->d->broker, &spec);
+    if (g->sub == NULL) {
+        snprintf(err, errlen, "cannot subscribe group %s to %s: %s", w->group,
+                 w->topic, strerror(errno));
+        goto fail;
+    }
+    LIST_INSERT_HEAD(&dp->groups, g, link);
+    return g;
+nomem:
+    snprintf(err, errlen, "out of memory");
+fail:
+    if (g) {
+        free(g->tenant);
+        free(g->topic);
+        free(g->name);
+        free(g);
+    }
+    return NULL;
+}
+
+static void
+group_remove(struct group *g, struct binding *bd)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->members[i] == bd) {
+            memmove(g->members + i, g->members + i + 1,
+                    (g->n - i - 1) * sizeof *g->members);
+            g->n--;
+            break;
+        }
+    }
+    if (g->n) {
+        group_update(g);
+        return;
+    }
+    LIST_REMOVE(g, link);
+    broker_unsubscribe(g->sub, false);
+    free(g->members);
+    free(g->tenant);
+    free(g->topic);
+    free(g->name);
+    free(g);
+}
+
+int
+flow_attach(struct flow *dp, struct worker *w, char *err, size_t errlen)
+{
+    struct binding *bd = calloc(1, sizeof *bd);
+
+    if (bd == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    bd->dp = dp;
+    bd->w = w;
+    LIST_INIT(&bd->jobs);
+    if (w->group) {
+        struct group *g = group_get(dp, w, err, errlen);
+        if (g == NULL)
+            goto fail;
+        if (g->n == g->cap) {
+            size_t cap = g->cap ? g->cap * 2 : 4;
+            struct binding **m = realloc(g->members, cap * sizeof *m);
+            if (m == NULL) {
+                snprintf(err, errlen, "out of memory");
+                if (g->n == 0)
+                    group_remove(g, bd);
+                goto fail;
+            }
+            g->members = m;
+            g->cap = cap;
+        }
+        g->members[g->n++] = bd;
+        bd->g = g;
+        w->binding = bd;
+        LIST_INSERT_HEAD(&dp->bindings, bd, link);
+        group_update(g);
+        return 0;
+    }
+    struct broker_sub_spec spec = {
+        .tenant = w->tenant,
+        .topic = w->topic,
+        .name = w->id,
+        .max_inflight = inflight_of(w),
+        .deliver = on_delivery_solo,
+        .overflow = on_overflow_solo,
+        .arg = bd,
+    };
+    bd->sub = broker_subscribe(dp->d->broker, &spec);
+    if (bd->sub == NULL) {
+        snprintf(err, errlen, "cannot subscribe to %s: %s", w->topic,
+                 strerror(errno));
+        goto fail;
+    }
+    broker_sub_set_mode(bd->sub, mode_of(w));
+    w->binding = bd;
+    LIST_INSERT_HEAD(&dp->bindings, bd, link);
+    return 0;
+fail:
+    free(bd);
+    return -1;
+}
+
+void
+flow_status(struct flow *dp, struct worker *w)
+{
+    struct binding *bd = w->binding;
+
+    (void)dp;
+    if (bd == NULL)
+        return;
+    if (bd->g)
+        group_update(bd->g);
+    else
+        broker_sub_set_mode(bd->sub, mode_of(w));
+}
+
+void
+flow_detach(struct flow *dp, struct worker *w)
+{
+    struct binding *bd = w->binding;
+    struct job *j;
+
+    (void)dp;
+    if (bd == NULL)
+        return;
+    /* Cut the jobs loose: each finishes its pending step without w. */
+    while ((j = LIST_FIRST(&bd->jobs)) != NULL) {
+        LIST_REMOVE(j, link);
+        j->bd = NULL;
+    }
+    if (bd->g)
+        group_remove(bd->g, bd);
+    else
+        broker_unsubscribe(bd->sub, false);
+    w->binding = NULL;
+    LIST_REMOVE(bd, link);
+    free(bd);
+}
+
+uint64_t
+flow_token(const struct worker *w)
+{
+    return w->binding ? w->binding->token : 0;
+}
+
+/* ---- settling --------------------------------------------------------- */
+
+static void
+job_release_lock(struct job *j)
+{
+    if (!j->locked)
+        return;
+    j->locked = false;
+    if (j->bd)
+        j->bd->token = 0;
+    grouplocks_release(j->dp->d->locks, j->tenant, j->group, j->token, NULL,
+                       NULL);
+}
+
+/* The last step: the delivery's action, the lock, the job. */
+static void
+job_finish(struct job *j)
+{
+    struct flow *dp = j->dp;
+    struct worker *w = j->bd ? j->bd->w : NULL;
+    struct broker_delivery *d = j->d;
+
+    for (size_t i = 0; i < j->nouts; i++) {
+        struct out *o = &j->outs[i];
+        if (o->dead) {
+            dead_letter(dp, o->tenant, o->topic, o->fb.buf, o->fb.len, "loop",
+                        d ? d->count : 1);
+            continue;
+        }
+        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
+                           o->fb.len, NULL, NULL) < 0) {
+            log_err("flow: an output of worker %s to %s/%s is lost: %s",
+                    w ? w->name : "(deleted)", o->tenant, o->topic,
+                    strerror(errno));
+            continue;
+        }
+        if (w)
+            w->counters.published++;
+    }
+    if (d) {
+        switch (j->action) {
+        case OUTCOME_ACK:
+            broker_ack(d);
+            break;
+        case OUTCOME_RETRY:
+            if (w)
+                w->counters.redelivered++;
+            broker_nack(d,
+                        outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
+                                         d->count));
+            break;
+        case OUTCOME_DEAD:
+            if (w)
+                w->counters.dead_lettered++;
+            dead_letter(dp, d->tenant, d->topic, d->event, d->len, j->reason,
+                        d->count);
+            broker_ack(d);
+            break;
+        case OUTCOME_REQUEUE:
+            broker_nack(d, 0);
+            break;
+        }
+    }
+    job_release_lock(j);
+    job_free(j);
+}
+
+static void
+on_write_noted(enum grouplock_status st, uint64_t token, const char *message,
+               void *arg)
+{
+    struct job *j = arg;
+
+    (void)token;
+    if (st != GROUPLOCK_OK) {
+        /* Stale: another holder has the lock; nothing of ours goes out and
+         * the event is tried again under a fresh lock. */
+        log_warning("flow: outputs of an event of %s/%s refused: %s", j->tenant,
+                    j->d ? j->d->topic : "(invoke)", message);
+        j->dp->st.refused_outputs += j->nouts;
+        for (size_t i = 0; i < j->nouts; i++)
+            out_free(&j->outs[i]);
+        j->nouts = 0;
+        if (j->action == OUTCOME_ACK) {
+            j->action = OUTCOME_RETRY;
+            snprintf(j->reason, sizeof j->reason, "lock_contention");
+            if (j->d && j->d->count > j->dp->d->conf->max_redeliveries)
+                j->action = OUTCOME_DEAD;
+        }
+        /* job_finish() still releases: the record is left alone (not
+         * ours), the next local waiter is served. */
+    }
+    job_finish(j);
+}
+
+static int
+add_out(struct job *j, const char *tenant, const char *topic,
+        struct ipc_fb_builder *fb, bool dead)
+{
+    struct out *o = realloc(j->outs, (j->nouts + 1) * sizeof *o);
+    if (o == NULL)
+        return -1;
+    j->outs = o;
+    o = &j->outs[j->nouts];
+    o->tenant = strdup(tenant);
+    o->topic = strdup(topic);
+    o->fb = *fb;
+    o->dead = dead;
+    ipc_fb_builder_init(fb);
+    if (!o->tenant || !o->topic) {
+        out_free(o);
+        return -1;
+    }
+    j->nouts++;
+    return 0;
+}
+
+/* The error reply to the input's replytopic. */
+static void
+prepare_error_reply(struct job *j, const struct ipc_cloudevent *in,
+                    const char *type, const char *message,
+                    const struct ipc_error *e)
+{
+    struct ipc_str reply = ipc_cloudevent_extension(in, "replytopic");
+    struct worker *w = j->bd->w;
+    struct ipc_fb_builder fb;
+    char topic[256], err[256], id[37], source[300];
+
+    if (reply.ptr == NULL || reply.len >= sizeof topic)
+        return;
+    snprintf(topic, sizeof topic, "%.*s", (int)reply.len, reply.ptr);
+    if (flow_topic_reserved(topic))
+        return;
+    json_t *data = json_pack(
+        "{s:s, s:b, s:s, s:s, s:s, s:s%}", "command", "error", "success", 0,
+        "message", message, "error_type", type, "worker_id", w->id,
+        "exception_type",
+        e && e->exception_type.ptr ? e->exception_type.ptr : "",
+        e && e->exception_type.ptr ? (size_t)e->exception_type.len : (size_t)0);
+    if (e == NULL || e->exception_type.ptr == NULL)
+        json_object_del(data, "exception_type");
+    size_t dlen;
+    char *text = events_json_dumps(data, &dlen);
+    json_decref(data);
+    if (text == NULL)
+        return;
+    ids_uuid_new(id);
+    snprintf(source, sizeof source, "urn:workmanager:%s:worker:%s",
+             j->dp->d->conf->instance, w->id);
+    struct ipc_cloudevent o;
+    memset(&o, 0, sizeof o);
+    o.id = ipc_str_c(id);
+    o.type = ipc_str_c("com.virtufin.workmanager.worker.error");
+    o.source = ipc_str_c(source);
+    o.specversion = ipc_str_c("1.0");
+    o.subject = ipc_str_c(w->id);
+    o.datacontenttype = ipc_str_c("application/json");
+    o.data.ptr = (const uint8_t *)text;
+    o.data.len = (uint32_t)dlen;
+    ipc_fb_builder_init(&fb);
+    if (flow_prepare_output(in, &o, j->hops + 1, &fb, err, sizeof err) == 0)
+        add_out(j, w->tenant, topic, &fb, j->hops + 1 > OUTCOME_MAX_HOPS);
+    ipc_fb_builder_free(&fb);
+    free(text);
+}
+
+/* The outputs of a successful Result, as published. */
+static void
+prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
+                const struct ipc_result *r)
+{
+    struct worker *w = j->bd->w;
+    struct ipc_str reply = ipc_cloudevent_extension(in, "replytopic");
+    char topic[256], err[256];
+
+    for (uint32_t i = 0; i < r->outputs.n; i++) {
+        struct ipc_cloudevent o;
+        struct ipc_fb_builder fb;
+        ipc_cloudevent_list_get(&r->outputs, i, &o);
+        struct ipc_str t = reply.ptr ? reply : o.type;
+        if (t.len == 0 || t.len >= sizeof topic) {
+            log_warning("worker %s: an output has no usable topic; dropped",
+                        w->name);
+            j->dp->st.refused_outputs++;
+            continue;
+        }
+        snprintf(topic, sizeof topic, "%.*s", (int)t.len, t.ptr);
+        if (flow_topic_reserved(topic)) {
+            log_warning("worker %s: an output to the reserved topic %s is "
+                        "refused",
+                        w->name, topic);
+            j->dp->st.refused_outputs++;
+            continue;
+        }
+        ipc_fb_builder_init(&fb);
+        if (flow_prepare_output(in, &o, j->hops + 1, &fb, err, sizeof err) !=
+            0) {
+            log_warning("worker %s: an output is refused: %s", w->name, err);
+            j->dp->st.refused_outputs++;
+        } else {
+            bool loop = j->hops + 1 > OUTCOME_MAX_HOPS;
+            if (loop)
+                j->dp->st.loops++;
+            add_out(j, w->tenant, topic, &fb, loop);
+        }
+        ipc_fb_builder_free(&fb);
+    }
+}
+
+static void
+on_processed(struct worker *w, const struct ipc_result *r,
+             const char *error_type, const char *message, void *arg)
+{
+    struct job *j = arg;
+    struct flow *dp = j->dp;
+    const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
+    struct ipc_cloudevent in;
+    struct ipc_fb_error fe;
+    char msgbuf[512];
+
+    observe(dp, elapsed_s(&j->start));
+    if (j->bd == NULL) {
+        /* Deleted meanwhile. */
+        if (j->icb)
+            j->icb(NULL, NULL, "deleted", "the worker was deleted", j->iarg);
+        j->icb = NULL;
+        j->action = OUTCOME_REQUEUE;
+        job_finish(j);
+        return;
+    }
+    if (e) {
+        snprintf(msgbuf, sizeof msgbuf, "%.*s", (int)e->message.len,
+                 e->message.ptr ? e->message.ptr : "");
+        message = msgbuf;
+    }
+    w->counters.processed++;
+    if (error_type)
+        w->counters.failed++;
+    if (j->icb) {
+        j->icb(w, r, error_type, message, j->iarg);
+        j->action = OUTCOME_ACK;
+        job_release_lock(j);
+        job_free(j);
+        return;
+    }
+    /* The stamped event: verified when the job started. */
+    if (ipc_cloudevent_read(j->ev.buf, j->ev.len, &in, &fe) != 0) {
+        j->action = OUTCOME_ACK;
+        job_finish(j);
+        return;
+    }
+    j->action =
+        outcome_decide(error_type, j->d->count, dp->d->conf->max_redeliveries,
+                       dp->d->conf->retry_on_error);
+    snprintf(j->reason, sizeof j->reason, "%s", error_type ? error_type : "");
+    if (error_type == NULL) {
+        prepare_outputs(j, &in, r);
+    } else if (outcome_is_worker_error(error_type)) {
+        json_t *extra = json_pack(
+            "{s:s, s:s, s:I, s:s%}", "error_type", error_type, "error_message",
+            message ? message : error_type, "delivery", (json_int_t)j->d->count,
+            "event_id", in.id.ptr ? in.id.ptr : "",
+            in.id.ptr ? (size_t)in.id.len : (size_t)0);
+        if (e && e->exception_type.ptr)
+            json_object_set_new(
+                extra, "exception_type",
+                json_stringn(e->exception_type.ptr, e->exception_type.len));
+        lifecycle_emit_hops(dp->d, w, "error", extra, j->hops + 1);
+        if (j->action == OUTCOME_ACK)
+            prepare_error_reply(j, &in, error_type,
+                                message ? message : error_type, e);
+    }
+    if (j->locked && j->nouts) {
+        grouplocks_note_write(dp->d->locks, j->tenant, j->group, j->token,
+                              on_write_noted, j);
+        return;
+    }
+    job_finish(j);
+}
+
+static void
+job_process(struct job *j)
+{
+    struct worker *w = j->bd ? j->bd->w : NULL;
+    uint32_t count = j->d ? j->d->count : 1;
+
+    if (w)
+        j->bd->token = j->token;
+    clock_gettime(CLOCK_MONOTONIC, &j->start);
+    if (w == NULL ||
+        supervise_process_delivery(j->dp->d->sv, w, j->ev.buf, j->ev.len, count,
+                                   on_processed, j) != 0) {
+        if (j->icb) {
+            j->icb(w, NULL, "stopped", "the worker cannot take events now",
+                   j->iarg);
+            job_release_lock(j);
+            job_free(j);
+            return;
+        }
+        j->action = OUTCOME_REQUEUE;
+        job_finish(j);
+    }
+}
+
+static void
+on_locked(enum grouplock_status st, uint64_t token, const char *message,
+          void *arg)
+{
+    struct job *j = arg;
+
+    if (st == GROUPLOCK_OK) {
+        j->locked = true;
+        j->token = token;
+        job_process(j);
+        return;
+    }
+    log_info("flow: group %s/%s: %s", j->tenant, j->group, message);
+    if (j->icb) {
+        j->icb(j->bd ? j->bd->w : NULL, NULL, "lock_contention", message,
+               j->iarg);
+        job_free(j);
+        return;
+    }
+    j->action = outcome_decide("lock_contention", j->d->count,
+                               j->dp->d->conf->max_redeliveries, false);
+    snprintf(j->reason, sizeof j->reason, "lock_contention");
+    job_finish(j);
+}
+
+/* Starts a job on bd's worker with event (copied and stamped). */
+static struct job *
+job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
+        char *err, size_t errlen)
+{
+    struct worker *w = bd->w;
+    struct job *j = calloc(1, sizeof *j);
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+
+    if (j == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    j->dp = dp;
+    j->bd = bd;
+    LIST_INSERT_HEAD(&bd->jobs, j, link);
+    ipc_fb_builder_init(&j->ev);
+    size_t pos = ipc_fb_reserve(&j->ev, len, 8);
+    if (!j->ev.oom)
+        memcpy(j->ev.buf + pos, event, len);
+    if (j->ev.oom ||
+        stamp_config(&j->ev, w->config, w->nconfig, err, errlen) != 0 ||
+        ipc_cloudevent_read(j->ev.buf, j->ev.len, &ce, &fe) != 0) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "the event cannot be read");
+        job_free(j);
+        return NULL;
+    }
+    struct ipc_str h = ipc_cloudevent_extension(&ce, "wmhops");
+    j->hops = outcome_hops(h.ptr, h.len);
+    snprintf(j->tenant, sizeof j->tenant, "%s", w->tenant);
+    if (w->group)
+        snprintf(j->group, sizeof j->group, "%s", w->group);
+    return j;
+}
+
+static void
+job_start(struct job *j)
+{
+    struct worker *w = j->bd->w;
+
+    if (w->group)
+        grouplocks_acquire(j->dp->d->locks, w->tenant, w->group, on_locked, j);
+    else
+        job_process(j);
+}
+
+/* A group's delivery goes to its next running member. */
+static struct binding *
+group_pick(struct group *g)
+{
+    for (size_t k = 0; k < g->n; k++) {
+        struct binding *bd = g->members[(g->next + k) % g->n];
+        if (bd->w->status == WORKER_RUNNING) {
+            g->next = (g->next + k + 1) % g->n;
+            return bd;
+        }
+    }
+    return NULL;
+}
+
+/* A delivery that cannot start: back to the queue, later. */
+static void
+delivery_refuse(struct flow *dp, struct broker_delivery *d, const char *why)
+{
+    log_warning("flow: an event of %s/%s cannot start: %s", d->tenant, d->topic,
+                why);
+    broker_nack(
+        d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, d->count));
+}
+
+static void
+deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
+{
+    char err[256] = "";
+    struct job *j = job_new(dp, bd, d->event, d->len, err, sizeof err);
+
+    if (j == NULL) {
+        /* Config stamping failed (too many extensions): the event itself
+         * cannot be processed by this worker, ever. */
+        bd->w->counters.dead_lettered++;
+        dead_letter(dp, d->tenant, d->topic, d->event, d->len, "worker_error",
+                    d->count);
+        log_warning("worker %s: an event of %s is dead-lettered: %s",
+                    bd->w->name, d->topic, err);
+        broker_ack(d);
+        return;
+    }
+    j->d = d;
+    job_start(j);
+}
+
+static void
+on_delivery_solo(struct broker_delivery *d, void *arg)
+{
+    struct binding *bd = arg;
+
+    deliver_to(bd->dp, bd, d);
+}
+
+static void
+on_delivery_group(struct broker_delivery *d, void *arg)
+{
+    struct group *g = arg;
+    struct binding *bd = group_pick(g);
+
+    if (bd == NULL) {
+        delivery_refuse(g->dp, d, "no member of its group is running");
+        return;
+    }
+    deliver_to(g->dp, bd, d);
+}
+
+static void
+overflow(struct flow *dp, struct worker *w, const char *tenant,
+         const char *topic, const uint8_t *event, size_t len)
+{
+    if (w)
+        w->counters.dead_lettered++;
+    dead_letter(dp, tenant, topic, event, len, "backlog_overflow", 0);
+}
+
+static void
+on_overflow_solo(struct broker_sub *s, const uint8_t *event, size_t len,
+                 void *arg)
+{
+    struct binding *bd = arg;
+
+    (void)s;
+    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event, len);
+}
+
+static void
+on_overflow_group(struct broker_sub *s, const uint8_t *event, size_t len,
+                  void *arg)
+{
+    struct group *g = arg;
+
+    (void)s;
+    overflow(g->dp, NULL, g->tenant, g->topic, event, len);
+}
+
+/* ---- the API's doors --------------------------------------------------- */
+
+int
+flow_publish(struct flow *dp, const char *tenant, const char *topic,
+             const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
+{
+    return broker_publish(dp->d->broker, tenant, topic, event, len, cb, arg);
+}
+
+void
+flow_emit(struct flow *dp, const char *tenant, const char *topic, json_t *obj)
+{
+    struct ipc_fb_builder fb;
+    char err[256];
+
+    ipc_fb_builder_init(&fb);
+    if (events_from_json(obj, &fb, err, sizeof err) != 0)
+        log_err("flow: a daemon event for %s is invalid: %s", topic, err);
+    else if (broker_publish(dp->d->broker, tenant, topic, fb.buf, fb.len, NULL,
+                            NULL) < 0)
+        log_err("flow: a daemon event for %s/%s is lost: %s", tenant, topic,
+                strerror(errno));
+    ipc_fb_builder_free(&fb);
+}
+
+int
+flow_invoke(struct flow *dp, struct worker *w, const uint8_t *event, size_t len,
+            flow_invoke_cb cb, void *arg)
+{
+    char err[256] = "";
+    struct job *j;
+
+    if (w->binding == NULL || w->status != WORKER_RUNNING)
+        return -1;
+    j = job_new(dp, w->binding, event, len, err, sizeof err);
+    if (j == NULL)
+        return -1;
+    j->icb = cb;
+    j->iarg = arg;
+    job_start(j);
+    return 0;
+}
+
+struct noted {
+    void (*cb)(int rc, const char *message, void *arg);
+    void *arg;
+};
+
+static void
+on_noted(enum grouplock_status st, uint64_t token, const char *message,
+         void *arg)
+{
+    struct noted *n = arg;
+
+    (void)token;
+    n->cb(st == GROUPLOCK_OK ? 0 : -1, message, n->arg);
+    free(n);
+}
+
+void
+flow_note_write(struct flow *dp, struct worker *w,
+                void (*cb)(int rc, const char *message, void *arg), void *arg)
+{
+    struct noted *n;
+    uint64_t token = flow_token(w);
+
+    if (w->group == NULL || token == 0 || (n = malloc(sizeof *n)) == NULL) {
+        /* Not grouped, or not processing an event under a lock: no fence
+         * applies. */
+        cb(0, NULL, arg);
+        return;
+    }
+    n->cb = cb;
+    n->arg = arg;
+    grouplocks_note_write(dp->d->locks, w->tenant, w->group, token, on_noted,
+                          n);
+}
+
+/* ---- life ------------------------------------------------------------ */
+
+struct flow *
+flow_new(struct daemon *d)
+{
+    struct flow *dp = calloc(1, sizeof *dp);
+
+    if (dp == NULL)
+        return NULL;
+    dp->d = d;
+    LIST_INIT(&dp->groups);
+    LIST_INIT(&dp->bindings);
+    return dp;
+}
+
+void
+flow_free(struct flow *dp)
+{
+    struct binding *bd;
+    struct group *g;
+
+    if (dp == NULL)
+        return;
+    /* Shutdown: the broker, closed next, frees the subscriptions; their
+     * backlogs stay journaled for the next start. */
+    while ((bd = LIST_FIRST(&dp->bindings)) != NULL) {
+        struct job *j;
+        while ((j = LIST_FIRST(&bd->jobs)) != NULL) {
+            LIST_REMOVE(j, link);
+            j->bd = NULL;
+        }
+        LIST_REMOVE(bd, link);
+        bd->w->binding = NULL;
+        free(bd);
+    }
+    while ((g = LIST_FIRST(&dp->groups)) != NULL) {
+        LIST_REMOVE(g, link);
+        free(g->members);
+        free(g->tenant);
+        free(g->topic);
+        free(g->name);
+        free(g);
+    }
+    free(dp);
+}
+
+void
+flow_stats(const struct flow *dp, struct flow_stats *out)
+{
+    *out = dp->st;
+}

@@ -1,0 +1,384 @@
+/*
+ * gateway.c — the gateway services (see gateway.h).
+ */
+#include "config.h"
+
+#include "master/broker/gateway.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "ipc/cloudevent.h"
+#include "master/api/events.h"
+#include "master/broker/flow.h"
+#include "master/core/daemon.h"
+#include "master/core/log.h"
+#include "master/store/store.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/registry.h"
+#include "master/workers/worker.h"
+
+#define STATE_PREFIX "workmanager/state/"
+#define STATE_KEY_MAX 128
+#define STATE_VALUE_MAX (1u << 20)
+
+/* One call waiting for a write. */
+struct gwop {
+    struct daemon *d;
+    struct supervise_call *c;
+    char worker[37];
+    char topic[256];
+    char key[STORE_KEY_MAX];
+    char name[STATE_KEY_MAX + 1];
+    uint8_t *value; /* put: the value's text */
+    size_t len;
+    bool is_delete;
+    struct ipc_fb_builder event; /* publish */
+};
+
+static void
+reply_json(struct supervise_call *c, int32_t status, json_t *body)
+{
+    size_t len = 0;
+    char *text = body ? events_json_dumps(body, &len) : NULL;
+
+    supervise_call_reply(c, status, (const uint8_t *)text, len, NULL);
+    free(text);
+    json_decref(body);
+}
+
+static void reply_error(struct supervise_call *c, int32_t status,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+reply_error(struct supervise_call *c, int32_t status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    supervise_call_reply(c, status, NULL, 0, msg);
+}
+
+static void
+gwop_free(struct gwop *op)
+{
+    free(op->value);
+    ipc_fb_builder_free(&op->event);
+    free(op);
+}
+
+/* A pending call's record; replies 500 itself and returns NULL when out
+ * of memory. */
+static struct gwop *
+gwop_new(struct daemon *d, struct supervise_call *c)
+{
+    struct gwop *op = calloc(1, sizeof *op);
+
+    if (op == NULL) {
+        reply_error(c, 500, "out of memory");
+        return NULL;
+    }
+    ipc_fb_builder_init(&op->event);
+    op->d = d;
+    op->c = c;
+    return op;
+}
+
+static bool
+valid_state_key(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > STATE_KEY_MAX || strcmp(k, ".") == 0 ||
+        strcmp(k, "..") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = k[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* ---- workmanager.state ------------------------------------------------ */
+
+static void
+on_state_written(enum store_status st, uint64_t revision, const char *message,
+                 void *arg)
+{
+    struct gwop *op = arg;
+
+    (void)revision;
+    if (st == STORE_OK)
+        reply_json(op->c, 200, json_pack("{s:s}", "key", op->name));
+    else if (st == STORE_NOT_FOUND)
+        reply_error(op->c, 404, "no state key %s", op->name);
+    else
+        reply_error(op->c, 500, "the store failed: %s", message);
+    gwop_free(op);
+}
+
+static void
+on_state_fenced(int rc, const char *message, void *arg)
+{
+    struct gwop *op = arg;
+
+    if (rc != 0) {
+        reply_error(op->c, 409, "refused: %s", message);
+        gwop_free(op);
+        return;
+    }
+    int r = op->is_delete
+                ? store_delete(op->d->store, op->key, STORE_ANY_REVISION,
+                               on_state_written, op)
+                : store_put(op->d->store, op->key, op->value, op->len,
+                            STORE_ANY_REVISION, on_state_written, op);
+    if (r != 0) {
+        reply_error(op->c, 400, "key %s cannot be stored", op->name);
+        gwop_free(op);
+    }
+}
+
+static void
+state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
+           struct supervise_call *c)
+{
+    const char *name = json_string_value(json_object_get(req, "key"));
+    char key[STORE_KEY_MAX], err[256];
+
+    if (name == NULL) {
+        reply_error(c, 400,
+                    "workmanager.state.%s: \"key\" (a string) is "
+                    "required",
+                    method);
+        return;
+    }
+    if (!valid_state_key(name)) {
+        reply_error(c, 400,
+                    "workmanager.state: key \"%.*s\" is not "
+                    "[A-Za-z0-9._-]{1,%d}",
+                    64, name, STATE_KEY_MAX);
+        return;
+    }
+    snprintf(key, sizeof key, STATE_PREFIX "%s/%s", w->id, name);
+    if (strcmp(method, "get") == 0) {
+        uint8_t *value = NULL;
+        size_t len = 0;
+        uint64_t rev;
+        enum store_status st =
+            store_get(d->store, key, &value, &len, &rev, err, sizeof err);
+        if (st == STORE_NOT_FOUND) {
+            reply_error(c, 404, "no state key %s", name);
+        } else if (st != STORE_OK) {
+            reply_error(c, 500, "the store failed: %s", err);
+        } else {
+            json_error_t je;
+            json_t *v = json_loadb((const char *)value, len,
+                                   JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+            if (v == NULL)
+                reply_error(c, 500, "state key %s holds no JSON", name);
+            else
+                reply_json(c, 200,
+                           json_pack("{s:s, s:o}", "key", name, "value", v));
+        }
+        free(value);
+        return;
+    }
+    bool del = strcmp(method, "delete") == 0;
+    if (!del && strcmp(method, "put") != 0) {
+        reply_error(c, 404,
+                    "workmanager.state has no method \"%s\" (get, "
+                    "put, delete)",
+                    method);
+        return;
+    }
+    struct gwop *op = gwop_new(d, c);
+    if (op == NULL)
+        return;
+    op->is_delete = del;
+    snprintf(op->key, sizeof op->key, "%s", key);
+    snprintf(op->name, sizeof op->name, "%s", name);
+    if (!del) {
+        json_t *v = json_object_get(req, "value");
+        if (v == NULL) {
+            reply_error(c, 400,
+                        "workmanager.state.put: \"value\" is "
+                        "required");
+            gwop_free(op);
+            return;
+        }
+        op->value = (uint8_t *)events_json_dumps(v, &op->len);
+        if (op->value == NULL || op->len > STATE_VALUE_MAX) {
+            reply_error(c, 400,
+                        "workmanager.state.put: the value of %s is "
+                        "over %u bytes",
+                        name, STATE_VALUE_MAX);
+            gwop_free(op);
+            return;
+        }
+    }
+    flow_note_write(d->flow, w, on_state_fenced, op);
+}
+
+/* ---- workmanager.publish --------------------------------------------- */
+
+static void
+on_published(int error, void *arg)
+{
+    struct gwop *op = arg;
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+
+    if (error) {
+        reply_error(op->c, 500, "the event was not stored: %s",
+                    strerror(error));
+    } else if (ipc_cloudevent_read(op->event.buf, op->event.len, &ce, &fe) ==
+               0) {
+        reply_json(op->c, 200,
+                   json_pack("{s:s%}", "id", ce.id.ptr, (size_t)ce.id.len));
+    } else {
+        reply_json(op->c, 200, NULL);
+    }
+    gwop_free(op);
+}
+
+static void
+on_publish_fenced(int rc, const char *message, void *arg)
+{
+    struct gwop *op = arg;
+    struct worker *w;
+
+    if (rc != 0) {
+        reply_error(op->c, 409, "refused: %s", message);
+        gwop_free(op);
+        return;
+    }
+    w = registry_lookup(op->d->registry, op->worker);
+    if (w == NULL) {
+        reply_error(op->c, 404, "the worker was deleted");
+        gwop_free(op);
+        return;
+    }
+    if (flow_publish(op->d->flow, w->tenant, op->topic, op->event.buf,
+                     op->event.len, on_published, op) != 0) {
+        reply_error(op->c, errno == ENOSPC ? 503 : 500,
+                    "the event was not accepted: %s", strerror(errno));
+        gwop_free(op);
+        return;
+    }
+    w->counters.published++;
+}
+
+static void
+publish_call(struct daemon *d, struct worker *w, const char *method,
+             json_t *req, struct supervise_call *c)
+{
+    const char *topic = json_string_value(json_object_get(req, "topic"));
+    json_t *event = json_object_get(req, "event");
+    char err[256];
+
+    if (strcmp(method, "publish") != 0) {
+        reply_error(c, 404,
+                    "workmanager.publish has no method \"%s\" "
+                    "(publish)",
+                    method);
+        return;
+    }
+    if (topic == NULL || *topic == '\0' || strlen(topic) > 255 ||
+        !json_is_object(event)) {
+        reply_error(c, 400,
+                    "workmanager.publish: \"topic\" (a string) and "
+                    "\"event\" (a structured CloudEvent) are "
+                    "required");
+        return;
+    }
+    if (flow_topic_reserved(topic)) {
+        reply_error(c, 403, "topic %s is reserved for the daemon", topic);
+        return;
+    }
+    struct gwop *op = gwop_new(d, c);
+    if (op == NULL)
+        return;
+    snprintf(op->worker, sizeof op->worker, "%s", w->id);
+    snprintf(op->topic, sizeof op->topic, "%s", topic);
+    if (events_from_json(event, &op->event, err, sizeof err) != 0) {
+        reply_error(c, 400, "workmanager.publish: %s", err);
+        gwop_free(op);
+        return;
+    }
+    flow_note_write(d->flow, w, on_publish_fenced, op);
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+void
+gateway_handle(struct daemon *d, struct worker *w,
+               const struct ipc_gateway_call *call, struct supervise_call *c)
+{
+    char service[64], method[64];
+    json_error_t je;
+    json_t *req;
+
+    snprintf(service, sizeof service, "%.*s",
+             (int)(call->service.len < 63 ? call->service.len : 63),
+             call->service.ptr ? call->service.ptr : "");
+    snprintf(method, sizeof method, "%.*s",
+             (int)(call->method.len < 63 ? call->method.len : 63),
+             call->method.ptr ? call->method.ptr : "");
+    bool state = strcmp(service, "workmanager.state") == 0;
+    if (!state && strcmp(service, "workmanager.publish") != 0) {
+        reply_error(c, 404,
+                    "unknown gateway service \"%s\" (services: "
+                    "workmanager.publish, workmanager.state)",
+                    service);
+        return;
+    }
+    req =
+        json_loadb((const char *)call->request.ptr, call->request.len, 0, &je);
+    if (!json_is_object(req)) {
+        reply_error(c, 400, "%s.%s: the request is not a JSON object%s%s",
+                    service, method, req ? "" : ": ", req ? "" : je.text);
+        json_decref(req);
+        return;
+    }
+    if (state)
+        state_call(d, w, method, req, c);
+    else
+        publish_call(d, w, method, req, c);
+    json_decref(req);
+}
+
+static int
+on_state_key(const char *key, enum store_status status, const uint8_t *value,
+             size_t len, uint64_t revision, const char *message, void *arg)
+{
+    struct daemon *d = arg;
+
+    (void)status;
+    (void)value;
+    (void)len;
+    (void)revision;
+    (void)message;
+    store_delete(d->store, key, STORE_ANY_REVISION, NULL, NULL);
+    return 0;
+}
+
+void
+gateway_forget(struct daemon *d, const struct worker *w)
+{
+    char prefix[STORE_KEY_MAX], err[256];
+
+    snprintf(prefix, sizeof prefix, STATE_PREFIX "%s/", w->id);
+    if (store_list(d->store, prefix, on_state_key, d, err, sizeof err) !=
+        STORE_OK)
+        log_warning("worker %s: its state keys are left: %s", w->id, err);
+}

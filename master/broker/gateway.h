@@ -1,0 +1,40 @@
+/*
+ * gateway.h — the gateway services workers call through GatewayCall frames
+ * (DESIGN §6; the Python `workmanager` module and the native
+ * `gateway_call` reach them).
+ *
+ *   workmanager.publish  publish {"topic", "event": <structured CloudEvent>}
+ *                        within the worker's tenant → {"id"}; reserved
+ *                        workmanager.* topics are refused (403)
+ *   workmanager.state    get {"key"} → {"key", "value"} (404 when absent),
+ *                        put {"key", "value": <JSON>} → {"key"},
+ *                        delete {"key"} → {"key"} (404 when absent);
+ *                        keys [A-Za-z0-9._-]{1,128}, values up to 1 MiB,
+ *                        scoped to the worker (store keys
+ *                        workmanager/state/<worker id>/<key>), removed
+ *                        with it
+ *
+ * Requests and responses are JSON.  Statuses follow HTTP: 200, 400 (a bad
+ * request, named), 403, 404 (no such key, service or method, named), 409
+ * (a write under a stale group lock token), 500 (the store failed).
+ * Publishes and state writes of a grouped worker are writes under its
+ * lock token (flow_note_write).
+ */
+#ifndef WM_MASTER_GATEWAY_H
+#define WM_MASTER_GATEWAY_H
+
+#include "ipc/frame.h"
+
+struct daemon;
+struct worker;
+struct supervise_call;
+
+/* The supervisor's gateway hook. */
+void gateway_handle(struct daemon *d, struct worker *w,
+                    const struct ipc_gateway_call *call,
+                    struct supervise_call *c);
+
+/* Deletes w's state keys (its delete). */
+void gateway_forget(struct daemon *d, const struct worker *w);
+
+#endif /* WM_MASTER_GATEWAY_H */

@@ -1,0 +1,263 @@
+/*
+ * recovery.c — restoring persisted workers (see recovery.h).
+ *
+ * The records are listed at once (they are small); the expensive part, one
+ * blob read and hash per worker, runs RECOVERY_SLICE workers per loop turn.
+ */
+#include "config.h"
+
+#include "master/workers/recovery.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "lib/ids.h"
+#include "master/broker/broker.h"
+#include "master/broker/flow.h"
+#include "master/core/daemon.h"
+#include "master/core/engines.h"
+#include "master/core/log.h"
+#include "master/store/record.h"
+#include "master/store/store.h"
+#include "master/workers/lifecycle.h"
+#include "master/workers/registry.h"
+
+/* Workers restored per loop turn: each is a blob read and a hash, so a
+ * turn stays near a millisecond and the API answers between turns. */
+#define RECOVERY_SLICE 64
+
+struct entry {
+    char *id;
+    uint8_t *value; /* NULL: the record is corrupt (message says why) */
+    size_t len;
+    uint64_t revision;
+    char *message;
+};
+
+struct recovery {
+    struct daemon *d;
+    void (*done)(struct daemon *d);
+    struct entry *entries;
+    size_t n, cap, next;
+    struct event *ev;
+    unsigned ok, failed;
+};
+
+static struct recovery *running;
+
+static int
+collect(const char *key, enum store_status status, const uint8_t *value,
+        size_t len, uint64_t revision, const char *message, void *arg)
+{
+    struct recovery *rc = arg;
+    if (rc->n == rc->cap) {
+        size_t cap = rc->cap ? rc->cap * 2 : 256;
+        struct entry *e = realloc(rc->entries, cap * sizeof *e);
+        if (e == NULL)
+            return -1;
+        rc->entries = e;
+        rc->cap = cap;
+    }
+    struct entry *e = &rc->entries[rc->n++];
+    memset(e, 0, sizeof *e);
+    e->id = strdup(key + strlen(RECORD_WORKERS_PREFIX));
+    e->revision = revision;
+    if (status == STORE_OK) {
+        e->value = malloc(len ? len : 1);
+        if (e->value)
+            memcpy(e->value, value, len);
+        e->len = len;
+    } else {
+        e->message = strdup(message ? message : store_status_name(status));
+    }
+    return 0;
+}
+
+/* A registry entry for a worker whose record is unreadable: enough to be
+ * listed, deleted or inspected, state failed. */
+static struct worker *
+unreadable_worker(const char *id)
+{
+    struct worker *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->name = strdup(id);
+    w->tenant = strdup("default");
+    w->mime_type = strdup("");
+    w->topic = strdup("");
+    w->status = WORKER_STOPPED;
+    w->limits.concurrency = 1;
+    if (!w->name || !w->tenant || !w->mime_type || !w->topic) {
+        worker_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void
+fail_worker(struct recovery *rc, struct worker *w, const char *why)
+{
+    free(w->error);
+    w->error = strdup(why);
+    w->state = WORKER_STATE_FAILED;
+    w->last_exit.present = true;
+    snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "load_error");
+    w->last_exit.code = -1;
+    w->last_exit.syscall = -1;
+    w->last_exit.at_ms = ids_now_ms();
+    log_err("recovery: worker %s: %s", w->id, why);
+    rc->failed++;
+}
+
+static void
+restore(struct recovery *rc, struct entry *e)
+{
+    struct daemon *d = rc->d;
+    char err[512];
+    struct worker *w;
+
+    if (registry_lookup(d->registry, e->id))
+        return; /* already known: a second recovery leaves it alone */
+    if (e->value) {
+        w = record_worker_decode(e->id, e->value, e->len, err, sizeof err);
+    } else {
+        w = NULL;
+        snprintf(err, sizeof err, "%s", e->message);
+    }
+    bool ok = w != NULL;
+    if (w == NULL && (w = unreadable_worker(e->id)) == NULL)
+        return;
+    w->revision = e->revision;
+    w->state = WORKER_STATE_IDLE;
+    if (!ok) {
+        fail_worker(rc, w, err);
+    } else {
+        const struct worker_version *v = worker_version_find(w, w->version);
+        uint8_t *code = NULL;
+        size_t len;
+        enum store_status st =
+            store_blob_get(d->store, v->sha256, &code, &len, err, sizeof err);
+        free(code);
+        w->engine = engines_find_mime(d->engines, w->mime_type);
+        if (st != STORE_OK) {
+            fail_worker(rc, w, err);
+        } else if (w->engine == NULL) {
+            snprintf(err, sizeof err, "no engine for mime_type %s",
+                     w->mime_type);
+            fail_worker(rc, w, err);
+        } else {
+            if (w->status == WORKER_SUSPENDED)
+                w->state = WORKER_STATE_SUSPENDED;
+            else if (w->status == WORKER_STOPPED)
+                w->state = WORKER_STATE_STOPPED;
+            rc->ok++;
+        }
+    }
+    if (registry_add(d->registry, w) != 0) {
+        log_err("recovery: worker %s: its name %s is taken; not restored",
+                w->id, w->name);
+        worker_free(w);
+        return;
+    }
+    char aerr[256];
+    if (flow_attach(d->flow, w, aerr, sizeof aerr) != 0)
+        log_err("recovery: worker %s: no subscription: %s", w->id, aerr);
+    if (w->state == WORKER_STATE_FAILED)
+        lifecycle_emit_exit(d, w);
+}
+
+static void
+finish(struct recovery *rc)
+{
+    struct daemon *d = rc->d;
+    d->recovery = DAEMON_RECOVERY_DONE;
+    /* Backlogs nobody claimed belong to workers that are gone. */
+    broker_recovered(d->broker);
+    d->recovered = rc->ok;
+    d->recovery_fails = rc->failed;
+    log_notice("recovery: %u workers restored, %u failed", rc->ok, rc->failed);
+    for (size_t i = 0; i < rc->n; i++) {
+        free(rc->entries[i].id);
+        free(rc->entries[i].value);
+        free(rc->entries[i].message);
+    }
+    free(rc->entries);
+    if (rc->ev)
+        event_free(rc->ev);
+    running = NULL;
+    /* The listing and the blob reads were transient: give their pages
+     * back, so the master's RSS reflects the registry. */
+    malloc_trim(0);
+    void (*done)(struct daemon *) = rc->done;
+    free(rc);
+    if (done)
+        done(d);
+}
+
+/* A zero timeout rather than event_active(): timers run after the loop
+ * polls, so connections are served between slices. */
+static void
+next_slice(struct recovery *rc)
+{
+    static const struct timeval now = { 0, 0 };
+    event_add(rc->ev, &now);
+}
+
+static void
+slice(evutil_socket_t fd, short what, void *arg)
+{
+    struct recovery *rc = arg;
+    (void)fd;
+    (void)what;
+    size_t end = rc->next + RECOVERY_SLICE;
+    for (; rc->next < rc->n && rc->next < end; rc->next++)
+        restore(rc, &rc->entries[rc->next]);
+    if (rc->next < rc->n)
+        next_slice(rc);
+    else
+        finish(rc);
+}
+
+int
+recovery_start(struct daemon *d, void (*done)(struct daemon *d))
+{
+    char err[512];
+    if (running)
+        return -1;
+    struct recovery *rc = calloc(1, sizeof *rc);
+    if (rc == NULL)
+        return -1;
+    rc->d = d;
+    rc->done = done;
+    d->recovery = DAEMON_RECOVERY_RUNNING;
+    if (store_list(d->store, RECORD_WORKERS_PREFIX, collect, rc, err,
+                   sizeof err) != STORE_OK) {
+        log_err("recovery: the store cannot be read: %s", err);
+        snprintf(d->recovery_error, sizeof d->recovery_error, "%s", err);
+        d->recovery = DAEMON_RECOVERY_FAILED;
+        for (size_t i = 0; i < rc->n; i++) {
+            free(rc->entries[i].id);
+            free(rc->entries[i].value);
+            free(rc->entries[i].message);
+        }
+        free(rc->entries);
+        free(rc);
+        if (done)
+            done(d);
+        return 0;
+    }
+    log_info("recovery: %zu worker records", rc->n);
+    running = rc;
+    rc->ev = event_new(d->base, -1, 0, slice, rc);
+    if (rc->ev == NULL) {
+        finish(rc);
+        return -1;
+    }
+    next_slice(rc);
+    return 0;
+}

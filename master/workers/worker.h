@@ -1,0 +1,141 @@
+/*
+ * worker.h — a worker: its persisted definition and desired status, and its
+ * observed host state (DESIGN §7, seeds/004).
+ *
+ * The desired status (running, suspended, stopped) is what an operator
+ * asked for; it is persisted.  The host state is what the supervisor
+ * observes of the worker's host process; it is never persisted.  The two
+ * are kept apart: a crash changes the state, never the status.
+ *
+ * Memory: a stopped worker costs its struct, its strings and its history
+ * entries (no code: blobs stay in the store), so 10,000 registered workers
+ * fit in a few tens of MiB.
+ */
+#ifndef WM_MASTER_WORKER_H
+#define WM_MASTER_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct engines_entry;
+struct host;
+struct binding;
+
+enum worker_status {
+    WORKER_RUNNING = 0,
+    WORKER_SUSPENDED,
+    WORKER_STOPPED,
+};
+
+enum worker_state {
+    WORKER_STATE_IDLE = 0, /* no process; one starts on the next event */
+    WORKER_STATE_STARTING,
+    WORKER_STATE_RUNNING,
+    WORKER_STATE_SUSPENDED,
+    WORKER_STATE_STOPPING,
+    WORKER_STATE_STOPPED,
+    WORKER_STATE_PENDING, /* restart backoff */
+    WORKER_STATE_FAILED,
+    WORKER_STATE_KILLED,
+    WORKER_STATE_FINISHED,
+};
+
+/* How the last host process ended.  reason is a word of DESIGN §6's
+ * vocabulary (crash, timeout, oom, seccomp, protocol, handshake, ...) or
+ * "stopped"/"idle" for requested exits. */
+struct worker_exit {
+    bool present;
+    char reason[24];
+    int signal;            /* 0 if none */
+    int code;              /* exit code, -1 if killed by a signal */
+    int syscall;           /* seccomp: the offending syscall, else -1 */
+    char syscall_name[32]; /* its name ("socket"), or "" */
+    int64_t at_ms;
+};
+
+struct worker_pair {
+    char *name;
+    char *value;
+};
+
+struct worker_version {
+    uint32_t version;
+    char sha256[65];
+    uint64_t size;
+    int64_t at_ms;
+    char *source;         /* "content", or the URL */
+    uint32_t rollback_of; /* 0, or the version this one restored */
+    /* Code from a URL (fetch.h): the address it came from, and the URL
+     * that answered when redirects led elsewhere; NULL when not so. */
+    char *address;
+    char *final_url;
+};
+
+struct worker_limits {
+    uint32_t timeout_ms;  /* 0 = the daemon's message_timeout_ms */
+    uint32_t memory_mb;   /* 0 = no limit */
+    uint32_t concurrency; /* >= 1 */
+};
+
+/* Counters of the events a worker saw since the daemon started (/metrics;
+ * observed, never persisted). */
+struct worker_counters {
+    uint64_t processed;     /* deliveries and invokes its worker completed */
+    uint64_t failed;        /* ... that ended in any error */
+    uint64_t published;     /* outputs it published */
+    uint64_t redelivered;   /* deliveries nacked for a later retry */
+    uint64_t dead_lettered; /* events it gave up on */
+};
+
+struct worker {
+    char id[37]; /* lowercase UUIDv4 */
+    char *name;  /* [a-z0-9][a-z0-9_.-]{0,63}, unique; may equal the id */
+    char *tenant;
+    char *mime_type;
+    char *topic;
+    char *group; /* NULL if none */
+    enum worker_status status;
+    struct worker_pair *config;
+    size_t nconfig;
+    struct worker_pair *tags;
+    size_t ntags;
+    struct worker_limits limits;
+    bool in_process;
+    uint32_t idle_timeout_s; /* 0 = the daemon's idle_timeout_s */
+    int64_t created_at_ms;
+    int64_t updated_at_ms;
+    struct worker_version *history; /* versions 1..n, append-only */
+    size_t nhistory;
+    uint32_t version;  /* the version in use */
+    uint64_t revision; /* of its store record */
+
+    /* Observed, never persisted. */
+    enum worker_state state;
+    pid_t pid;
+    uint32_t restarts;
+    struct worker_exit last_exit;
+    char *error; /* why the worker is failed (recovery, load), or NULL */
+    const struct engines_entry *engine;
+    struct host *host; /* owned by the supervisor */
+    bool busy;         /* an API change to it is in flight (route_workers.c) */
+    /* The code of a create still being stored: its host loads these bytes
+     * (main.c's code hook) instead of reading the blob back. */
+    const uint8_t *pending_code;
+    size_t pending_len;
+    struct binding *binding; /* its subscription (flow.c) */
+    struct worker_counters counters;
+};
+
+const char *worker_status_name(enum worker_status s);
+int worker_status_parse(const char *name, enum worker_status *out);
+const char *worker_state_name(enum worker_state s);
+
+/* The history entry of version v, or NULL. */
+const struct worker_version *worker_version_find(const struct worker *w,
+                                                 uint32_t v);
+
+void worker_free(struct worker *w);
+
+#endif /* WM_MASTER_WORKER_H */
