@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 
 #include "cli/wmctl.h"
+#include "lib/uuid.h"
 
 enum {
     OPT_TYPE = 0x200,
@@ -126,14 +127,19 @@ static int
 event_build(struct wmctl *ctl, const struct event_opts *eo,
             const char *default_type, json_t **event)
 {
-    char uuid[37];
+    char uuid[UUID_SIZE];
     json_t *data;
     int rc = event_data(ctl, eo, &data);
 
     *event = NULL;
     if (rc != 0)
         return rc;
-    wmctl_uuid_new(uuid);
+    if (eo->id == NULL && uuid_new(uuid) != 0) {
+        json_decref(data);
+        fprintf(stderr, "wmctl: no random bytes for an event id: %s\n",
+                strerror(errno));
+        return WMCTL_EXIT_FAILED;
+    }
     *event = json_pack("{s:s, s:s, s:s, s:s}", "specversion", "1.0", "id",
                        eo->id ? eo->id : uuid, "source", "wmctl", "type",
                        eo->type ? eo->type : default_type);

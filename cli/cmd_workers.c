@@ -16,6 +16,7 @@
 
 #include "cli/table.h"
 #include "cli/wmctl.h"
+#include "lib/base64.h"
 
 /* A history row's source: a URL (up to 4 KiB), maybe the one that
  * answered after redirects, and a rollback note. */
@@ -50,31 +51,6 @@ mime_guess(const char *file)
     return NULL;
 }
 
-static char *
-base64_encode(const unsigned char *in, size_t len)
-{
-    static const char abc[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((len + 2) / 3 * 4 + 1);
-    size_t o = 0;
-
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)in[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= in[i + 2];
-        out[o++] = abc[(v >> 18) & 63];
-        out[o++] = abc[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? abc[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? abc[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* The "code" member of a create or reload: FILE's bytes, or a URL and,
  * when given, its digest (the daemon fetches it; without a digest it still
  * records the one it finds).  Returns 0, or an exit code (reported). */
@@ -99,7 +75,7 @@ code_json(struct wmctl *ctl, const char *file, const char *url,
         return wmctl_usage_error(ctl, "FILE or --url is required");
     if (wmctl_file_read(file, &data, &len) != 0)
         return wmctl_usage_error(ctl, "%s: %s", file, strerror(errno));
-    b64 = base64_encode((const unsigned char *)data, len);
+    b64 = base64_encode((const uint8_t *)data, len);
     free(data);
     if (b64 == NULL) {
         fprintf(stderr, "wmctl: out of memory\n");

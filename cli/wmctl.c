@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include <curl/curl.h>
 
@@ -443,31 +442,6 @@ fail:
     free(buf);
     errno = saved;
     return -1;
-}
-
-void
-wmctl_uuid_new(char out[37])
-{
-    unsigned char b[16];
-    size_t got = 0;
-
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (errno != EINTR)
-            break;
-    }
-    /* Should getrandom fail, a less random id is still a valid one. */
-    for (size_t i = got; i < sizeof b; i++)
-        b[i] = (unsigned char)(rand() & 0xff);
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-             b[11], b[12], b[13], b[14], b[15]);
 }
 
 int

@@ -100,9 +100,6 @@ int wmctl_pair_set(json_t *obj, const char *text);
  * errno set on failure. */
 int wmctl_file_read(const char *path, char **data, size_t *len);
 
-/* A random (version 4) UUID, lowercase. */
-void wmctl_uuid_new(char out[37]);
-
 /* Parses the value of option opt as JSON (any type); prints a usage error
  * and returns -1 when it is not JSON. */
 int wmctl_json_parse(struct wmctl *ctl, const char *opt, const char *text,

@@ -10,6 +10,8 @@
 
 #include "ipc/cloudevent.h"
 
+#include "lib/name.h"
+
 enum {
     EXT_NAME = 0,
     EXT_VALUE = 1,
@@ -37,8 +39,6 @@ enum {
 /* CloudEvents allows any number of extensions; bounding them keeps the
  * uniqueness check of ipc_cloudevent_check() cheap on hostile input. */
 #define CE_MAX_EXTENSIONS 128
-/* CloudEvents 1.0: attribute names are [a-z0-9], at most 20 characters. */
-#define CE_MAX_NAME 20
 
 static const struct ipc_fb_field extension_fields[] = {
     [EXT_NAME] = { .name = "name", .type = IPC_FB_STRING },
@@ -228,19 +228,6 @@ app_error(struct ipc_fb_error *err, const char *table, const char *field,
     return -1;
 }
 
-static bool
-valid_name(struct ipc_str s)
-{
-    if (s.ptr == NULL || s.len == 0 || s.len > CE_MAX_NAME)
-        return false;
-    for (uint32_t i = 0; i < s.len; i++) {
-        char c = s.ptr[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-            return false;
-    }
-    return true;
-}
-
 int
 ipc_cloudevent_check(const struct ipc_cloudevent *ce, struct ipc_fb_error *err)
 {
@@ -259,9 +246,9 @@ ipc_cloudevent_check(const struct ipc_cloudevent *ce, struct ipc_fb_error *err)
     for (uint32_t i = 0; i < ce->extensions.n; i++) {
         struct ipc_pair a;
         ipc_pair_list_get(&ce->extensions, i, &a);
-        if (!valid_name(a.name))
+        if (!name_ext_valid(a.name.ptr, a.name.len))
             return app_error(err, "Extension", "name",
-                             "extension name is not [a-z0-9]{1,20}");
+                             "extension name is not " NAME_EXT_RULE);
         if (a.value.ptr == NULL)
             return app_error(err, "Extension", "value",
                              "extension without a value");

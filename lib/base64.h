@@ -1,9 +1,11 @@
 /*
  * base64.h — strict RFC 4648 base64 (standard alphabet, padding required,
- * no whitespace), for code payloads and CloudEvents' data_base64.
+ * no whitespace), for code payloads and CloudEvents' data_base64, part of
+ * lib/ (the leaf library: small rules the master, wmctl and the hosts
+ * share; it includes nothing of the project but itself).
  */
-#ifndef WM_MASTER_BASE64_H
-#define WM_MASTER_BASE64_H
+#ifndef WM_LIB_BASE64_H
+#define WM_LIB_BASE64_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,4 +18,4 @@ int base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen);
 /* Encodes into a malloc'd NUL-terminated string, or NULL. */
 char *base64_encode(const uint8_t *in, size_t len);
 
-#endif /* WM_MASTER_BASE64_H */
+#endif /* WM_LIB_BASE64_H */

@@ -1,6 +1,8 @@
 /*
  * errbuf.h — the error message of a failed call, formatted into the
- * caller's buffer.
+ * caller's buffer, part of lib/ (the leaf library: small rules the master,
+ * wmctl and the hosts share; it includes nothing of the project but
+ * itself).
  *
  * The master's parsers and loaders report a failure as -1 and a message in
  * a (char *err, size_t errlen) pair the caller owns, so that the message
@@ -8,8 +10,8 @@
  * place that writes such a message; it returns -1 so that a failure and its
  * message take one statement: `return errbuf_set(err, errlen, "...", ...);`.
  */
-#ifndef WM_MASTER_ERRBUF_H
-#define WM_MASTER_ERRBUF_H
+#ifndef WM_LIB_ERRBUF_H
+#define WM_LIB_ERRBUF_H
 
 #include <stddef.h>
 
@@ -20,4 +22,4 @@
 int errbuf_set(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#endif /* WM_MASTER_ERRBUF_H */
+#endif /* WM_LIB_ERRBUF_H */

@@ -16,6 +16,9 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "lib/name.h"
+#include "lib/uuid.h"
+
 static PyObject *json_loads, *json_dumps;
 
 int
@@ -228,13 +231,12 @@ pyhost_convert_reseed(void)
     pool.used = sizeof pool.b;
 }
 
-/* A version 4 UUID (getrandom is allowed by the python role). */
+/* A version 4 UUID of the pool's next 16 bytes (getrandom is allowed by
+ * the python role). */
 static void
-uuid4(char out[37])
+uuid4(char out[UUID_SIZE])
 {
-    unsigned char b[16] = { 0 };
-
-    if (pool.used + sizeof b > sizeof pool.b) {
+    if (pool.used + 16 > sizeof pool.b) {
         size_t got = 0;
         while (got < sizeof pool.b) {
             ssize_t n = getrandom(pool.b + got, sizeof pool.b - got, 0);
@@ -244,15 +246,8 @@ uuid4(char out[37])
         }
         pool.used = 0;
     }
-    memcpy(b, pool.b + pool.used, sizeof b);
-    pool.used += sizeof b;
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-             b[11], b[12], b[13], b[14], b[15]);
+    uuid_from_random(pool.b + pool.used, out);
+    pool.used += 16;
 }
 
 /* Now, RFC 3339 in UTC with microseconds. */
@@ -267,18 +262,6 @@ now_rfc3339(char out[64])
     snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
              ts.tv_nsec / 1000);
-}
-
-/* An extension name: [a-z0-9]{1,20}. */
-static bool
-ext_name(const char *s, Py_ssize_t n)
-{
-    if (n < 1 || n > 20)
-        return false;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-            return false;
-    return true;
 }
 
 /* data of one output into ce->data, its content type set when absent. */
@@ -402,9 +385,9 @@ out_event(struct pyhost_outputs *o, PyObject *d, uint32_t i, size_t *np,
             }
             continue;
         }
-        if (!ext_name(key, kn)) {
+        if (!name_ext_valid(key, (size_t)kn)) {
             snprintf(err, errlen,
-                     "extension name '%.40s' is not [a-z0-9]{1,20} (an "
+                     "extension name '%.40s' is not " NAME_EXT_RULE " (an "
                      "output key that is no CloudEvents attribute is an "
                      "extension)",
                      key);

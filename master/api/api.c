@@ -254,21 +254,6 @@ api_query(struct api_req *rq, const char *name)
     return evhttp_find_header(rq->params, name);
 }
 
-bool
-api_valid_topic(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 128)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
 void
 api_reply_text(struct api_req *rq, int status, const char *content_type,
                const char *text, size_t len)

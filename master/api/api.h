@@ -18,6 +18,8 @@
 
 #include <jansson.h>
 
+#include "lib/uuid.h"
+
 struct daemon;
 struct api;
 struct evhttp_request;
@@ -33,10 +35,10 @@ struct api_req {
     char *seg[6];       /* path segments (pointers into segbuf) */
     int nseg;
     char *segbuf;
-    char peer[96];   /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
-    bool gone;       /* the client hung up before the answer */
-    bool mutation;   /* audited */
-    char worker[40]; /* the worker concerned, for the audit trail */
+    char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
+    bool gone;     /* the client hung up before the answer */
+    bool mutation; /* audited */
+    char worker[UUID_SIZE];   /* the worker concerned, for the audit trail */
     struct evkeyvalq *params; /* the parsed query, once api_query() ran */
     void (*stream_gone)(void *arg);
     void *stream_arg;
@@ -72,8 +74,9 @@ const char *api_header(struct api_req *rq, const char *name);
 /* A query parameter (decoded), or NULL. */
 const char *api_query(struct api_req *rq, const char *name);
 
-/* Topic names: [A-Za-z0-9_.-]{1,128}. */
-bool api_valid_topic(const char *s);
+/* The longest topic name: a topic is a word of lib/name.h,
+ * [A-Za-z0-9_.-]{1,128}, checked with name_word_valid(). */
+#define API_TOPIC_MAX 128
 
 /* Answers with a body of another type than JSON and frees rq. */
 void api_reply_text(struct api_req *rq, int status, const char *content_type,

@@ -36,7 +36,9 @@
 
 #include "lib/base64.h"
 #include "lib/errbuf.h"
-#include "lib/ids.h"
+#include "lib/hex.h"
+#include "lib/name.h"
+#include "lib/uuid.h"
 
 /* jansson's parser stops at this depth (JSON_PARSER_MAX_DEPTH); no value it
  * parsed is deeper, and a hand-built cycle stops here too. */
@@ -229,18 +231,6 @@ text_fault_rule(enum text_fault f)
 {
     return f == TEXT_NOT_UTF8 ? "is not valid UTF-8"
                               : "contains a control character";
-}
-
-/* CloudEvents 1.0: attribute names are [a-z0-9], at most 20 characters. */
-static bool
-valid_name(const char *s, size_t len)
-{
-    if (s == NULL || len == 0 || len > 20)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-            return false;
-    return true;
 }
 
 static bool
@@ -670,7 +660,7 @@ struct draft {
     struct ipc_pair ext[EVENTS_MAX_EXTENSIONS];
     /* One more than ext[]: the text is written before the count check. */
     char num[EVENTS_MAX_EXTENSIONS + 1][NUM_TEXT_SIZE];
-    char id[IDS_UUID_SIZE];
+    char id[UUID_SIZE];
     char *err;
     size_t errlen;
 };
@@ -742,8 +732,8 @@ draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
     enum text_fault f;
     uint32_t n = d->ce.extensions.n;
 
-    if (!valid_name(name, nlen)) {
-        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+    if (!name_ext_valid(name, nlen)) {
+        errbuf_set(d->err, d->errlen, "extension name %s is not " NAME_EXT_RULE,
                    quote(q, name, nlen));
         return -1;
     }
@@ -803,7 +793,7 @@ draft_finish(struct draft *d, struct ipc_fb_builder *out)
     if (ce->specversion.ptr == NULL)
         ce->specversion = ipc_str_c("1.0");
     if (ce->id.ptr == NULL) {
-        if (ids_uuid_new(d->id)) {
+        if (uuid_new(d->id)) {
             errbuf_set(d->err, d->errlen, "cannot make an event id: %s",
                        strerror(errno));
             return -1;
@@ -899,8 +889,8 @@ json_ext(struct draft *d, const char *key, json_t *v)
 
     if (json_is_null(v))
         return 0;
-    if (!valid_name(key, klen)) {
-        errbuf_set(d->err, d->errlen, "extension name %s is not [a-z0-9]{1,20}",
+    if (!name_ext_valid(key, klen)) {
+        errbuf_set(d->err, d->errlen, "extension name %s is not " NAME_EXT_RULE,
                    quote(q, key, klen));
         return -1;
     }
@@ -995,18 +985,6 @@ events_from_json(json_t *obj, struct ipc_fb_builder *out, char *err,
 
 /* ---- binary mode ----------------------------------------------------- */
 
-static int
-hex_value(char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s into out (room for strlen(s) bytes); returns the
  * length.  A '%' not followed by two hex digits stays as it is (senders of
  * the 1.0 binding did not encode). */
@@ -1017,8 +995,8 @@ percent_decode(const char *s, char *out)
 
     for (size_t i = 0; s[i]; i++) {
         int hi, lo;
-        if (s[i] == '%' && (hi = hex_value(s[i + 1])) >= 0 &&
-            (lo = hex_value(s[i + 2])) >= 0) {
+        if (s[i] == '%' && (hi = hex_digit_value(s[i + 1])) >= 0 &&
+            (lo = hex_digit_value(s[i + 2])) >= 0) {
             out[n++] = (char)(hi << 4 | lo);
             i += 2;
         } else {
@@ -1248,7 +1226,7 @@ events_to_json(const struct ipc_cloudevent *ce)
         char key[21];
 
         ipc_pair_list_get(&ce->extensions, i, &p);
-        if (!valid_name(p.name.ptr, p.name.len) || p.value.ptr == NULL ||
+        if (!name_ext_valid(p.name.ptr, p.name.len) || p.value.ptr == NULL ||
             reserved_name(p.name))
             continue;
         memcpy(key, p.name.ptr, p.name.len);

@@ -31,6 +31,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "lib/name.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
 #include "master/broker/broker.h"
@@ -401,13 +402,14 @@ api_topics_route(struct api_req *rq)
     }
     const char *topic = rq->seg[2];
     bool all = strcmp(topic, "*") == 0;
-    if (!all && !api_valid_topic(topic)) {
+    if (!all && !name_word_valid(topic, API_TOPIC_MAX)) {
         api_error(rq, 400, "invalid_argument",
                   "topic \"%s\" is not [A-Za-z0-9_.-]{1,128}", topic);
         return;
     }
     const char *tenant = api_query(rq, "tenant");
-    if (tenant && strcmp(tenant, "*") != 0 && !api_valid_topic(tenant)) {
+    if (tenant && strcmp(tenant, "*") != 0 &&
+        !name_word_valid(tenant, API_TOPIC_MAX)) {
         api_error(rq, 400, "invalid_argument",
                   "tenant \"%s\" is not [A-Za-z0-9_.-]{1,128}", tenant);
         return;

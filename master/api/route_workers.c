@@ -25,7 +25,9 @@
 
 #include "ipc/cloudevent.h"
 #include "lib/base64.h"
-#include "lib/ids.h"
+#include "lib/name.h"
+#include "lib/timestamp.h"
+#include "lib/uuid.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
 #include "master/broker/flow.h"
@@ -62,10 +64,10 @@ pairs_json(const struct worker_pair *p, size_t n)
 static json_t *
 time_json(int64_t ms)
 {
-    char buf[40];
+    char buf[TIMESTAMP_SIZE];
     if (ms == 0)
         return json_null();
-    ids_time_format(ms, buf);
+    timestamp_format(ms, buf);
     return json_string(buf);
 }
 
@@ -146,35 +148,6 @@ api_worker_json(const struct worker *w)
 
 /* ---- validation ------------------------------------------------------ */
 
-static bool
-matches_name(const char *s, size_t max)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > max ||
-        !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-        return false;
-    for (size_t i = 1; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '.' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-static bool
-looks_like_uuid(const char *s)
-{
-    if (strlen(s) != 36)
-        return false;
-    for (int i = 0; i < 36; i++) {
-        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
-            return false;
-    }
-    return true;
-}
-
 /* Config entries become CloudEvent extensions (DESIGN §6). */
 static const char *
 config_name_problem(const char *name)
@@ -195,13 +168,8 @@ config_name_problem(const char *name)
         "tracestate",
         "wmhops",
     };
-    size_t n = strlen(name);
-    if (n == 0 || n > 20)
-        return "is not [a-z0-9]{1,20}";
-    for (size_t i = 0; i < n; i++)
-        if (!((name[i] >= 'a' && name[i] <= 'z') ||
-              (name[i] >= '0' && name[i] <= '9')))
-            return "is not [a-z0-9]{1,20}";
+    if (!name_ext_valid(name, strlen(name)))
+        return "is not " NAME_EXT_RULE;
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (strcmp(name, reserved[i]) == 0)
             return "is a reserved CloudEvents attribute";
@@ -563,7 +531,7 @@ op_persist(struct op *op)
     uint8_t *rec;
     size_t len;
 
-    op->w->updated_at_ms = ids_now_ms();
+    op->w->updated_at_ms = timestamp_now_ms();
     record_worker_key(op->w->id, key, sizeof key);
     if (record_worker_encode(op->w, &rec, &len) != 0) {
         op_undo(op);
@@ -636,7 +604,7 @@ history_push(struct worker *w, const char *sha, size_t size, const char *source,
     h->version = (uint32_t)w->nhistory + 1;
     snprintf(h->sha256, sizeof h->sha256, "%s", sha);
     h->size = size;
-    h->at_ms = ids_now_ms();
+    h->at_ms = timestamp_now_ms();
     h->source = strdup(source);
     h->address = address ? strdup(address) : NULL;
     h->final_url = final_url ? strdup(final_url) : NULL;
@@ -925,22 +893,23 @@ create(struct api_req *rq)
         api_error(rq, 400, "invalid_argument", "mime_type is required");
         goto out;
     }
-    if (topic == NULL || !api_valid_topic(topic)) {
+    if (topic == NULL || !name_word_valid(topic, API_TOPIC_MAX)) {
         api_error(rq, 400, "invalid_argument",
                   "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
         goto out;
     }
-    if (tenant && !matches_name(tenant, 64)) {
+    if (tenant && !name_lower_valid(tenant, 64)) {
         api_error(rq, 400, "invalid_argument",
                   "tenant must match [a-z0-9][a-z0-9_.-]{0,63}");
         goto out;
     }
-    if (group && !matches_name(group, 64)) {
+    if (group && !name_lower_valid(group, 64)) {
         api_error(rq, 400, "invalid_argument",
                   "group must match [a-z0-9][a-z0-9_.-]{0,63}");
         goto out;
     }
-    if (name && (!matches_name(name, 64) || looks_like_uuid(name))) {
+    if (name &&
+        (!name_lower_valid(name, 64) || uuid_valid(name, strlen(name)))) {
         api_error(rq, 400, "invalid_argument",
                   "name must match [a-z0-9][a-z0-9_.-]{0,63} and not be a "
                   "UUID");
@@ -1019,7 +988,7 @@ create(struct api_req *rq)
         goto out;
     }
 
-    ids_uuid_new(w->id);
+    uuid_new(w->id);
     w->name = strdup(name ? name : w->id);
     w->tenant = strdup(tenant ? tenant : "default");
     w->mime_type = strdup(mime);
@@ -1028,7 +997,7 @@ create(struct api_req *rq)
     w->status = start && !json_is_true(start) ? WORKER_STOPPED : WORKER_RUNNING;
     w->in_process = isolation && strcmp(isolation, "in-process") == 0;
     w->engine = e;
-    w->created_at_ms = ids_now_ms();
+    w->created_at_ms = timestamp_now_ms();
     w->state = WORKER_STATE_IDLE;
     if (!w->name || !w->tenant || !w->mime_type || !w->topic ||
         (group && !w->group)) {

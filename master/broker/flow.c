@@ -26,7 +26,7 @@
 #include <sys/queue.h>
 #include <time.h>
 
-#include "lib/ids.h"
+#include "lib/uuid.h"
 #include "master/api/events.h"
 #include "master/broker/outcome.h"
 #include "master/broker/stamp.h"
@@ -578,7 +578,7 @@ prepare_error_reply(struct job *j, const struct ipc_cloudevent *in,
     struct ipc_str reply = ipc_cloudevent_extension(in, "replytopic");
     struct worker *w = j->bd->w;
     struct ipc_fb_builder fb;
-    char topic[256], err[256], id[37], source[300];
+    char topic[256], err[256], id[UUID_SIZE], source[300];
 
     if (reply.ptr == NULL || reply.len >= sizeof topic)
         return;
@@ -598,7 +598,7 @@ prepare_error_reply(struct job *j, const struct ipc_cloudevent *in,
     json_decref(data);
     if (text == NULL)
         return;
-    ids_uuid_new(id);
+    uuid_new(id);
     snprintf(source, sizeof source, "urn:workmanager:%s:worker:%s",
              j->dp->d->conf->instance, w->id);
     struct ipc_cloudevent o;

@@ -14,6 +14,8 @@
 #include <jansson.h>
 
 #include "ipc/cloudevent.h"
+#include "lib/name.h"
+#include "lib/uuid.h"
 #include "master/api/events.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
@@ -31,7 +33,7 @@
 struct gwop {
     struct daemon *d;
     struct supervise_call *c;
-    char worker[37];
+    char worker[UUID_SIZE];
     char topic[256];
     char key[STORE_KEY_MAX];
     char name[STATE_KEY_MAX + 1];
@@ -96,17 +98,8 @@ gwop_new(struct daemon *d, struct supervise_call *c)
 static bool
 valid_state_key(const char *k)
 {
-    size_t n = strlen(k);
-    if (n == 0 || n > STATE_KEY_MAX || strcmp(k, ".") == 0 ||
-        strcmp(k, "..") == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = k[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
+    return name_word_valid(k, STATE_KEY_MAX) && strcmp(k, ".") != 0 &&
+           strcmp(k, "..") != 0;
 }
 
 /* ---- workmanager.state ------------------------------------------------ */

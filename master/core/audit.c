@@ -19,7 +19,7 @@
 
 #include <jansson.h>
 
-#include "lib/ids.h"
+#include "lib/timestamp.h"
 #include "master/core/log.h"
 
 static int audit_fd = -1;
@@ -50,8 +50,8 @@ audit_write(struct daemon *d, const char *peer, const char *method,
             const char *path, const char *worker, int status, const char *code)
 {
     (void)d;
-    char at[40];
-    ids_time_format(ids_now_ms(), at);
+    char at[TIMESTAMP_SIZE];
+    timestamp_format(timestamp_now_ms(), at);
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i}", "at", at, "peer", peer,
                           "method", method, "path", path, "status", status);
     if (j == NULL)

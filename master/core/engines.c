@@ -24,6 +24,7 @@
 
 #include "ipc/frame.h"
 #include "lib/errbuf.h"
+#include "lib/name.h"
 #include "master/core/conf.h"
 #include "master/core/log.h"
 #include "sandbox/sandbox.h"
@@ -212,19 +213,8 @@ entry_free(struct engines_entry *e)
     memset(e, 0, sizeof(*e));
 }
 
-static bool
-valid_name(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 32)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) &&
-            s[i] != '_' && s[i] != '-')
-            return false;
-    return true;
-}
+/* An engine's name and role: 1 to 32 of [a-z0-9_-] (name_slug_valid()). */
+#define WORD_MAX 32
 
 /* A restricted-name of RFC 6838 §4.2. */
 static bool
@@ -372,7 +362,7 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
 
     switch (k) {
     case K_NAME:
-        if (!valid_name(v))
+        if (!name_slug_valid(v, WORD_MAX))
             return errbuf_set(
                 why, whylen, "name '%s': use 1 to 32 of a-z, 0-9, '_', '-'", v);
         other = engines_find_name(list, v);
@@ -414,7 +404,7 @@ apply_key(const struct engines *list, struct engines_entry *e, enum dkey k,
                           "concurrency '%s' is not one of: threads, processes",
                           v);
     case K_ROLE:
-        if (!valid_name(v))
+        if (!name_slug_valid(v, WORD_MAX))
             return errbuf_set(
                 why, whylen, "role '%s': use 1 to 32 of a-z, 0-9, '_', '-'", v);
         return set_string(&e->role, v, why, whylen);

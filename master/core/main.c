@@ -27,7 +27,8 @@
 #include <event2/event.h>
 #include <systemd/sd-daemon.h>
 
-#include "lib/ids.h"
+#include "lib/timestamp.h"
+#include "lib/uuid.h"
 #include "master/api/api.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
@@ -203,8 +204,8 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .journal_segment_bytes = c->journal_segment_bytes,
         .queue_max = c->queue_max_events,
     };
-    char boot[37];
-    ids_uuid_new(boot);
+    char boot[UUID_SIZE];
+    uuid_new(boot);
     snprintf(d->holder, sizeof d->holder, "%s/%.8s", c->instance, boot);
     d->broker = broker_open(&bc, d->base, err, errlen);
     if (d->broker == NULL)
@@ -427,7 +428,7 @@ main(int argc, char **argv)
     }
 
     d.conf = &conf;
-    d.started_at_ms = ids_now_ms();
+    d.started_at_ms = timestamp_now_ms();
     signal(SIGPIPE, SIG_IGN);
     if (make_dir(conf.state_dir, 0750) || make_dir(conf.runtime_dir, 0755))
         goto out;

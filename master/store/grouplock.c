@@ -59,6 +59,7 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
+#include "lib/name.h"
 #include "master/core/log.h"
 #include "master/store/records.pb-c.h"
 #include "master/store/store.h"
@@ -236,19 +237,8 @@ grouplock_record_decode(const uint8_t *data, size_t len,
 static bool
 name_ok(const char *s)
 {
-    size_t n;
-
-    if (s == NULL || s[0] == '\0' || strcmp(s, ".") == 0 ||
-        strcmp(s, "..") == 0)
-        return false;
-    for (n = 0; s[n] != '\0'; n++) {
-        char c = s[n];
-
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return false;
-    }
-    return true;
+    return s != NULL && name_word_valid(s, SIZE_MAX) && strcmp(s, ".") != 0 &&
+           strcmp(s, "..") != 0;
 }
 
 int

@@ -18,6 +18,8 @@
 #include "master/store/store_backend.h"
 
 #include "lib/errbuf.h"
+#include "lib/hex.h"
+#include "lib/name.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -31,12 +33,11 @@ static const struct store_backend *const backends[] = {
 
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 
+/* A key's bytes: the words of lib/name.h and the segments' '/'. */
 static bool
 key_char_ok(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
-           c == '/';
+    return name_word_char(c) || c == '/';
 }
 
 int
@@ -116,23 +117,21 @@ prefix_check(const char *prefix, char *err, size_t errlen)
 int
 store_blob_name_check(const char *hex, char *err, size_t errlen)
 {
-    size_t i;
+    size_t n;
 
     if (hex == NULL) {
         errbuf_set(err, errlen, "no blob name");
         return -1;
     }
-    for (i = 0; i < STORE_SHA256_HEX - 1; i++) {
-        char c = hex[i];
-
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            errbuf_set(err, errlen,
-                       "blob name \"%.*s\" is not 64 lowercase hex digits",
-                       STORE_SHA256_HEX - 1, hex);
-            return -1;
-        }
+    n = strnlen(hex, STORE_SHA256_HEX);
+    if (n < STORE_SHA256_HEX - 1 ||
+        !hex_lower_valid(hex, STORE_SHA256_HEX - 1)) {
+        errbuf_set(err, errlen,
+                   "blob name \"%.*s\" is not 64 lowercase hex digits",
+                   STORE_SHA256_HEX - 1, hex);
+        return -1;
     }
-    if (hex[i] != '\0') {
+    if (n == STORE_SHA256_HEX) {
         errbuf_set(err, errlen,
                    "blob name \"%.*s...\" is longer than 64 hex digits",
                    STORE_SHA256_HEX - 1, hex);
@@ -158,14 +157,7 @@ store_sha256(const uint8_t *data, size_t len, uint8_t out[32])
 void
 store_hex(const uint8_t in[32], char out[STORE_SHA256_HEX])
 {
-    static const char digits[] = "0123456789abcdef";
-    size_t i;
-
-    for (i = 0; i < 32; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 0x0f];
-    }
-    out[64] = '\0';
+    hex_encode(in, 32, out);
 }
 
 void

@@ -50,6 +50,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "lib/hex.h"
 #include "master/core/conf.h"
 #include "master/core/log.h"
 
@@ -263,11 +264,9 @@ fetch_sha256_parse(const char *text, char out[65])
         return -1;
     for (int i = 0; i < 64; i++) {
         char c = text[i];
-        if (c >= 'A' && c <= 'F')
-            c = (char)(c - 'A' + 'a');
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+        if (hex_digit_value(c) < 0)
             return -1;
-        out[i] = c;
+        out[i] = c >= 'A' && c <= 'F' ? (char)(c - 'A' + 'a') : c;
     }
     out[64] = '\0';
     return 0;
@@ -618,16 +617,11 @@ sha256_hex(const uint8_t *data, size_t len, char out[65])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    static const char hex[] = "0123456789abcdef";
     if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32) {
         out[0] = '\0';
         return;
     }
-    for (unsigned i = 0; i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[64] = '\0';
+    hex_encode(md, 32, out);
 }
 
 static void *

@@ -7,7 +7,8 @@
 
 #include <stdlib.h>
 
-#include "lib/ids.h"
+#include "lib/timestamp.h"
+#include "lib/uuid.h"
 #include "master/broker/flow.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
@@ -31,9 +32,9 @@ void
 lifecycle_emit_hops(struct daemon *d, const struct worker *w, const char *name,
                     json_t *extra, uint32_t hops)
 {
-    char id[37], at[40], type[96], source[300];
-    ids_uuid_new(id);
-    ids_time_format(ids_now_ms(), at);
+    char id[UUID_SIZE], at[TIMESTAMP_SIZE], type[96], source[300];
+    uuid_new(id);
+    timestamp_format(timestamp_now_ms(), at);
     snprintf(type, sizeof type, LIFECYCLE_TYPE "%s", name);
     snprintf(source, sizeof source, "urn:workmanager:%s", d->conf->instance);
 
@@ -66,14 +67,14 @@ void
 lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
                      const char *subject, json_t *data)
 {
-    char id[37], at[40], type[128], source[300];
+    char id[UUID_SIZE], at[TIMESTAMP_SIZE], type[128], source[300];
 
     if (d->flow == NULL) {
         json_decref(data);
         return;
     }
-    ids_uuid_new(id);
-    ids_time_format(ids_now_ms(), at);
+    uuid_new(id);
+    timestamp_format(timestamp_now_ms(), at);
     snprintf(type, sizeof type, INFRA_TYPE "%s", what);
     snprintf(source, sizeof source, "urn:workmanager:%s", d->conf->instance);
     json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}",

@@ -15,7 +15,7 @@
 
 #include <event2/event.h>
 
-#include "lib/ids.h"
+#include "lib/timestamp.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
@@ -109,7 +109,7 @@ fail_worker(struct recovery *rc, struct worker *w, const char *why)
     snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "load_error");
     w->last_exit.code = -1;
     w->last_exit.syscall = -1;
-    w->last_exit.at_ms = ids_now_ms();
+    w->last_exit.at_ms = timestamp_now_ms();
     log_err("recovery: worker %s: %s", w->id, why);
     rc->failed++;
 }

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/uuid.h"
+
 struct engines_entry;
 struct host;
 struct binding;
@@ -90,8 +92,8 @@ struct worker_counters {
 };
 
 struct worker {
-    char id[37]; /* lowercase UUIDv4 */
-    char *name;  /* [a-z0-9][a-z0-9_.-]{0,63}, unique; may equal the id */
+    char id[UUID_SIZE]; /* lowercase UUIDv4 */
+    char *name; /* [a-z0-9][a-z0-9_.-]{0,63}, unique; may equal the id */
     char *tenant;
     char *mime_type;
     char *topic;

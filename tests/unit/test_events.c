@@ -1,6 +1,7 @@
 /*
  * test_events.c — unit tests of master/api/events.c (CloudEvent JSON and HTTP
- * binary mode ⇄ ABI FlatBuffer) and lib/ids.c (UUIDv4, RFC 3339).
+ * binary mode ⇄ ABI FlatBuffer); lib/'s UUIDs and timestamps are
+ * test_lib.c's.
  *
  * Every rule of events.h is exercised both ways: accepted input is checked
  * field by field in the buffer (after ipc_cloudevent_read() and
@@ -16,12 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
 #include "ipc/cloudevent.h"
-#include "lib/ids.h"
+#include "lib/uuid.h"
 #include "master/api/events.h"
 #include "tests/unit/check.h"
 
@@ -133,18 +133,7 @@ data_str(const struct ipc_cloudevent *ce, const char *want)
 static bool
 is_uuid4(const char *s, size_t len)
 {
-    if (len != 36)
-        return false;
-    for (size_t i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return false;
-        } else if (!((s[i] >= '0' && s[i] <= '9') ||
-                     (s[i] >= 'a' && s[i] <= 'f'))) {
-            return false;
-        }
-    }
-    return s[14] == '4' && strchr("89ab", s[19]) != NULL;
+    return uuid_valid(s, len) && s[14] == '4' && strchr("89ab", s[19]) != NULL;
 }
 
 /* The compact text of events_to_json() of b's event. */
@@ -155,100 +144,6 @@ to_text(const struct ipc_cloudevent *ce)
     char *s = j ? events_json_dumps(j, NULL) : NULL;
     json_decref(j);
     return s;
-}
-
-/* ---- ids ------------------------------------------------------------- */
-
-static int
-cmp_ids(const void *a, const void *b)
-{
-    return memcmp(a, b, IDS_UUID_SIZE);
-}
-
-static void
-test_uuid(void)
-{
-    static const char variant_digits[] = "89ab";
-    enum { N = 10000 };
-    char(*ids)[IDS_UUID_SIZE] = malloc(N * sizeof *ids);
-    unsigned ver_ok = 0, variants[4] = { 0 };
-
-    REQUIRE(ids != NULL);
-    for (int i = 0; i < N; i++) {
-        CHECK(ids_uuid_new(ids[i]) == 0);
-        if (is_uuid4(ids[i], strlen(ids[i])))
-            ver_ok++;
-        const char *at = strchr(variant_digits, ids[i][19]);
-        if (at && *at)
-            variants[at - variant_digits]++;
-    }
-    CHECK(ver_ok == N);
-    /* The two free bits of the variant nibble are random: each of 8, 9, a,
-     * b shows up (p of a miss ~ 4 * 0.75^10000). */
-    for (int v = 0; v < 4; v++)
-        CHECK(variants[v] > 0);
-    qsort(ids, N, sizeof *ids, cmp_ids);
-    unsigned dups = 0;
-    for (int i = 1; i < N; i++)
-        dups += memcmp(ids[i - 1], ids[i], IDS_UUID_SIZE) == 0;
-    CHECK(dups == 0);
-    free(ids);
-}
-
-static void
-test_time_format(void)
-{
-    static const struct {
-        int64_t ms;
-        const char *text;
-    } known[] = {
-        { 0, "1970-01-01T00:00:00.000Z" },
-        { 1795317038123LL, "2026-11-22T03:10:38.123Z" },
-        { 951825600000LL, "2000-02-29T12:00:00.000Z" },
-        { -1, "1969-12-31T23:59:59.999Z" },
-        { -2203891200000LL, "1900-03-01T00:00:00.000Z" },
-        { 4107542399999LL, "2100-02-28T23:59:59.999Z" },
-        { -11670998400000LL, "1600-02-29T00:00:00.000Z" },
-        { IDS_TIME_MIN_MS, "0000-01-01T00:00:00.000Z" },
-        { IDS_TIME_MAX_MS, "9999-12-31T23:59:59.999Z" },
-    };
-    char out[IDS_TIME_SIZE];
-
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        CHECK(ids_time_format(known[i].ms, out) == 0);
-        CHECK_STR(out, known[i].text);
-    }
-    CHECK(ids_time_format(IDS_TIME_MAX_MS + 1, out) == -1 && out[0] == 0);
-    CHECK(ids_time_format(IDS_TIME_MIN_MS - 1, out) == -1 && out[0] == 0);
-    CHECK(ids_time_format(INT64_MIN, out) == -1);
-    CHECK(ids_time_format(INT64_MAX, out) == -1);
-
-    /* Against the C library, over 1834..2106. */
-    unsigned bad = 0;
-    srand(42);
-    for (int i = 0; i < 20000; i++) {
-        int64_t ms = ((int64_t)rand() << 31 | rand()) % 8589934592000LL -
-                     4294967296000LL;
-        int64_t sec = ms / 1000, frac = ms % 1000;
-        if (frac < 0) {
-            frac += 1000;
-            sec--;
-        }
-        time_t t = (time_t)sec;
-        struct tm tm;
-        char want[64];
-        gmtime_r(&t, &tm);
-        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (int)frac);
-        ids_time_format(ms, out);
-        bad += strcmp(out, want) != 0;
-    }
-    CHECK(bad == 0);
-
-    int64_t now = ids_now_ms();
-    CHECK(now > 1700000000000LL && now < IDS_TIME_MAX_MS);
-    CHECK((int64_t)time(NULL) - now / 1000 <= 1);
 }
 
 /* ---- structured mode: attributes ------------------------------------- */
@@ -1031,8 +926,6 @@ test_batch(void)
 int
 main(void)
 {
-    RUN(test_uuid);
-    RUN(test_time_format);
     RUN(test_attributes);
     RUN(test_data);
     RUN(test_extensions);
