@@ -15,18 +15,15 @@
  * QUOTE_MAX bytes, so a message can be put in a JSON reply or a log line as
  * it is and never ends in a broken UTF-8 sequence.
  *
- * JSON data are written by our own compact serialiser (events_json_dumps)
- * rather than json_dumps(): jansson prints reals with 17 significant
- * digits (19.99 becomes 19.989999999999998), which a worker reading the
- * bytes as a decimal would take literally.  We print the shortest digits
- * that read back as the same double, as Python's repr() does.
+ * JSON data and number extensions are written by the compact writer of
+ * events_json.c (events_json_dumps(), events_json_real()), not by
+ * json_dumps(): see there why.
  */
 #include "config.h"
 
 #include "master/api/events.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,12 +37,6 @@
 #include "lib/name.h"
 #include "lib/uuid.h"
 
-/* jansson's parser stops at this depth (JSON_PARSER_MAX_DEPTH); no value it
- * parsed is deeper, and a hand-built cycle stops here too. */
-#define DUMP_MAX_DEPTH 2048
-/* The text of a number extension: "-1.2345678901234567e-308" (24) and
- * INT64_MIN (20) fit. */
-#define NUM_TEXT_SIZE 32
 /* Bytes of sender-chosen text quoted in an error message. */
 #define QUOTE_MAX 40
 /* Enough for any message of this file (two quotes of 4 * QUOTE_MAX). */
@@ -362,247 +353,6 @@ media_kind(struct ipc_str ct)
     return MEDIA_OTHER;
 }
 
-/* ---- the compact JSON writer ----------------------------------------- */
-
-struct wbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-    bool failed;
-};
-
-static void
-w_put(struct wbuf *w, const char *s, size_t n)
-{
-    if (w->failed)
-        return;
-    if (w->cap - w->len < n + 1) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap - w->len < n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                w->failed = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->failed = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-    w->p[w->len] = '\0';
-}
-
-static void
-w_str(struct wbuf *w, const char *s)
-{
-    w_put(w, s, strlen(s));
-}
-
-/* A JSON string: UTF-8 as it is, quotes, backslashes and C0 controls
- * escaped (as jansson does without JSON_ENSURE_ASCII). */
-static void
-w_quoted(struct wbuf *w, const char *s, size_t len)
-{
-    size_t run = 0;
-
-    w_put(w, "\"", 1);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[8];
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            if (c < 0x20) {
-                snprintf(u, sizeof u, "\\u%04x", c);
-                esc = u;
-            }
-        }
-        if (esc) {
-            w_put(w, s + run, i - run);
-            w_str(w, esc);
-            run = i + 1;
-        }
-    }
-    w_put(w, s + run, len - run);
-    w_put(w, "\"", 1);
-}
-
-/* The shortest text that strtod() reads back as v, in Python's repr()
- * style: positional for decimal exponents -4..15, else d.ddde+XX; always
- * with a "." or an exponent so that it reads back as a real. */
-static void
-format_real(double v, char out[NUM_TEXT_SIZE])
-{
-    char e[64], digits[24];
-    size_t k = 0;
-    int exp10;
-
-    if (v == 0) {
-        strcpy(out, signbit(v) ? "-0.0" : "0.0");
-        return;
-    }
-    /* 17 significant digits always round-trip an IEEE double. */
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, v);
-        if (strtod(e, NULL) == v)
-            break;
-    }
-    /* e is [-]d[.ddd]e(+|-)XX; the radix character may be the locale's,
-     * so only digits are taken from the mantissa. */
-    const char *m = e + (e[0] == '-');
-    for (; *m && *m != 'e' && *m != 'E'; m++)
-        if (is_digit(*m) && k < sizeof digits - 1)
-            digits[k++] = *m;
-    exp10 = *m ? atoi(m + 1) : 0;
-    while (k > 1 && digits[k - 1] == '0')
-        k--;
-    digits[k] = '\0';
-
-    char *o = out;
-    if (v < 0)
-        *o++ = '-';
-    if (exp10 >= -4 && exp10 < 16) {
-        if (exp10 >= 0) {
-            size_t ip = (size_t)exp10 + 1;
-            for (size_t i = 0; i < ip; i++)
-                *o++ = i < k ? digits[i] : '0';
-            *o++ = '.';
-            if (k > ip)
-                for (size_t i = ip; i < k; i++)
-                    *o++ = digits[i];
-            else
-                *o++ = '0';
-        } else {
-            *o++ = '0';
-            *o++ = '.';
-            for (int i = -1; i > exp10; i--)
-                *o++ = '0';
-            for (size_t i = 0; i < k; i++)
-                *o++ = digits[i];
-        }
-        *o = '\0';
-    } else {
-        *o++ = digits[0];
-        if (k > 1) {
-            *o++ = '.';
-            for (size_t i = 1; i < k; i++)
-                *o++ = digits[i];
-        }
-        snprintf(o, (size_t)(out + NUM_TEXT_SIZE - o), "e%c%02d",
-                 exp10 < 0 ? '-' : '+', abs(exp10));
-    }
-}
-
-static void
-format_integer(json_int_t v, char out[NUM_TEXT_SIZE])
-{
-    snprintf(out, NUM_TEXT_SIZE, "%" JSON_INTEGER_FORMAT, v);
-}
-
-static void
-w_value(struct wbuf *w, json_t *v, unsigned depth)
-{
-    char num[NUM_TEXT_SIZE];
-
-    if (depth > DUMP_MAX_DEPTH) {
-        w->failed = true;
-        return;
-    }
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        const char *key;
-        json_t *member;
-        bool first = true;
-        w_put(w, "{", 1);
-        json_object_foreach(v, key, member)
-        {
-            if (!first)
-                w_put(w, ",", 1);
-            first = false;
-            w_quoted(w, key, strlen(key));
-            w_put(w, ":", 1);
-            w_value(w, member, depth + 1);
-        }
-        w_put(w, "}", 1);
-        break;
-    }
-    case JSON_ARRAY:
-        w_put(w, "[", 1);
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i)
-                w_put(w, ",", 1);
-            w_value(w, json_array_get(v, i), depth + 1);
-        }
-        w_put(w, "]", 1);
-        break;
-    case JSON_STRING:
-        w_quoted(w, json_string_value(v), json_string_length(v));
-        break;
-    case JSON_INTEGER:
-        format_integer(json_integer_value(v), num);
-        w_str(w, num);
-        break;
-    case JSON_REAL:
-        format_real(json_real_value(v), num);
-        w_str(w, num);
-        break;
-    case JSON_TRUE:
-        w_str(w, "true");
-        break;
-    case JSON_FALSE:
-        w_str(w, "false");
-        break;
-    case JSON_NULL:
-        w_str(w, "null");
-        break;
-    }
-}
-
-char *
-events_json_dumps(const json_t *value, size_t *len)
-{
-    struct wbuf w = { NULL, 0, 0, false };
-
-    /* jansson's iterators take a non-const json_t even to read; nothing
-     * below writes to the value. */
-    json_t *v = (json_t *)(uintptr_t)value;
-    w_value(&w, v, 0);
-    if (w.failed) {
-        free(w.p);
-        return NULL;
-    }
-    if (len)
-        *len = w.len;
-    return w.p;
-}
-
 /* ---- errors ---------------------------------------------------------- */
 
 /* Quotes sender-chosen text for a message: "..." with bytes outside
@@ -659,7 +409,7 @@ struct draft {
     struct ipc_cloudevent ce;
     struct ipc_pair ext[EVENTS_MAX_EXTENSIONS];
     /* One more than ext[]: the text is written before the count check. */
-    char num[EVENTS_MAX_EXTENSIONS + 1][NUM_TEXT_SIZE];
+    char num[EVENTS_MAX_EXTENSIONS + 1][EVENTS_JSON_NUMBER_SIZE];
     char id[UUID_SIZE];
     char *err;
     size_t errlen;
@@ -899,10 +649,10 @@ json_ext(struct draft *d, const char *key, json_t *v)
         return draft_ext(d, key, klen, json_string_value(v),
                          json_string_length(v));
     case JSON_INTEGER:
-        format_integer(json_integer_value(v), num);
+        events_json_integer(json_integer_value(v), num);
         break;
     case JSON_REAL:
-        format_real(json_real_value(v), num);
+        events_json_real(json_real_value(v), num);
         break;
     case JSON_TRUE:
         strcpy(num, "true");
@@ -1223,7 +973,7 @@ events_to_json(const struct ipc_cloudevent *ce)
     }
     for (uint32_t i = 0; i < ce->extensions.n; i++) {
         struct ipc_pair p;
-        char key[21];
+        char key[NAME_EXT_MAX + 1];
 
         ipc_pair_list_get(&ce->extensions, i, &p);
         if (!name_ext_valid(p.name.ptr, p.name.len) || p.value.ptr == NULL ||

@@ -107,4 +107,15 @@ const uint8_t *events_batch_get(const struct events_batch *batch, size_t i,
  * NULL when out of memory or nested deeper than 2048 levels. */
 char *events_json_dumps(const json_t *value, size_t *len);
 
+/* The text of a JSON number as events_json_dumps() writes it (and a number
+ * extension is stored): "-1.2345678901234567e-308" (24) and INT64_MIN
+ * (20) fit. */
+#define EVENTS_JSON_NUMBER_SIZE 32
+/* A real in the shortest form that strtod() reads back as v, in Python's
+ * repr() style: positional for decimal exponents -4..15, else d.ddde+XX;
+ * always with a "." or an exponent so that it reads back as a real. */
+void events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE]);
+/* An integer in decimal. */
+void events_json_integer(json_int_t v, char out[EVENTS_JSON_NUMBER_SIZE]);
+
 #endif /* WM_MASTER_EVENTS_H */
