@@ -26,7 +26,8 @@
 #include "cli/table.h"
 
 #define DEFAULT_SOCKET "/run/workmanager/control.sock"
-/* The daemon reads at most this much of its token file (api.c). */
+/* The daemon reads at most this much of its token file
+ * (master/api/router.c). */
 #define TOKEN_MAX 512
 
 static int cmd_engines(struct wmctl *ctl, int argc, char **argv);

@@ -1,13 +1,16 @@
 /*
- * api.h — the admin API (DESIGN §8): HTTP/1.1 + JSON over libevent's
- * evhttp, on the control socket (unix, mode and group configurable, peer
- * credentials logged) and optionally on TCP with a bearer token.
- *
- * api.c owns the listeners, routing, request bodies, errors and the audit
- * trail; the routes live in route_workers.c and route_health.c.  A handler
- * either answers at once or keeps its struct api_req until an asynchronous
- * step (a store write, a host's Loaded) completes; a client that hangs up
- * meanwhile marks the request gone and the late answer is dropped.
+ * api.h — master/api/, the admin API room (DESIGN §8): HTTP/1.1 + JSON over
+ * libevent's evhttp on the control socket (unix, mode and group
+ * configurable, peer credentials logged) and optionally on TCP with a
+ * bearer token.  router.c holds the listeners, the gate and the route
+ * table; request.c a request's life (reading its body, answering, the
+ * audit trail); one route_*.c per resource (workers, with worker_body.c
+ * for a worker's JSON both ways and route_invoke.c for invoke; topics;
+ * health, engines and recover; metrics); events.c and events_json.c the
+ * CloudEvents codec of the edges (events.h).  A handler either answers at
+ * once or keeps its struct api_req until an asynchronous step (a store
+ * write, a host's Loaded) completes; a client that hangs up meanwhile
+ * marks the request gone and the late answer is dropped.
  */
 #ifndef WM_MASTER_API_H
 #define WM_MASTER_API_H
@@ -25,14 +28,18 @@ struct api;
 struct evhttp_request;
 struct evkeyvalq;
 
+/* The most path segments a request may have: /v1/workers/{id}/{action} is
+ * four; longer paths are refused as unknown routes. */
+#define API_MAX_SEGMENTS 6
+
 struct api_req {
     struct api *api;
     struct daemon *d;
     struct evhttp_request *req;
-    const char *method; /* "GET", "POST", ... */
-    char *path;         /* decoded path, without the query */
-    char *query;        /* raw query string, or NULL */
-    char *seg[6];       /* path segments (pointers into segbuf) */
+    const char *method;          /* "GET", "POST", ... */
+    char *path;                  /* decoded path, without the query */
+    char *query;                 /* raw query string, or NULL */
+    char *seg[API_MAX_SEGMENTS]; /* path segments (pointers into segbuf) */
     int nseg;
     char *segbuf;
     char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
@@ -51,6 +58,13 @@ struct api *api_new(struct daemon *d, char *err, size_t errlen);
 /* Stops accepting new connections (shutdown). */
 void api_stop_listening(struct api *api);
 void api_free(struct api *api);
+
+/* For the router (request.c): the request of req as the routes see it,
+ * with the close callback that marks it gone.  Returns NULL when it has
+ * already been answered (500 out of memory; 404 for a path that does not
+ * decode or has more than API_MAX_SEGMENTS segments). */
+struct api_req *api_req_new(struct api *api, struct daemon *d,
+                            struct evhttp_request *req);
 
 /* Answers with status and a JSON body (the reference is stolen; NULL for
  * no body) and frees rq. */
@@ -97,7 +111,8 @@ void api_stream_end(struct api_req *rq);
  * Retry-After; true if it answered. */
 bool api_refuse_while_recovering(struct api_req *rq);
 
-/* Routes (route_workers.c, route_health.c).  Each answers or keeps rq. */
+/* Routes (route_workers.c, route_health.c, route_topics.c,
+ * route_metrics.c).  Each answers or keeps rq. */
 void api_workers_route(struct api_req *rq);
 void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
