@@ -27,6 +27,7 @@ struct daemon;
 struct api;
 struct evhttp_request;
 struct evkeyvalq;
+struct worker;
 
 /* The most path segments a request may have: /v1/workers/{id}/{action} is
  * four; longer paths are refused as unknown routes. */
@@ -69,6 +70,9 @@ struct api_req *api_req_new(struct api *api, struct daemon *d,
 /* Answers with status and a JSON body (the reference is stolen; NULL for
  * no body) and frees rq. */
 void api_reply(struct api_req *rq, int status, json_t *body);
+/* An instant (milliseconds since the epoch) as the API writes it: RFC 3339
+ * text, or null for 0 (never happened).  A new reference. */
+json_t *api_json_time(int64_t ms);
 /* Answers {"error": {"code", "message"}} and frees rq. */
 void api_error(struct api_req *rq, int status, const char *code,
                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -87,6 +91,18 @@ const char *api_header(struct api_req *rq, const char *name);
 
 /* A query parameter (decoded), or NULL. */
 const char *api_query(struct api_req *rq, const char *name);
+
+/* An optional string member of obj into *out (borrowed from obj; NULL when
+ * absent or null).  Returns 0, or -1 having answered 400 when it is not a
+ * string. */
+int api_member_str(struct api_req *rq, json_t *obj, const char *key,
+                   const char **out);
+/* An optional integer member of obj from min to max into *out (left as it
+ * is when absent or null).  Returns 0, or -1 having answered 400
+ * `<what><key> must be an integer from <min> to <max>`. */
+int api_member_uint(struct api_req *rq, json_t *obj, const char *key,
+                    const char *what, uint32_t min, uint32_t max,
+                    uint32_t *out);
 
 /* The longest topic name: a topic is a word of lib/name.h,
  * [A-Za-z0-9_.-]{1,128}, checked with name_word_valid(). */
@@ -118,6 +134,8 @@ void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
+/* POST /v1/workers/{id}/invoke of worker w (route_invoke.c). */
+void api_invoke_route(struct api_req *rq, struct worker *w);
 /* Open event streams, and events they dropped (route_topics.c). */
 uint64_t api_topics_streams(void);
 /* Ends every stream (shutdown). */

@@ -3,7 +3,8 @@
  * (api.h): made from libevent's request (method, decoded path and its
  * segments, query, peer), read (body, headers, query parameters) and
  * answered (JSON, error, text, a stream), the audit trail written on the
- * way out.
+ * way out; and the small readers and writers of the JSON the routes share
+ * (a body's optional members, an instant).
  *
  * Every answer frees the request; so does a client that hangs up in the
  * middle of a stream.  A client that hangs up before an answer only marks
@@ -14,6 +15,7 @@
 
 #include "master/api/api.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "lib/timestamp.h"
 #include "master/core/audit.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -210,6 +213,40 @@ api_query(struct api_req *rq, const char *name)
     return evhttp_find_header(rq->params, name);
 }
 
+int
+api_member_uint(struct api_req *rq, json_t *obj, const char *key,
+                const char *what, uint32_t min, uint32_t max, uint32_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < min ||
+        json_integer_value(v) > max) {
+        api_error(rq, 400, "invalid_argument",
+                  "%s%s must be an integer from %" PRIu32 " to %" PRIu32, what,
+                  key, min, max);
+        return -1;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+int
+api_member_str(struct api_req *rq, json_t *obj, const char *key,
+               const char **out)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        api_error(rq, 400, "invalid_argument", "%s must be a string", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
 /* ---- answers ---------------------------------------------------------- */
 
 static void
@@ -250,6 +287,16 @@ void
 api_reply(struct api_req *rq, int status, json_t *body)
 {
     finish(rq, status, body, NULL);
+}
+
+json_t *
+api_json_time(int64_t ms)
+{
+    char buf[TIMESTAMP_SIZE];
+    if (ms == 0)
+        return json_null();
+    timestamp_format(ms, buf);
+    return json_string(buf);
 }
 
 static void verror(struct api_req *rq, int status, const char *code,

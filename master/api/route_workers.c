@@ -17,19 +17,15 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc/cloudevent.h"
-#include "lib/base64.h"
-#include "lib/name.h"
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "master/api/api.h"
-#include "master/api/events.h"
+#include "master/api/worker_body.h"
 #include "master/broker/flow.h"
 #include "master/broker/gateway.h"
 #include "master/broker/stamp.h"
@@ -43,308 +39,6 @@
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/registry.h"
-
-#define MAX_TAGS 50
-#define MAX_TAG_KEY 128
-#define MAX_TAG_VALUE 1024
-#define MAX_CONFIG 64
-#define MAX_CONCURRENCY 64
-
-/* ---- the worker object ----------------------------------------------- */
-
-static json_t *
-pairs_json(const struct worker_pair *p, size_t n)
-{
-    json_t *o = json_object();
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(o, p[i].name, json_string(p[i].value));
-    return o;
-}
-
-static json_t *
-time_json(int64_t ms)
-{
-    char buf[TIMESTAMP_SIZE];
-    if (ms == 0)
-        return json_null();
-    timestamp_format(ms, buf);
-    return json_string(buf);
-}
-
-static json_t *
-exit_json(const struct worker_exit *e)
-{
-    if (!e->present)
-        return json_null();
-    json_t *j = json_pack(
-        "{s:s, s:o, s:o, s:o}", "reason", e->reason, "at", time_json(e->at_ms),
-        "signal", e->signal ? json_integer(e->signal) : json_null(), "code",
-        e->code >= 0 ? json_integer(e->code) : json_null());
-    json_object_set_new(
-        j, "syscall", e->syscall >= 0 ? json_integer(e->syscall) : json_null());
-    json_object_set_new(j, "syscall_name",
-                        e->syscall >= 0 && e->syscall_name[0]
-                            ? json_string(e->syscall_name)
-                            : json_null());
-    return j;
-}
-
-static json_t *
-api_worker_json(const struct worker *w)
-{
-    json_t *j = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:o, s:I, s:o}", "id",
-        w->id, "name", w->name, "tenant", w->tenant, "mime_type", w->mime_type,
-        "topic", w->topic, "group",
-        w->group ? json_string(w->group) : json_null(), "status",
-        worker_status_name(w->status), "state", worker_state_name(w->state),
-        "version", (json_int_t)w->version, "pid",
-        w->pid > 0 ? json_integer(w->pid) : json_null(), "restarts",
-        (json_int_t)w->restarts, "last_exit", exit_json(&w->last_exit));
-    /* Every host process (several for an engine of concurrency
-     * processes, engines.h); pid is the first's. */
-    int pids[MAX_CONCURRENCY];
-    size_t npids = supervise_pids(w, pids, MAX_CONCURRENCY);
-    if (npids > MAX_CONCURRENCY)
-        npids = MAX_CONCURRENCY;
-    json_t *jpids = json_array();
-    for (size_t i = 0; i < npids; i++)
-        json_array_append_new(jpids, json_integer(pids[i]));
-    if (npids == 0 && w->pid > 0) /* in process: the daemon's */
-        json_array_append_new(jpids, json_integer(w->pid));
-    json_object_set_new(j, "pids", jpids);
-    const char *confinement = supervise_confinement(w);
-    json_object_set_new(j, "confinement",
-                        w->in_process ? json_string("none (in-process)")
-                        : confinement ? json_string(confinement)
-                                      : json_null());
-    json_object_set_new(j, "created_at", time_json(w->created_at_ms));
-    json_object_set_new(j, "updated_at", time_json(w->updated_at_ms));
-    json_object_set_new(j, "config", pairs_json(w->config, w->nconfig));
-    json_object_set_new(j, "tags", pairs_json(w->tags, w->ntags));
-    json_object_set_new(j, "limits",
-                        json_pack("{s:I, s:I, s:I}", "timeout_ms",
-                                  (json_int_t)w->limits.timeout_ms, "memory_mb",
-                                  (json_int_t)w->limits.memory_mb,
-                                  "concurrency",
-                                  (json_int_t)w->limits.concurrency));
-    json_object_set_new(j, "isolation",
-                        json_string(w->in_process ? "in-process" : "process"));
-    if (w->in_process)
-        json_object_set_new(
-            j, "caveats",
-            json_pack("[s, s, s]",
-                      "runs inside the daemon: a crash of the worker ends the "
-                      "daemon and every worker in it",
-                      "a timeout answers worker.error but cannot stop the "
-                      "call: its thread stays busy until Process returns",
-                      "the VIRTUFIN_WORKER_* variables are process-wide: set "
-                      "at load, restored at unload"));
-    json_object_set_new(j, "idle_timeout_s", json_integer(w->idle_timeout_s));
-    if (w->error)
-        json_object_set_new(j, "error", json_string(w->error));
-    return j;
-}
-
-/* ---- validation ------------------------------------------------------ */
-
-/* Config entries become CloudEvent extensions (DESIGN §6). */
-static const char *
-config_name_problem(const char *name)
-{
-    static const char *const reserved[] = {
-        "id",
-        "type",
-        "source",
-        "specversion",
-        "datacontenttype",
-        "dataschema",
-        "subject",
-        "time",
-        "data",
-        "correlationid",
-        "replytopic",
-        "traceparent",
-        "tracestate",
-        "wmhops",
-    };
-    if (!name_ext_valid(name, strlen(name)))
-        return "is not " NAME_EXT_RULE;
-    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-        if (strcmp(name, reserved[i]) == 0)
-            return "is a reserved CloudEvents attribute";
-    return NULL;
-}
-
-/* Copies a JSON object of strings into pairs.  Returns NULL and answers on
- * a bad member. */
-static int
-take_pairs(struct api_req *rq, json_t *obj, const char *what, bool is_config,
-           struct worker_pair **out, size_t *nout)
-{
-    const char *key;
-    json_t *v;
-    size_t n = json_object_size(obj), i = 0;
-
-    if (is_config ? n > MAX_CONFIG : n > MAX_TAGS) {
-        api_error(rq, 400, "invalid_argument", "%s: at most %d entries", what,
-                  is_config ? MAX_CONFIG : MAX_TAGS);
-        return -1;
-    }
-    *out = calloc(n ? n : 1, sizeof **out);
-    *nout = 0;
-    if (*out == NULL) {
-        api_error(rq, 500, "internal", "out of memory");
-        return -1;
-    }
-    json_object_foreach(obj, key, v)
-    {
-        const char *problem = NULL;
-        if (!json_is_string(v))
-            problem = "value must be a string";
-        else if (is_config)
-            problem = config_name_problem(key);
-        else if (*key == '\0' || strlen(key) > MAX_TAG_KEY)
-            problem = "key must have 1 to 128 characters";
-        else if (json_string_length(v) > MAX_TAG_VALUE)
-            problem = "value longer than 1024 characters";
-        if (problem) {
-            api_error(rq, 400, "invalid_argument", "%s.%s: %s", what, key,
-                      problem);
-            return -1;
-        }
-        (*out)[i].name = strdup(key);
-        (*out)[i].value = strdup(json_string_value(v));
-        *nout = ++i;
-    }
-    return 0;
-}
-
-static int
-get_uint(struct api_req *rq, json_t *obj, const char *key, const char *what,
-         uint32_t min, uint32_t max, uint32_t *out)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min ||
-        json_integer_value(v) > max) {
-        api_error(rq, 400, "invalid_argument",
-                  "%s%s must be an integer from %" PRIu32 " to %" PRIu32, what,
-                  key, min, max);
-        return -1;
-    }
-    *out = (uint32_t)json_integer_value(v);
-    return 0;
-}
-
-/* Reads an optional string member; -1 (answered) if it is not a string. */
-static int
-get_str(struct api_req *rq, json_t *obj, const char *key, const char **out)
-{
-    json_t *v = json_object_get(obj, key);
-    *out = NULL;
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_string(v)) {
-        api_error(rq, 400, "invalid_argument", "%s must be a string", key);
-        return -1;
-    }
-    *out = json_string_value(v);
-    return 0;
-}
-
-/* The code of a create or reload, as the request gave it: the bytes of
- * {"content": base64}, or the URL of {"url", "sha256"?} (borrowed from the
- * body) to fetch. */
-struct code_req {
-    uint8_t *code;
-    size_t len;
-    const char *url;
-    char sha256[65]; /* the expected digest, "" when not given */
-};
-
-static int
-take_code(struct api_req *rq, json_t *body, struct code_req *cr)
-{
-    json_t *c = json_object_get(body, "code"), *v;
-    const char *key;
-
-    memset(cr, 0, sizeof *cr);
-    if (!json_is_object(c)) {
-        api_error(rq, 400, "invalid_argument",
-                  "code must be an object: {\"content\": \"<base64>\"} or "
-                  "{\"url\": \"https://...\", \"sha256\": \"<hex>\"}");
-        return -1;
-    }
-    /* Nothing else: in particular no credentials, which come from the
-     * operator's code_source_credentials_file only. */
-    json_object_foreach(c, key, v)
-    {
-        if (strcmp(key, "content") != 0 && strcmp(key, "url") != 0 &&
-            strcmp(key, "sha256") != 0) {
-            api_error(rq, 400, "invalid_argument",
-                      "code.%s is not a member of code (content, or url and "
-                      "sha256; credentials for a URL come from the daemon's "
-                      "code_source_credentials_file, never from a request)",
-                      key);
-            return -1;
-        }
-    }
-    json_t *content = json_object_get(c, "content");
-    json_t *url = json_object_get(c, "url");
-    json_t *sha = json_object_get(c, "sha256");
-    if (sha && (!json_is_string(sha) ||
-                fetch_sha256_parse(json_string_value(sha), cr->sha256) != 0)) {
-        api_error(rq, 400, "invalid_argument",
-                  "code.sha256 must be 64 hexadecimal digits");
-        return -1;
-    }
-    if (content && url) {
-        api_error(rq, 400, "invalid_argument",
-                  "code takes content or url, not both");
-        return -1;
-    }
-    if (url) {
-        if (!json_is_string(url) || json_string_length(url) == 0) {
-            api_error(rq, 400, "invalid_argument",
-                      "code.url must be a non-empty string");
-            return -1;
-        }
-        cr->url = json_string_value(url);
-        return 0;
-    }
-    if (!json_is_string(content)) {
-        api_error(rq, 400, "invalid_argument",
-                  "code.content must be a base64 string");
-        return -1;
-    }
-    if (base64_decode(json_string_value(content), json_string_length(content),
-                      &cr->code, &cr->len) != 0) {
-        api_error(rq, 400, "invalid_argument",
-                  "code.content is not valid base64");
-        return -1;
-    }
-    if (cr->len == 0) {
-        free(cr->code);
-        cr->code = NULL;
-        api_error(rq, 400, "invalid_argument", "code.content is empty");
-        return -1;
-    }
-    if (cr->sha256[0]) {
-        char got[STORE_SHA256_HEX];
-        store_sha256_hex(cr->code, cr->len, got);
-        if (strcmp(got, cr->sha256) != 0) {
-            api_error(rq, 403, "security_rejected",
-                      "code.content has SHA-256 %s, not the code.sha256 %s",
-                      got, cr->sha256);
-            free(cr->code);
-            cr->code = NULL;
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* ---- a pending operation --------------------------------------------- */
 
@@ -401,7 +95,7 @@ static void op_persist(struct op *op);
 static void
 worker_answer(struct api_req *rq, int status, const struct worker *w)
 {
-    api_reply(rq, status, api_worker_json(w));
+    api_reply(rq, status, worker_body_json(w));
 }
 
 static void
@@ -447,16 +141,6 @@ op_undo(struct op *op)
     case OP_DELETE:
         break;
     }
-}
-
-static void
-free_pairs(struct worker_pair *p, size_t n)
-{
-    for (size_t i = 0; p && i < n; i++) {
-        free(p[i].name);
-        free(p[i].value);
-    }
-    free(p);
 }
 
 static void
@@ -511,9 +195,10 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
         supervise_apply(op->d->sv, w, after_apply, op);
         return;
     case OP_TAGS:
-        free_pairs(op->old_tags, op->old_ntags);
+        worker_pairs_free(op->old_tags, op->old_ntags);
         api_reply(op->rq, 200,
-                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+                  json_pack("{s:o}", "tags",
+                            worker_body_pairs_json(w->tags, w->ntags)));
         op_free(op);
         return;
     default:
@@ -840,7 +525,7 @@ on_fetched(struct fetch_result *r, void *arg)
 /* Takes the code of a create or reload: at once from the request, or
  * once fetched from its URL; then stores, loads and persists it. */
 static void
-op_take_code(struct op *op, struct code_req *cr)
+op_take_code(struct op *op, struct worker_body_code *cr)
 {
     char why[600];
 
@@ -876,72 +561,18 @@ create(struct api_req *rq)
 {
     json_t *body = api_body_object(rq);
     struct worker *w = NULL;
-    const char *mime, *topic, *tenant, *group, *name, *isolation;
-    struct code_req code = { 0 };
+    struct worker_body_create b;
+    struct worker_body_code code = { 0 };
     const struct engines_entry *e;
 
     if (body == NULL)
         return;
-    if (get_str(rq, body, "mime_type", &mime) ||
-        get_str(rq, body, "topic", &topic) ||
-        get_str(rq, body, "tenant", &tenant) ||
-        get_str(rq, body, "group", &group) ||
-        get_str(rq, body, "name", &name) ||
-        get_str(rq, body, "isolation", &isolation))
+    if (worker_body_create_take(rq, body, &b) != 0)
         goto out;
-    if (mime == NULL) {
-        api_error(rq, 400, "invalid_argument", "mime_type is required");
+    if ((e = engine_for(rq, b.mime)) == NULL)
         goto out;
-    }
-    if (topic == NULL || !name_word_valid(topic, API_TOPIC_MAX)) {
-        api_error(rq, 400, "invalid_argument",
-                  "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
-        goto out;
-    }
-    if (tenant && !name_lower_valid(tenant, 64)) {
-        api_error(rq, 400, "invalid_argument",
-                  "tenant must match [a-z0-9][a-z0-9_.-]{0,63}");
-        goto out;
-    }
-    if (group && !name_lower_valid(group, 64)) {
-        api_error(rq, 400, "invalid_argument",
-                  "group must match [a-z0-9][a-z0-9_.-]{0,63}");
-        goto out;
-    }
-    if (name &&
-        (!name_lower_valid(name, 64) || uuid_valid(name, strlen(name)))) {
-        api_error(rq, 400, "invalid_argument",
-                  "name must match [a-z0-9][a-z0-9_.-]{0,63} and not be a "
-                  "UUID");
-        goto out;
-    }
-    if (name && registry_lookup_name(rq->d->registry, name)) {
-        api_error(rq, 409, "conflict", "name %s is taken", name);
-        goto out;
-    }
-    if (isolation && strcmp(isolation, "process") != 0 &&
-        strcmp(isolation, "in-process") != 0) {
-        api_error(rq, 400, "invalid_argument",
-                  "isolation must be \"process\" or \"in-process\"");
-        goto out;
-    }
-    json_t *start = json_object_get(body, "start");
-    if (start && !json_is_boolean(start)) {
-        api_error(rq, 400, "invalid_argument", "start must be a boolean");
-        goto out;
-    }
-    json_t *cfg = json_object_get(body, "config");
-    json_t *tags = json_object_get(body, "tags");
-    json_t *limits = json_object_get(body, "limits");
-    if ((cfg && !json_is_object(cfg)) || (tags && !json_is_object(tags)) ||
-        (limits && !json_is_object(limits))) {
-        api_error(rq, 400, "invalid_argument",
-                  "config, tags and limits must be objects");
-        goto out;
-    }
-    if ((e = engine_for(rq, mime)) == NULL)
-        goto out;
-    if (isolation && strcmp(isolation, "in-process") == 0) {
+    bool in_process = b.isolation && strcmp(b.isolation, "in-process") == 0;
+    if (in_process) {
         if (!e->in_process) {
             api_error(rq, 400, "invalid_argument",
                       "isolation in-process: engine %s runs only in a host "
@@ -964,22 +595,12 @@ create(struct api_req *rq)
         api_error(rq, 500, "internal", "out of memory");
         goto out;
     }
-    w->limits.concurrency = 1;
-    if ((cfg && take_pairs(rq, cfg, "config", true, &w->config, &w->nconfig)) ||
-        (tags && take_pairs(rq, tags, "tags", false, &w->tags, &w->ntags)) ||
-        (limits && (get_uint(rq, limits, "timeout_ms", "limits.", 1, 3600000,
-                             &w->limits.timeout_ms) ||
-                    get_uint(rq, limits, "memory_mb", "limits.", 0, 1048576,
-                             &w->limits.memory_mb) ||
-                    get_uint(rq, limits, "concurrency", "limits.", 1,
-                             MAX_CONCURRENCY, &w->limits.concurrency))) ||
-        get_uint(rq, body, "idle_timeout_s", "", 0, 86400 * 365,
-                 &w->idle_timeout_s) ||
-        take_code(rq, body, &code))
+    if (worker_body_settings_take(rq, body, &b, w) ||
+        worker_body_code_take(rq, body, &code))
         goto out;
     /* A group member's event must end (its deadline) before its lock may
      * be stolen as stale (DESIGN §6). */
-    if (group && w->limits.timeout_ms >= rq->d->conf->lock_max_age_ms) {
+    if (b.group && w->limits.timeout_ms >= rq->d->conf->lock_max_age_ms) {
         api_error(rq, 400, "invalid_argument",
                   "limits.timeout_ms %u must be below lock_max_age_ms "
                   "(%llu) for a worker in a group",
@@ -989,18 +610,19 @@ create(struct api_req *rq)
     }
 
     uuid_new(w->id);
-    w->name = strdup(name ? name : w->id);
-    w->tenant = strdup(tenant ? tenant : "default");
-    w->mime_type = strdup(mime);
-    w->topic = strdup(topic);
-    w->group = group ? strdup(group) : NULL;
-    w->status = start && !json_is_true(start) ? WORKER_STOPPED : WORKER_RUNNING;
-    w->in_process = isolation && strcmp(isolation, "in-process") == 0;
+    w->name = strdup(b.name ? b.name : w->id);
+    w->tenant = strdup(b.tenant ? b.tenant : "default");
+    w->mime_type = strdup(b.mime);
+    w->topic = strdup(b.topic);
+    w->group = b.group ? strdup(b.group) : NULL;
+    w->status =
+        b.start && !json_is_true(b.start) ? WORKER_STOPPED : WORKER_RUNNING;
+    w->in_process = in_process;
     w->engine = e;
     w->created_at_ms = timestamp_now_ms();
     w->state = WORKER_STATE_IDLE;
     if (!w->name || !w->tenant || !w->mime_type || !w->topic ||
-        (group && !w->group)) {
+        (b.group && !w->group)) {
         api_error(rq, 500, "internal", "out of memory");
         goto out;
     }
@@ -1022,7 +644,7 @@ list(struct api_req *rq)
     json_t *arr = json_array();
     struct registry *r = rq->d->registry;
     for (size_t i = 0; i < registry_count(r); i++)
-        json_array_append_new(arr, api_worker_json(registry_at(r, i)));
+        json_array_append_new(arr, worker_body_json(registry_at(r, i)));
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
 
@@ -1061,11 +683,11 @@ static void
 reload(struct api_req *rq, struct worker *w)
 {
     json_t *body = api_body_object(rq);
-    struct code_req code;
+    struct worker_body_code code;
 
     if (body == NULL)
         return;
-    if (take_code(rq, body, &code) == 0) {
+    if (worker_body_code_take(rq, body, &code) == 0) {
         struct op *op = op_new(rq, OP_RELOAD, w);
         if (op) {
             op->event = "reloaded";
@@ -1084,7 +706,7 @@ rollback(struct api_req *rq, struct worker *w)
 
     if (body == NULL)
         return;
-    if (get_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
+    if (api_member_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
         const struct worker_version *v = worker_version_find(w, to);
         if (to == 0 || v == NULL) {
             api_error(rq, 400, "invalid_argument",
@@ -1133,7 +755,7 @@ history(struct api_req *rq, struct worker *w)
         json_t *j = json_pack("{s:I, s:s, s:I, s:o, s:s}", "version",
                               (json_int_t)v->version, "sha256", v->sha256,
                               "size", (json_int_t)v->size, "created_at",
-                              time_json(v->at_ms), "source", v->source);
+                              api_json_time(v->at_ms), "source", v->source);
         if (v->rollback_of)
             json_object_set_new(j, "rollback_of", json_integer(v->rollback_of));
         if (v->address)
@@ -1160,7 +782,7 @@ put_tags(struct api_req *rq, struct worker *w)
     if (!json_is_object(t)) {
         api_error(rq, 400, "invalid_argument",
                   "the body must be {\"tags\": {...}}");
-    } else if (take_pairs(rq, t, "tags", false, &tags, &n) == 0) {
+    } else if (worker_body_pairs_take(rq, t, "tags", false, &tags, &n) == 0) {
         struct op *op = op_new(rq, OP_TAGS, w);
         if (op) {
             op->old_tags = w->tags;
@@ -1171,7 +793,7 @@ put_tags(struct api_req *rq, struct worker *w)
             op_persist(op);
         }
     }
-    free_pairs(tags, n);
+    worker_pairs_free(tags, n);
     json_decref(body);
 }
 
@@ -1209,120 +831,6 @@ remove_worker(struct api_req *rq, struct worker *w)
     supervise_forget(rq->d->sv, w);
     record_worker_key(w->id, key, sizeof key);
     store_delete(rq->d->store, key, STORE_ANY_REVISION, on_record_deleted, op);
-}
-
-/* ---- invoke ---------------------------------------------------------- */
-
-struct invoke {
-    struct api_req *rq;
-    struct ipc_fb_builder event;
-};
-
-/* An output as it would be published: correlation carried over. */
-static json_t *
-invoke_output(const struct ipc_cloudevent *in, const struct ipc_result *r,
-              uint32_t i)
-{
-    struct ipc_cloudevent o, p;
-    struct ipc_fb_builder fb;
-    struct ipc_fb_error fe;
-    char err[256];
-    json_t *j;
-
-    ipc_cloudevent_list_get(&r->outputs, i, &o);
-    ipc_fb_builder_init(&fb);
-    if (flow_prepare_output(in, &o, 0, &fb, err, sizeof err) == 0 &&
-        ipc_cloudevent_read(fb.buf, fb.len, &p, &fe) == 0)
-        j = events_to_json(&p);
-    else
-        j = events_to_json(&o);
-    ipc_fb_builder_free(&fb);
-    return j;
-}
-
-static void
-on_invoked(struct worker *w, const struct ipc_result *r, const char *error_type,
-           const char *message, void *arg)
-{
-    struct invoke *iv = arg;
-    struct ipc_cloudevent in;
-    struct ipc_fb_error fe;
-    (void)w;
-
-    if (error_type || (r && r->error.type.ptr)) {
-        json_t *extra = json_object();
-        const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
-        json_object_set_new(extra, "error_type",
-                            e ? json_stringn(e->type.ptr, e->type.len)
-                              : json_string(error_type));
-        if (e && e->exception_type.ptr)
-            json_object_set_new(
-                extra, "exception_type",
-                json_stringn(e->exception_type.ptr, e->exception_type.len));
-        if (e && e->traceback.ptr)
-            json_object_set_new(
-                extra, "traceback",
-                json_stringn(e->traceback.ptr, e->traceback.len));
-        if (e && e->message.ptr)
-            api_error_extra(iv->rq, 422, "worker_error", extra, "%.*s",
-                            (int)e->message.len, e->message.ptr);
-        else
-            api_error_extra(iv->rq, 422, "worker_error", extra, "%s",
-                            message ? message : error_type);
-    } else if (r->outputs.n == 0) {
-        api_reply(iv->rq, 204, NULL);
-    } else if (ipc_cloudevent_read(iv->event.buf, iv->event.len, &in, &fe) !=
-               0) {
-        api_error(iv->rq, 500, "internal", "the invoked event is unreadable");
-    } else if (r->outputs.n == 1) {
-        api_reply(iv->rq, 200, invoke_output(&in, r, 0));
-    } else {
-        json_t *arr = json_array();
-        for (uint32_t i = 0; i < r->outputs.n; i++)
-            json_array_append_new(arr, invoke_output(&in, r, i));
-        api_reply(iv->rq, 200, arr);
-    }
-    ipc_fb_builder_free(&iv->event);
-    free(iv);
-}
-
-static void
-invoke(struct api_req *rq, struct worker *w)
-{
-    json_t *body = api_body_object(rq);
-    char err[256];
-    struct invoke *iv;
-
-    if (body == NULL)
-        return;
-    if (w->status != WORKER_RUNNING) {
-        api_error(rq, 409, "conflict", "worker %s is %s", w->name,
-                  worker_status_name(w->status));
-        goto out;
-    }
-    iv = calloc(1, sizeof *iv);
-    if (iv == NULL) {
-        api_error(rq, 500, "internal", "out of memory");
-        goto out;
-    }
-    iv->rq = rq;
-    ipc_fb_builder_init(&iv->event);
-    if (events_from_json(body, &iv->event, err, sizeof err) != 0) {
-        api_error(rq, 400, "invalid_argument", "%s", err);
-        ipc_fb_builder_free(&iv->event);
-        free(iv);
-        goto out;
-    }
-    /* flow_invoke stamps the worker's config on its own copy. */
-    if (flow_invoke(rq->d->flow, w, iv->event.buf, iv->event.len, on_invoked,
-                    iv) != 0) {
-        api_error(rq, 409, "conflict", "worker %s cannot take events now",
-                  w->name);
-        ipc_fb_builder_free(&iv->event);
-        free(iv);
-    }
-out:
-    json_decref(body);
 }
 
 /* ---- routing --------------------------------------------------------- */
@@ -1383,14 +891,15 @@ api_workers_route(struct api_req *rq)
     else if (is(rq, "POST") && strcmp(action, "rollback") == 0)
         rollback(rq, w);
     else if (is(rq, "POST") && strcmp(action, "invoke") == 0)
-        invoke(rq, w);
+        api_invoke_route(rq, w);
     else if (is(rq, "PUT") && strcmp(action, "code") == 0)
         reload(rq, w);
     else if (is(rq, "GET") && strcmp(action, "history") == 0)
         history(rq, w);
     else if (is(rq, "GET") && strcmp(action, "tags") == 0)
         api_reply(rq, 200,
-                  json_pack("{s:o}", "tags", pairs_json(w->tags, w->ntags)));
+                  json_pack("{s:o}", "tags",
+                            worker_body_pairs_json(w->tags, w->ntags)));
     else if (is(rq, "PUT") && strcmp(action, "tags") == 0)
         put_tags(rq, w);
     else

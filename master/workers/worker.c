@@ -60,8 +60,8 @@ worker_version_find(const struct worker *w, uint32_t v)
     return &w->history[v - 1];
 }
 
-static void
-pairs_free(struct worker_pair *p, size_t n)
+void
+worker_pairs_free(struct worker_pair *p, size_t n)
 {
     for (size_t i = 0; p && i < n; i++) {
         free(p[i].name);
@@ -80,8 +80,8 @@ worker_free(struct worker *w)
     free(w->mime_type);
     free(w->topic);
     free(w->group);
-    pairs_free(w->config, w->nconfig);
-    pairs_free(w->tags, w->ntags);
+    worker_pairs_free(w->config, w->nconfig);
+    worker_pairs_free(w->tags, w->ntags);
     for (size_t i = 0; w->history && i < w->nhistory; i++) {
         free(w->history[i].source);
         free(w->history[i].address);

@@ -139,5 +139,7 @@ const struct worker_version *worker_version_find(const struct worker *w,
                                                  uint32_t v);
 
 void worker_free(struct worker *w);
+/* Frees n pairs (their names and values) and the array; p may be NULL. */
+void worker_pairs_free(struct worker_pair *p, size_t n);
 
 #endif /* WM_MASTER_WORKER_H */
