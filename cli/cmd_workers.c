@@ -3,9 +3,9 @@
  * suspend, resume, delete, reload, history, rollback and tags, each one
  * route of /v1/workers (DESIGN §8); invoke is in cmd_events.c.
  *
- * Bodies are built here as the routes take them (master/api/route_workers.c is
- * their reference); the daemon validates them, so wmctl checks only what
- * it must to build them (numbers, k=v pairs, JSON arguments).
+ * Bodies are built here as the routes take them (master/api/worker_body.c
+ * is their reference); the daemon validates them, so wmctl checks only
+ * what it must to build them (numbers, k=v pairs, JSON arguments).
  */
 #include "config.h"
 
