@@ -33,6 +33,18 @@ hex_digit_value(char c)
     return -1;
 }
 
+int
+hex_decode(const char *in, size_t n, uint8_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_digit_value(in[2 * i]), lo;
+        if (hi < 0 || (lo = hex_digit_value(in[2 * i + 1])) < 0)
+            return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 bool
 hex_lower_valid(const char *s, size_t len)
 {

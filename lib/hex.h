@@ -22,6 +22,12 @@ void hex_encode(const uint8_t *in, size_t len, char *out);
  * not one. */
 int hex_digit_value(char c);
 
+/* Decodes the 2 * n hex digits at in (either case) into the n bytes of
+ * out.  Returns 0, or -1 at the first character that is no hex digit (a
+ * NUL included: a shorter string is refused without being read past its
+ * end); out is then partly written. */
+int hex_decode(const char *in, size_t n, uint8_t *out);
+
 /* Whether s[0..len) are all lowercase hex digits ([0-9a-f]; true for len
  * 0), the form hex_encode() writes. */
 bool hex_lower_valid(const char *s, size_t len);

@@ -102,6 +102,21 @@ check_fail(const char *file, int line, const char *fmt, ...)
     fputc('\n', check_out());
 }
 
+/* String equality that prints both sides when it fails; got may be NULL
+ * (a failure). */
+#define CHECK_STR(got, want) check_str(__FILE__, __LINE__, #got, (got), (want))
+
+static inline void
+check_str(const char *file, int line, const char *what, const char *got,
+          const char *want)
+{
+    if (got == NULL || strcmp(got, want) != 0)
+        check_fail(file, line, "%s is \"%s\", expected \"%s\"", what,
+                   got ? got : "(null)", want);
+    else
+        check_count++;
+}
+
 /* True when text (which may be NULL) contains every one of the
  * NULL-terminated strings; reports each one it lacks. */
 static inline bool check_has_all(const char *text, ...)

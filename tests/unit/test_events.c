@@ -25,18 +25,7 @@
 #include "master/api/events.h"
 #include "tests/unit/check.h"
 
-#define CHECK_STR(got, want) check_str(__LINE__, #got, (got), (want))
 #define CHECK_IPC(got, want) check_ipc(__LINE__, #got, (got), (want))
-
-static void
-check_str(int line, const char *what, const char *got, const char *want)
-{
-    if (got == NULL || strcmp(got, want) != 0)
-        check_fail(__FILE__, line, "%s is \"%s\", expected \"%s\"", what,
-                   got ? got : "(null)", want);
-    else
-        check_count++;
-}
 
 /* want NULL: the field must be absent. */
 static void

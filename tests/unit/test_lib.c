@@ -22,18 +22,6 @@
 #include "lib/uuid.h"
 #include "tests/unit/check.h"
 
-#define CHECK_STR(got, want) check_str(__LINE__, #got, (got), (want))
-
-static void
-check_str(int line, const char *what, const char *got, const char *want)
-{
-    if (got == NULL || strcmp(got, want) != 0)
-        check_fail(__FILE__, line, "%s is \"%s\", expected \"%s\"", what,
-                   got ? got : "(null)", want);
-    else
-        check_count++;
-}
-
 /* ---- base64 ----------------------------------------------------------- */
 
 static void
@@ -111,6 +99,13 @@ test_hex(void)
     CHECK(hex_digit_value('g') == -1);
     CHECK(hex_digit_value('/') == -1);
     CHECK(hex_digit_value('\0') == -1);
+
+    uint8_t back[sizeof bytes];
+    CHECK(hex_decode("00017F80abFF", sizeof bytes, back) == 0);
+    CHECK(memcmp(back, bytes, sizeof bytes) == 0);
+    CHECK(hex_decode("0g", 1, back) == -1);
+    CHECK(hex_decode("012", 2, back) == -1); /* stops at the NUL */
+    CHECK(hex_decode("", 0, back) == 0);
 
     CHECK(hex_lower_valid("0123456789abcdef", 16));
     CHECK(hex_lower_valid("", 0));
