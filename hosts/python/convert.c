@@ -16,6 +16,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "lib/media.h"
 #include "lib/name.h"
 #include "lib/uuid.h"
 
@@ -34,37 +35,10 @@ pyhost_convert_init(void)
     return json_loads && json_dumps ? 0 : -1;
 }
 
-/* The media type of ct without parameters and blanks. */
-static struct ipc_str
-media_type(struct ipc_str ct)
-{
-    size_t i = 0, end;
-
-    while (i < ct.len && (ct.ptr[i] == ' ' || ct.ptr[i] == '\t'))
-        i++;
-    for (end = i; end < ct.len && ct.ptr[end] != ';'; end++)
-        ;
-    while (end > i && (ct.ptr[end - 1] == ' ' || ct.ptr[end - 1] == '\t'))
-        end--;
-    return (struct ipc_str){ ct.ptr + i, (uint32_t)(end - i) };
-}
-
 bool
 pyhost_media_json(struct ipc_str ct)
 {
-    if (ct.ptr == NULL)
-        return true;
-    struct ipc_str t = media_type(ct);
-    return (t.len == 16 && strncasecmp(t.ptr, "application/json", 16) == 0) ||
-           (t.len > 5 && memchr(t.ptr, '/', t.len) != NULL &&
-            strncasecmp(t.ptr + t.len - 5, "+json", 5) == 0);
-}
-
-static bool
-media_text(struct ipc_str ct)
-{
-    struct ipc_str t = ct.ptr ? media_type(ct) : ct;
-    return t.ptr && t.len >= 5 && strncasecmp(t.ptr, "text/", 5) == 0;
+    return media_is_json(ct.ptr, ct.len);
 }
 
 /* ---- in ----------------------------------------------------------------- */
@@ -85,7 +59,7 @@ data_value(const struct ipc_cloudevent *ce)
 
     if (p == NULL)
         Py_RETURN_NONE;
-    if (media_text(ce->datacontenttype))
+    if (media_is_text(ce->datacontenttype.ptr, ce->datacontenttype.len))
         return PyUnicode_DecodeUTF8(p, ce->data.len, "replace");
     if (!pyhost_media_json(ce->datacontenttype))
         return PyBytes_FromStringAndSize(p, ce->data.len);
@@ -571,8 +545,8 @@ pyhost_event_structured(const struct ipc_cloudevent *ce)
     }
     if (ce->data.ptr) {
         const char *p = (const char *)ce->data.ptr;
-        if (pyhost_media_json(ce->datacontenttype) ||
-            media_text(ce->datacontenttype)) {
+        struct ipc_str ct = ce->datacontenttype;
+        if (media_is_json(ct.ptr, ct.len) || media_is_text(ct.ptr, ct.len)) {
             /* the JSON value, or the text, as the worker gave it */
             PyObject *v = data_value(ce);
             if (put(d, "data", v) < 0)

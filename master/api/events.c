@@ -29,11 +29,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "lib/base64.h"
 #include "lib/errbuf.h"
 #include "lib/hex.h"
+#include "lib/media.h"
 #include "lib/name.h"
 #include "lib/uuid.h"
 
@@ -323,32 +323,13 @@ enum media_kind {
     MEDIA_OTHER,
 };
 
-static bool
-ends_with_ci(const char *s, size_t len, const char *suffix)
-{
-    size_t n = strlen(suffix);
-    return len >= n && strncasecmp(s + len - n, suffix, n) == 0;
-}
-
 /* How data of content type ct is represented in JSON. */
 static enum media_kind
 media_kind(struct ipc_str ct)
 {
-    if (ct.ptr == NULL)
+    if (media_is_json(ct.ptr, ct.len))
         return MEDIA_JSON;
-    size_t i = 0, end;
-    while (i < ct.len && (ct.ptr[i] == ' ' || ct.ptr[i] == '\t'))
-        i++;
-    for (end = i; end < ct.len && ct.ptr[end] != ';'; end++)
-        ;
-    while (end > i && (ct.ptr[end - 1] == ' ' || ct.ptr[end - 1] == '\t'))
-        end--;
-    const char *t = ct.ptr + i;
-    size_t n = end - i;
-    if ((n == 16 && strncasecmp(t, "application/json", 16) == 0) ||
-        (n > 5 && memchr(t, '/', n) != NULL && ends_with_ci(t, n, "+json")))
-        return MEDIA_JSON;
-    if (n >= 5 && strncasecmp(t, "text/", 5) == 0)
+    if (media_is_text(ct.ptr, ct.len))
         return MEDIA_TEXT;
     return MEDIA_OTHER;
 }

@@ -1,6 +1,7 @@
 /*
- * test_lib.c — unit tests of lib/ (the leaf library): base64, hex, the
- * alphabets of names, UUIDv4, RFC 3339 timestamps and the error buffer.
+ * test_lib.c — unit tests of lib/ (the leaf library): base64, hex, content
+ * types, the alphabets of names, UUIDv4, RFC 3339 timestamps and the error
+ * buffer.
  *
  * Each rule is checked on its edges (the longest name, the first byte
  * outside an alphabet, a padding bit set) and, where a reference exists,
@@ -17,6 +18,7 @@
 #include "lib/base64.h"
 #include "lib/errbuf.h"
 #include "lib/hex.h"
+#include "lib/media.h"
 #include "lib/name.h"
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
@@ -112,6 +114,44 @@ test_hex(void)
     CHECK(!hex_lower_valid("abcDef", 6));
     CHECK(!hex_lower_valid("12g4", 4));
     CHECK(hex_lower_valid("12g4", 2)); /* only len bytes are read */
+}
+
+/* ---- content types ---------------------------------------------------- */
+
+static bool
+is_json(const char *ct)
+{
+    return media_is_json(ct, ct ? strlen(ct) : 0);
+}
+
+static bool
+is_text(const char *ct)
+{
+    return media_is_text(ct, ct ? strlen(ct) : 0);
+}
+
+static void
+test_media(void)
+{
+    CHECK(is_json(NULL));
+    CHECK(is_json("application/json"));
+    CHECK(is_json(" Application/JSON ; charset=utf-8"));
+    CHECK(is_json("application/cloudevents+json"));
+    CHECK(is_json("text/x+JSON"));
+    CHECK(!is_json("+json")); /* no type/subtype */
+    CHECK(is_json("x/y+json;a=b"));
+    CHECK(is_json("x/y+json;"));
+    CHECK(!is_json("application/jsonx"));
+    CHECK(!is_json("application/json-seq"));
+    CHECK(!is_json("text/plain"));
+    CHECK(!is_json(""));
+
+    CHECK(!is_text(NULL));
+    CHECK(is_text("text/plain"));
+    CHECK(is_text("\tTEXT/csv; charset=latin1"));
+    CHECK(is_text("text/"));
+    CHECK(!is_text("text"));
+    CHECK(!is_text("application/json"));
 }
 
 /* ---- names ------------------------------------------------------------ */
@@ -303,6 +343,7 @@ main(void)
 {
     RUN(test_base64);
     RUN(test_hex);
+    RUN(test_media);
     RUN(test_names);
     RUN(test_uuid);
     RUN(test_uuid_from_random);
