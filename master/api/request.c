@@ -8,8 +8,8 @@
  *
  * Every answer frees the request; so does a client that hangs up in the
  * middle of a stream.  A client that hangs up before an answer only marks
- * the request gone: the handler still owns it and its late answer is
- * dropped here (STYLE.md §4: whoever keeps a request answers it once).
+ * the request gone: the handler still owns it, answers it once as always,
+ * and that late answer is dropped here.
  */
 #include "config.h"
 
@@ -99,7 +99,7 @@ split_path(struct api_req *rq)
     if (rq->segbuf == NULL)
         return -1;
     for (char *s = strtok(rq->segbuf, "/"); s; s = strtok(NULL, "/")) {
-        if (rq->nseg == (int)(sizeof rq->seg / sizeof rq->seg[0]))
+        if (rq->nseg == API_MAX_SEGMENTS)
             return -1;
         rq->seg[rq->nseg++] = s;
     }
