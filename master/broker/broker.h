@@ -1,6 +1,13 @@
 /*
  * broker.h — the message broker interface (DESIGN §6, §9).
  *
+ * The room master/broker/: messages — this interface and its embedded
+ * backend (broker_embedded.c) over the write-ahead journal (journal.c); the
+ * message flow between topics and workers (flow.c: subscriptions, groups
+ * under their locks, deliveries to hosts, outputs, outcomes, dead letters);
+ * the pure outcome rules (outcome.c); the extensions stamped on incoming
+ * events (stamp.c); the gateway services workers call (gateway.c).
+ *
  * One interface, two backends: `embedded` (broker_embedded.c, the default:
  * in-memory queues behind a write-ahead journal) and later `nats`
  * (JetStream: streams for topics, durable consumers for subscriptions).
