@@ -1,10 +1,9 @@
 /*
  * load.c — the Load: a worker's code to its host process.  The code of
  * the worker's current version (hooks->code) goes into a sealed memfd
- * (launcher_client_code_memfd()) and is sent with the Load once the host
- * said hello, or to a running host as a hot reload; the Loadeds answer
- * the waiters of supervise_load() once every serving process runs the
- * version.
+ * (DESIGN §3) and is sent with the Load once the host said hello, or to a
+ * running host as a hot reload; the Loadeds answer the waiters of
+ * supervise_load() once every serving process runs the version.
  *
  * A Load for a new version waits until nothing is in flight on a process,
  * and nothing is sent to it meanwhile (the hot reload, sv_pump()).  A
@@ -17,18 +16,19 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ipc/channel.h"
 #include "master/core/conf.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
-#include "master/supervise/launcher_client.h"
 #include "master/supervise/supervise_internal.h"
 
 static int
@@ -120,6 +120,39 @@ sv_load_send(struct proc *p)
     return 0;
 }
 
+/* A memfd named `name` holding data[0..len), sealed against every change
+ * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), offset 0,
+ * close-on-exec.  Returns the descriptor, or -1 with errno. */
+static int
+code_memfd(const char *name, const uint8_t *data, size_t len)
+{
+    const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+    size_t off = 0;
+    int fd, saved;
+
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    while (off < len) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            goto fail;
+        off += (size_t)n;
+    }
+    /* F_SEAL_WRITE needs no writable shared mapping: there is none. */
+    if (fcntl(fd, F_ADD_SEALS, seals) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+        goto fail;
+    return fd;
+
+fail:
+    saved = errno ? errno : EIO;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
 int
 sv_load_take_code(struct proc *p, struct worker *w, char *err, size_t errlen)
 {
@@ -135,7 +168,7 @@ sv_load_take_code(struct proc *p, struct worker *w, char *err, size_t errlen)
     if (sv->hooks.code(w, &data, &len, err, errlen, sv->arg) != 0)
         return -1;
     snprintf(name, sizeof name, "wm-code-%s-v%u", w->id, w->version);
-    int fd = launcher_client_code_memfd(name, data, len);
+    int fd = code_memfd(name, data, len);
     free(data);
     if (fd < 0) {
         snprintf(err, errlen, "memfd for the code: %s", strerror(errno));
