@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,7 @@ sv_ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
         return;
     }
     fds[l->library_fd] = -1; /* ours from here on */
-    /* Nothing is in flight (sv_ip_pump starts a validator only then):
+    /* Nothing is in flight (ip_prepare() starts a validator only then):
      * the old library goes first, so that its identity variables are
      * restored before the new ones are set. */
     sv_ip_close(h);
@@ -198,26 +199,13 @@ sv_ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
     sv_host_kick(h);
 }
 
-/* Hands the first queued event to the library's pool. */
-static void
-ip_deliver_one(struct host *h)
-{
-    struct sv_event *ev = TAILQ_FIRST(&h->queue);
+/* ---- the in-process path's operations (sv_ops_inproc) ---------------- */
 
-    TAILQ_REMOVE(&h->queue, ev, link);
-    ev->deadline_ms = sv_deadline_ms(h->sv, h->w);
-    ev->job = inproc_submit(h->ip, ev->buf, ev->len, ev);
-    if (ev->job == NULL) {
-        sv_event_complete(h, ev, NULL, "worker_error", "out of memory");
-        return;
-    }
-    TAILQ_INSERT_TAIL(&h->inflight, ev, link);
-    h->ninflight++;
-    sv_timer_ms(ev->deadline, ev->deadline_ms);
-}
-
-void
-sv_ip_pump(struct host *h)
+/* The path disabled on this daemon fails the worker; the daemon's
+ * shutdown or the worker's stop fails what waits and closes the library
+ * once its calls are answered. */
+static bool
+ip_closing(struct host *h)
 {
     struct supervisor *sv = h->sv;
     struct worker *w = h->w;
@@ -227,39 +215,119 @@ sv_ip_pump(struct host *h)
         sv_host_fail(h, "engine_unavailable",
                      "isolation in-process is disabled on this daemon "
                      "(allow_in_process_native = false)");
-        return;
+        return true;
     }
-    if (closing) {
-        const char *why = sv->shutting_down ? "the daemon is shutting down"
-                                            : "the worker was stopped";
-        sv_host_hold(h);
-        sv_host_finish_loads(h, "stopped", why);
-        if (!h->forgotten)
-            sv_event_fail_queued(h, "stopped", why);
-        if (!h->forgotten && h->ninflight == 0 && h->ip) {
-            sv_ip_close(h);
-            sv_state_set(sv, w, WORKER_STATE_STOPPED);
-            sv_host_finish_gones(h);
-        }
-        sv_host_release(h);
-        sv_shutdown_check(sv);
-        return;
+    if (!closing)
+        return false;
+    const char *why = sv->shutting_down ? "the daemon is shutting down"
+                                        : "the worker was stopped";
+    sv_host_hold(h);
+    sv_host_finish_loads(h, "stopped", why);
+    if (!h->forgotten)
+        sv_event_fail_queued(h, "stopped", why);
+    if (!h->forgotten && h->ninflight == 0 && h->ip) {
+        sv_ip_close(h);
+        sv_state_set(sv, w, WORKER_STATE_STOPPED);
+        sv_host_finish_gones(h);
     }
+    sv_host_release(h);
+    sv_shutdown_check(sv);
+    return true;
+}
+
+/* A validator host checks the code of each version, once nothing is in
+ * flight; events wait meanwhile. */
+static bool
+ip_prepare(struct host *h)
+{
     if (h->nprocs || evtimer_pending(h->backoff, NULL))
-        return; /* a validator runs, or the backoff starts one */
-    if (h->ip == NULL || h->ip_version != w->version) {
+        return false; /* a validator runs, or the backoff starts one */
+    if (h->ip == NULL || h->ip_version != h->w->version) {
         if (h->ninflight == 0 && (h->loads || !TAILQ_EMPTY(&h->queue)))
             sv_proc_start(h);
-        return;
+        return false;
     }
-    if (h->loads) {
-        sv_host_finish_loads(h, NULL, NULL);
-        if (h->forgotten)
-            return;
+    return true;
+}
+
+static bool
+ip_current(const struct host *h)
+{
+    return h->ip && h->ip_version == h->w->version;
+}
+
+/* Hands the first queued event to the library's pool. */
+static int
+ip_deliver(struct host *h)
+{
+    struct sv_event *ev = TAILQ_FIRST(&h->queue);
+
+    if (h->ninflight >= MAX_INFLIGHT_CAP || h->ip == NULL)
+        return -1;
+    TAILQ_REMOVE(&h->queue, ev, link);
+    ev->deadline_ms = sv_deadline_ms(h->sv, h->w);
+    ev->job = inproc_submit(h->ip, ev->buf, ev->len, ev);
+    if (ev->job == NULL) {
+        sv_event_complete(h, ev, NULL, "worker_error", "out of memory");
+        return 0;
     }
-    while (!TAILQ_EMPTY(&h->queue) && h->ninflight < MAX_INFLIGHT_CAP &&
-           !h->forgotten && h->ip)
-        ip_deliver_one(h);
-    if (!h->forgotten && h->ip)
+    TAILQ_INSERT_TAIL(&h->inflight, ev, link);
+    h->ninflight++;
+    sv_timer_ms(ev->deadline, ev->deadline_ms);
+    return 0;
+}
+
+/* What was handed out goes to the pool's threads at once. */
+static void
+ip_settle(struct host *h)
+{
+    if (h->ip)
         inproc_flush(h->ip);
 }
+
+/* Nothing can stop the call; its outcome is dropped when it comes, the
+ * other calls go on. */
+static void
+ip_overrun(struct host *h, struct sv_event *ev, struct proc *p)
+{
+    char msg[128];
+
+    (void)p;
+    snprintf(msg, sizeof msg,
+             "no answer within the %" PRIu32 " ms deadline; the "
+             "in-process call cannot be stopped and goes on in its thread",
+             ev->deadline_ms);
+    log_warning("worker %s: %s", h->w->id, msg);
+    if (h->sv->hooks.stuck)
+        h->sv->hooks.stuck(h->w, msg, h->sv->arg);
+    sv_event_complete(h, ev, NULL, "timeout", msg);
+    sv_host_kick(h);
+}
+
+/* The library closes once its calls are answered (ip_closing()); a
+ * validator still running is just killed.  With no library open, its
+ * validator is a host process as any other. */
+static bool
+ip_stop(struct host *h, void (*done)(struct worker *w, void *arg), void *arg)
+{
+    struct proc *p = TAILQ_FIRST(&h->procs);
+    bool kept;
+
+    if (h->ip == NULL)
+        return sv_ops_procs.stop(h, done, arg);
+    if (p)
+        sv_proc_kill(p, "stopped", "the worker was stopped");
+    kept = sv_host_wait_gone(h, done, arg);
+    sv_host_kick(h);
+    return kept;
+}
+
+const struct sv_host_ops sv_ops_inproc = {
+    .closing = ip_closing,
+    .prepare = ip_prepare,
+    .current = ip_current,
+    .deliver = ip_deliver,
+    .settle = ip_settle,
+    .overrun = ip_overrun,
+    .stop = ip_stop,
+};

@@ -1,7 +1,9 @@
 /*
- * pump.c — the pump (what to do next for a worker's host) and the
- * worker's events: queued, delivered as Process calls, completed by their
- * Result, failed, requeued, overrun.
+ * pump.c — the pump (what to do next for a worker's host), the worker's
+ * events (queued, completed, failed, requeued, overrun) and the
+ * host-process path's operations (sv_ops_procs: events delivered as
+ * Process calls to the worker's host processes); the in-process path's
+ * are in inproc_path.c (struct sv_host_ops, supervise_internal.h).
  *
  * Events: queued per worker, sent as Process calls up to each proc's
  * max_inflight (its Hello), each with a deadline timer.  A host whose
@@ -17,11 +19,12 @@
  * the proc's running events with the exit's reason; those it had not
  * started go back to the queue.
  *
- * The pump runs on the loop turn after anything changed (sv_host_kick()):
- * it reloads procs that run an old version (load.c), answers the Load
- * waiters, hands out what is queued (pick_proc()), starts one more proc
- * while more events wait than the starting ones will take (want_more()),
- * and arms the idle and heartbeat timers of the procs left idle.
+ * The pump runs on the loop turn after anything changed (sv_host_kick()),
+ * through h->ops.  For host processes it reloads those that run an old
+ * version (load.c), answers the Load waiters, hands out what is queued
+ * (pick_proc()), starts one more proc while more events wait than the
+ * starting ones will take (want_more()), prefetches, and arms the idle
+ * and heartbeat timers of the procs left idle.
  */
 #include "config.h"
 
@@ -173,36 +176,12 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
     struct sv_event *ev = arg;
     struct host *h = ev->h;
     struct proc *p = ev->p;
-    char msg[128];
 
     (void)fd;
     (void)what;
     sv_host_hold(h);
     inflight_remove(h, ev);
-    if (ev->job) {
-        /* In process: nothing can stop the call; its outcome is dropped
-         * when it comes, the other calls go on. */
-        snprintf(msg, sizeof msg,
-                 "no answer within the %" PRIu32 " ms deadline; the "
-                 "in-process call cannot be stopped and goes on in its thread",
-                 ev->deadline_ms);
-        log_warning("worker %s: %s", h->w->id, msg);
-        if (h->sv->hooks.stuck)
-            h->sv->hooks.stuck(h->w, msg, h->sv->arg);
-        sv_event_complete(h, ev, NULL, "timeout", msg);
-        sv_host_kick(h);
-        sv_host_release(h);
-        return;
-    }
-    /* The others of its process were not at fault: back to the front of
-     * the queue, in their order, for the next host (those of the worker's
-     * other processes go on). */
-    requeue_inflight(h, p, false);
-    snprintf(msg, sizeof msg, "no Result within the %" PRIu32 " ms deadline",
-             ev->deadline_ms);
-    if (p)
-        sv_proc_kill(p, "timeout", "an event had %s", msg);
-    sv_event_complete(h, ev, NULL, "timeout", msg);
+    h->ops->overrun(h, ev, p);
     sv_host_release(h);
 }
 
@@ -231,7 +210,33 @@ sv_event_queue(struct host *h, const uint8_t *event, size_t len,
     return 0;
 }
 
-/* ---- delivery to a host process --------------------------------------- */
+/* ---- the pump: what to do next for a host ----------------------------- */
+
+void
+sv_pump(struct host *h)
+{
+    const struct sv_host_ops *ops = h->ops;
+
+    if (h->forgotten)
+        return;
+    if (h->failed) {
+        sv_event_fail_queued(h, h->fail_type, h->fail_msg);
+        return;
+    }
+    if (ops->closing(h) || !ops->prepare(h) || h->forgotten)
+        return;
+    if (h->loads && ops->current(h)) {
+        sv_host_finish_loads(h, NULL, NULL);
+        if (h->forgotten)
+            return;
+    }
+    while (!TAILQ_EMPTY(&h->queue) && ops->deliver(h) == 0)
+        if (h->forgotten)
+            return;
+    ops->settle(h);
+}
+
+/* ---- the host-process path (sv_ops_procs) ----------------------------- */
 
 /* The error types a host may report in a Result; anything else is
  * reported as worker_error, so that a host cannot pass its failure off as
@@ -342,8 +347,6 @@ deliver_one(struct host *h, struct proc *p)
     return 0;
 }
 
-/* ---- the pump: what to do next for a host ----------------------------- */
-
 /* The process of h with the most room for an event (the fewest in
  * flight), or NULL when every one is full or not ready: events spread
  * over the worker's processes.  With prefetch, room counts the events a
@@ -402,54 +405,59 @@ want_more(struct host *h)
     return h->loads != NULL && h->nprocs == 0;
 }
 
-void
-sv_pump(struct host *h)
+/* The daemon stops: what waits fails once no process is left. */
+static bool
+procs_closing(struct host *h)
 {
-    struct supervisor *sv = h->sv;
-    struct worker *w = h->w;
+    if (!h->sv->shutting_down)
+        return false;
+    if (h->nprocs == 0) {
+        sv_host_finish_loads(h, "stopped", "the daemon is shutting down");
+        if (!h->forgotten)
+            sv_event_fail_queued(h, "stopped", "the daemon is shutting down");
+    }
+    return true;
+}
+
+/* A new version reaches each process once nothing is in flight on it; it
+ * gets no event meanwhile (the hot reload).  The others serve on. */
+static bool
+procs_prepare(struct host *h)
+{
     struct proc *p, *next;
 
-    if (h->forgotten)
-        return;
-    if (h->failed) {
-        sv_event_fail_queued(h, h->fail_type, h->fail_msg);
-        return;
-    }
-    if (w->in_process) {
-        sv_ip_pump(h);
-        return;
-    }
-    if (sv->shutting_down) {
-        if (h->nprocs == 0) {
-            sv_host_finish_loads(h, "stopped", "the daemon is shutting down");
-            if (!h->forgotten)
-                sv_event_fail_queued(h, "stopped",
-                                     "the daemon is shutting down");
-        }
-        return;
-    }
-    /* A new version reaches each process once nothing is in flight on
-     * it; it gets no event meanwhile (the hot reload). */
     for (p = TAILQ_FIRST(&h->procs); p; p = next) {
         next = TAILQ_NEXT(p, hlink);
         p->full = false;
         if (sv_proc_serving(p) && p->loaded && !p->load_sent &&
-            p->loaded_version != w->version && p->ninflight == 0) {
+            p->loaded_version != h->w->version && p->ninflight == 0) {
             sv_load_reload(p);
             if (h->forgotten)
-                return;
+                return false;
         }
     }
-    if (h->loads && sv_host_all_current(h)) {
-        sv_host_finish_loads(h, NULL, NULL);
-        if (h->forgotten)
-            return;
-    }
-    while (!TAILQ_EMPTY(&h->queue) && (p = pick_proc(h, false)) != NULL) {
-        deliver_one(h, p);
-        if (h->forgotten)
-            return;
-    }
+    return true;
+}
+
+/* To the serving process with the most room (pick_proc()). */
+static int
+procs_deliver(struct host *h)
+{
+    struct proc *p = pick_proc(h, false);
+
+    if (p == NULL)
+        return -1;
+    deliver_one(h, p);
+    return 0;
+}
+
+static void
+procs_settle(struct host *h)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+    struct proc *p;
+
     /* Processes on their way out leave the queue to the others, or to
      * the next one. */
     while (want_more(h)) {
@@ -479,3 +487,45 @@ sv_pump(struct host *h)
             sv_timer_ms(p->hb, sv->conf->heartbeat_interval_ms);
     }
 }
+
+static void
+procs_overrun(struct host *h, struct sv_event *ev, struct proc *p)
+{
+    char msg[128];
+
+    /* The others of its process were not at fault: back to the front of
+     * the queue, in their order, for the next host (those of the worker's
+     * other processes go on). */
+    requeue_inflight(h, p, false);
+    snprintf(msg, sizeof msg, "no Result within the %" PRIu32 " ms deadline",
+             ev->deadline_ms);
+    if (p)
+        sv_proc_kill(p, "timeout", "an event had %s", msg);
+    sv_event_complete(h, ev, NULL, "timeout", msg);
+}
+
+/* Shutdown with the grace to each process (SIGKILL after it); done runs
+ * once the last is gone. */
+static bool
+procs_stop(struct host *h, void (*done)(struct worker *w, void *arg), void *arg)
+{
+    bool kept;
+
+    if (TAILQ_EMPTY(&h->procs)) {
+        sv_state_set(h->sv, h->w, WORKER_STATE_STOPPED);
+        return false;
+    }
+    kept = sv_host_wait_gone(h, done, arg);
+    sv_host_shutdown_procs(h, STOP_USER, h->sv->conf->shutdown_grace_ms);
+    return kept;
+}
+
+const struct sv_host_ops sv_ops_procs = {
+    .closing = procs_closing,
+    .prepare = procs_prepare,
+    .current = sv_host_all_current,
+    .deliver = procs_deliver,
+    .settle = procs_settle,
+    .overrun = procs_overrun,
+    .stop = procs_stop,
+};

@@ -206,6 +206,21 @@ sv_host_finish_gones(struct host *h)
     sv_host_release(h);
 }
 
+bool
+sv_host_wait_gone(struct host *h, void (*done)(struct worker *w, void *arg),
+                  void *arg)
+{
+    struct waiter *wt;
+
+    if (done == NULL || (wt = calloc(1, sizeof *wt)) == NULL)
+        return false;
+    wt->gone_cb = done;
+    wt->arg = arg;
+    wt->next = h->gones;
+    h->gones = wt;
+    return true;
+}
+
 void
 sv_host_set_failed(struct host *h, const char *type, const char *msg)
 {
@@ -330,6 +345,7 @@ host_get(struct supervisor *sv, struct worker *w)
         return NULL;
     h->sv = sv;
     h->w = w;
+    h->ops = w->in_process ? &sv_ops_inproc : &sv_ops_procs;
     TAILQ_INIT(&h->procs);
     TAILQ_INIT(&h->queue);
     TAILQ_INIT(&h->inflight);
@@ -396,7 +412,6 @@ supervise_apply(struct supervisor *sv, struct worker *w,
 {
     struct host *h = w->host;
     struct proc *p = h ? TAILQ_FIRST(&h->procs) : NULL;
-    struct waiter *wt;
     bool loaded = false, serving = false;
 
     if (h)
@@ -442,40 +457,8 @@ supervise_apply(struct supervisor *sv, struct worker *w,
             sv_host_release(h);
             break;
         }
-        p = TAILQ_FIRST(&h->procs);
-        if (w->in_process && h->ip) {
-            /* Closed once its calls are answered (sv_ip_pump); a
-             * validator still running is just killed. */
-            if (p)
-                sv_proc_kill(p, "stopped", "the worker was stopped");
-            if (done) {
-                wt = calloc(1, sizeof *wt);
-                if (wt) {
-                    wt->gone_cb = done;
-                    wt->arg = arg;
-                    wt->next = h->gones;
-                    h->gones = wt;
-                    done = NULL;
-                }
-            }
-            sv_host_kick(h);
-            sv_host_release(h);
-            break;
-        }
-        if (p && done) {
-            wt = calloc(1, sizeof *wt);
-            if (wt) {
-                wt->gone_cb = done;
-                wt->arg = arg;
-                wt->next = h->gones;
-                h->gones = wt;
-                done = NULL; /* runs when the host is gone */
-            }
-        }
-        if (p)
-            sv_host_shutdown_procs(h, STOP_USER, sv->conf->shutdown_grace_ms);
-        else
-            sv_state_set(sv, w, WORKER_STATE_STOPPED);
+        if (h->ops->stop(h, done, arg))
+            done = NULL; /* runs when the host is gone */
         sv_host_release(h);
         break;
     }

@@ -184,11 +184,57 @@ struct supervise_call {
 
 TAILQ_HEAD(proc_list, proc);
 
+/*
+ * How a worker's code runs: in its host processes (sv_ops_procs, pump.c)
+ * or as a library in the master, checked by a validator process (the
+ * in-process path, sv_ops_inproc, inproc_path.c).  h->ops is chosen by
+ * w->in_process as h is made.  The pump (sv_pump(): stop here if h is
+ * closing, bring it to the worker's version, answer the Load waiters,
+ * hand out the queue, settle), an overrun deadline and a stop of the
+ * worker go through it instead of asking which path h is on.  The
+ * operations may run the caller's callbacks: callers check h->forgotten
+ * after each.
+ */
+struct sv_host_ops {
+    /* Whether h is going or cannot run (the daemon stops; in process,
+     * also the worker's stop, or the path disabled): then what waits is
+     * failed or answered here, and the pump stops. */
+    bool (*closing)(struct host *h);
+    /* Brings h to the worker's current version: reloads the processes
+     * that run another once nothing is in flight on them, or starts a
+     * validator.  Whether events may be handed out now. */
+    bool (*prepare)(struct host *h);
+    /* Whether h runs the worker's current version (on every serving
+     * process): the Load waiters are answered then. */
+    bool (*current)(const struct host *h);
+    /* Hands the first queued event on (or fails it).  0, or -1 when
+     * nothing can take it now: it stays queued. */
+    int (*deliver)(struct host *h);
+    /* After the queue was handed out: processes to start, prefetching,
+     * the idle and heartbeat timers; or the library's queue flushed. */
+    void (*settle)(struct host *h);
+    /* ev, in flight on p (NULL in process) and out of h->inflight now,
+     * overran its deadline: it completes with "timeout", and what ran it
+     * is dealt with (its process killed, its other events requeued; or,
+     * as an in-process call cannot be stopped, hooks->stuck told). */
+    void (*overrun)(struct host *h, struct sv_event *ev, struct proc *p);
+    /* The worker was stopped (supervise_apply(); its Loads and queue
+     * failed already): what runs it goes.  Keeps done (may be NULL) with
+     * sv_host_wait_gone() and returns true when it runs later, once h is
+     * gone; false: the caller runs it now. */
+    bool (*stop)(struct host *h, void (*done)(struct worker *w, void *arg),
+                 void *arg);
+};
+
+extern const struct sv_host_ops sv_ops_procs;
+extern const struct sv_host_ops sv_ops_inproc;
+
 struct host {
     LIST_ENTRY(host) link;
     struct supervisor *sv;
     struct worker *w;
-    struct proc_list procs; /* its live processes, oldest first */
+    const struct sv_host_ops *ops; /* how w's code runs (w->in_process) */
+    struct proc_list procs;        /* its live processes, oldest first */
     unsigned nprocs;
     struct sv_event_list queue;
     struct sv_event_list inflight;
@@ -200,7 +246,7 @@ struct host {
     char fail_msg[512];
     int64_t *restarts_at; /* monotonic ms of the restarts in the window */
     unsigned nrestarts_at;
-    struct event *kick; /* runs pump() on the next loop turn */
+    struct event *kick; /* runs sv_pump() on the next loop turn */
     struct event *backoff;
     unsigned restarts_due; /* crashed processes the backoff restarts */
     unsigned busy;
@@ -299,6 +345,12 @@ void sv_host_shutdown_procs(struct host *h, enum proc_stop stop,
 void sv_host_finish_loads(struct host *h, const char *type, const char *msg);
 void sv_host_finish_gones(struct host *h);
 
+/* Keeps done (may be NULL) to run once h is gone (sv_host_finish_gones()).
+ * Whether it did: false for NULL, or when out of memory (the caller runs
+ * it now then). */
+bool sv_host_wait_gone(struct host *h,
+                       void (*done)(struct worker *w, void *arg), void *arg);
+
 /* Leaves the worker failed: events and loads fail with type/msg until a
  * reset (supervise_load, supervise_apply of running). */
 void sv_host_set_failed(struct host *h, const char *type, const char *msg);
@@ -391,8 +443,8 @@ void sv_idle_on_timer(evutil_socket_t fd, short what, void *arg);
 
 /* ---- pump.c: the pump and the worker's events ------------------------- */
 
-/* What to do next for h: reloads, deliveries, processes to start, the
- * idle and heartbeat timers (the in-process path: sv_ip_pump()). */
+/* What to do next for h, through h->ops (struct sv_host_ops): nothing
+ * once forgotten; its queue failed while it is failed. */
 void sv_pump(struct host *h);
 
 /* Queues one event of h (a copy of event[0..len)) with its callback and
@@ -445,11 +497,6 @@ void sv_pool_worker_started(struct supervisor *sv,
 void sv_pool_lost(struct proc *p, const char *reason, const char *how);
 
 /* ---- inproc_path.c: the in-process path (DESIGN §4, inproc.h) --------- */
-
-/* sv_pump() for an in-process worker: a validator host checks the code of
- * each version; the library then runs in the master until the worker is
- * stopped, deleted or reloaded, or the daemon stops. */
-void sv_ip_pump(struct host *h);
 
 /* The validator p's Loaded (ok): opens the library it handed back in the
  * master, in place of the one open (a reload: nothing is in flight). */
