@@ -298,7 +298,7 @@ out:
 }
 
 /* Sends the first queued event.  Returns 0, or -1 when it stays queued
- * (the channel's queue is full: on_drain kicks again). */
+ * (the channel's queue is full: on_drain(), channel.c, kicks again). */
 static int
 deliver_one(struct host *h, struct proc *p)
 {
