@@ -1,6 +1,6 @@
 /*
- * test_supervise.c — the supervisor (master/supervise/supervise.c) against the
- * test host (tests/testhost/wm-host-test), on its own event loop with short
+ * test_supervise.c — the supervisor (master/supervise/) against the test
+ * host (tests/testhost/wm-host-test), on its own event loop with short
  * timeouts.
  *
  * The host binary comes from $WM_TEST_HOST, else argv[1], else the build
