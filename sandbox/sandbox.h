@@ -27,8 +27,9 @@
  * Seccomp (seccomp.c): a filter is a default verdict and lists of rules,
  * each a syscall (by libseccomp's name), a verdict (allow, an errno, kill)
  * and up to two argument conditions.  A role descriptor (role_*.c) names
- * its steps in order and its filters; the native host's has two stages,
- * a filter before the worker's library is opened and a stricter one after
+ * its steps in order and its filters, whose lists start with the blocks
+ * every host shares (rules.h); the native host's has two stages, a filter
+ * before the worker's library is opened and a stricter one after
  * (role_native.c says how they split).  Filters stack: a later one only
  * takes permissions away.
  *

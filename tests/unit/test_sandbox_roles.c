@@ -2,16 +2,18 @@
  * test_sandbox_roles.c — every role's seccomp filters, rule by rule, against
  * the pinned listing in tests/unit/sandbox-roles.expected.
  *
- * A role's filter (sandbox/role_*.c) is made of rule lists; what a host's
+ * A role's filter (sandbox/role_*.c) is made of rule lists, the blocks
+ * every host shares (sandbox/rules.c) and the runtime's own; what a host's
  * kernel enforces is the union of a filter's lists.  This test renders
  * that union for each role and phase (the role's filter, then its strict
  * one where it has one) as one line per rule, sorted, and compares it with
  * the listing: a rule moved between blocks changes nothing here, a rule
  * gained, lost or changed (its verdict, errno or conditions) fails with
- * the lines that differ.  A rule whose verdict is its filter's fallback is
- * left out, as seccomp.c leaves it out of the program; syscall names are
- * rendered as written (not resolved), so the listing is the same on every
- * architecture.
+ * the lines that differ.  A rule whose verdict is its filter's fallback
+ * is left out, as seccomp.c leaves it out of the program; syscall names
+ * are rendered as written (not resolved), so the listing is the same on
+ * every architecture.  The rest of each descriptor is pinned with it: its
+ * steps in order, its Landlock reads, its binary in its root.
  *
  * An intended change of a table: run `tests/unit/test_sandbox_roles
  * --print > tests/unit/sandbox-roles.expected` from the source tree (with
@@ -158,7 +160,28 @@ render_filter(struct listing *l, const char *section,
     }
 }
 
-/* Every role's filters, sorted within each section. */
+/* role's descriptor but its filters: its steps in order (numbered, so
+ * that sorting keeps the order), its Landlock reads, exe_in_root. */
+static void
+render_steps(struct listing *l, const struct sandbox_role *role)
+{
+    char section[96], line[LINE_MAX_LEN];
+
+    snprintf(section, sizeof section, "%s steps", role->name);
+    for (size_t i = 0; i < SANDBOX_ROLE_STEPS && role->steps[i]; i++) {
+        snprintf(line, sizeof line, "step %02zu %s", i + 1,
+                 sandbox_step_name(role->steps[i]));
+        listing_add(l, section, line);
+    }
+    for (size_t i = 0; role->reads && role->reads[i]; i++) {
+        snprintf(line, sizeof line, "reads %s", role->reads[i]);
+        listing_add(l, section, line);
+    }
+    if (role->exe_in_root)
+        listing_add(l, section, "exe_in_root");
+}
+
+/* Every role's descriptor, sorted within each section. */
 static void
 render_roles(struct listing *l)
 {
@@ -170,6 +193,7 @@ render_roles(struct listing *l)
             FAIL("no role %s", role_names[i]);
             continue;
         }
+        render_steps(l, role);
         snprintf(section, sizeof section, "%s filter: %s", role->name,
                  role->filter->name);
         render_filter(l, section, role->filter);
@@ -188,9 +212,9 @@ print_listing(const struct listing *l)
 {
     char last[LINE_MAX_LEN] = "";
 
-    printf("# The resolved seccomp rules of every host role, one line a rule,\n"
-           "# sorted: pinned by tests/unit/test_sandbox_roles.c (its opening\n"
-           "# comment says how to regenerate this file).\n");
+    printf("# Every host role's steps and resolved seccomp rules, one line a\n"
+           "# rule, sorted: pinned by tests/unit/test_sandbox_roles.c (its\n"
+           "# opening comment says how to regenerate this file).\n");
     for (size_t i = 0; i < l->n; i++) {
         const char *tab = strchr(l->line[i], '\t');
         size_t slen = (size_t)(tab - l->line[i]);
