@@ -19,6 +19,7 @@
 
 #include "sandbox/kernel.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sysfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -272,18 +273,10 @@ v2_controllers(const char *dir)
 {
     char path[128], buf[512];
     unsigned bits = 0;
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sandbox_sysfile_read(path, buf, sizeof buf) <= 0)
         return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n"))
         for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++)
             if (strcmp(tok, cg_names[i]) == 0)

@@ -37,6 +37,7 @@
 #include "sandbox/landlock.h"
 #include "sandbox/netpool.h"
 #include "sandbox/spawn.h"
+#include "sandbox/sysfile.h"
 #include "sandbox/zygote.h"
 
 /* A host's descriptors and file size (creds.h): room for its channel,
@@ -261,19 +262,11 @@ static pid_t
 init_child(pid_t init)
 {
     char path[64], buf[64];
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init,
              (int)init);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sandbox_sysfile_read(path, buf, sizeof buf) <= 0)
         return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     long v = strtol(buf, NULL, 10);
     return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
 }
