@@ -13,10 +13,12 @@
  * What needs no child: the seccomp actions (SECCOMP_GET_ACTION_AVAIL
  * changes nothing), the Landlock ABI (landlock_create_ruleset's version
  * query), cgroup hierarchies (statfs of their mounts, their controllers
- * file, and whether they are writable to this process).
+ * file, and whether they are writable to this process), this process's
+ * capabilities (libcap, creds.h).
  */
 #include "config.h"
 
+#include "sandbox/creds.h"
 #include "sandbox/kernel.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sysfile.h"
@@ -358,6 +360,7 @@ sandbox_detect(struct sandbox_support *s)
     s->seccomp_acts = seccomp_actions();
     s->landlock_abi = landlock_abi();
     cgroups(s);
+    sandbox_creds_caps(s->capabilities, sizeof s->capabilities);
 
     s->no_new_privs = exited_zero(child_wait(nnp));
     st = child_wait(sec);
@@ -443,6 +446,7 @@ sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
         put(&o, ", no cgroup controllers");
     }
     put(&o, s->mdwe ? ", mdwe" : ", no mdwe");
+    put(&o, ", capabilities %s", s->capabilities);
     return buf;
 }
 

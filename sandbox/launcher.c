@@ -90,7 +90,6 @@ static struct {
     const struct sandbox_launcher_config *c;
     int sock;
     int audit_fd;
-    int cap_last;
     bool root;
     bool netpool; /* hosts' network namespaces are made ahead */
     int *filters; /* per engine: its role's filters compiled, or -1 */
@@ -633,7 +632,6 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         .drop = slot >= 0,
         .uid = uid,
         .gid = (gid_t)uid,
-        .cap_last = L.cap_last,
         .rlimits = { .nofile = HOST_NOFILE,
                      .nproc = L.c->pids_max,
                      .fsize = HOST_FSIZE,
@@ -983,7 +981,6 @@ run(const struct sandbox_launcher_config *c, int sock)
             say("%s: a host a seccomp filter kills is reported without the "
                 "system call",
                 why);
-        L.cap_last = sandbox_cap_last();
         if (c->namespaces & SANDBOX_NS_NET)
             L.netpool = sandbox_netpool_fill();
         if (c->uid_count && c->uid_base &&

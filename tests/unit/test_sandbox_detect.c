@@ -7,7 +7,7 @@
  * by clone(2) with the flag (detect.c uses unshare(2)), Landlock by
  * creating a real ruleset, cgroups from /proc/self/mountinfo, MDWE by
  * PR_GET_MDWE.  Then the level must follow from the fields, and the summary
- * name them.
+ * name them (with this process's capabilities, as creds.c reads them).
  *
  * SANDBOX_MUST_WORK=1 (CI, DESIGN §11): every mechanism the CI machine kind
  * was measured to have (Debian 12 on kernel 6.x, root, cgroup v1 memory,
@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/creds.h"
 #include "sandbox/kernel.h"
 #include "tests/unit/check.h"
 
@@ -250,6 +251,13 @@ test_names_and_summary(void)
         CHECK(check_has_all(buf, want, NULL));
     }
     CHECK(check_has_all(buf, sup.mdwe ? ", mdwe" : "no mdwe", NULL));
+    /* This process's capabilities (creds.c; test_sandbox_creds.c checks
+     * the text against the kernel's). */
+    char caps[SANDBOX_CAPS_TEXT];
+    CHECK(sup.capabilities[0] != '\0');
+    CHECK(strcmp(sup.capabilities, sandbox_creds_caps(caps, sizeof caps)) == 0);
+    snprintf(want, sizeof want, ", capabilities %.40s", sup.capabilities);
+    CHECK(check_has_all(buf, want, NULL));
     /* Truncation keeps a terminated string. */
     sandbox_support_summary(&sup, buf, 8);
     CHECK_EQ(strlen(buf), 7);
