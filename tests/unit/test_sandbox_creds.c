@@ -28,46 +28,30 @@
 /* A uid and gid no account has (the daemon's range is configured). */
 #define NOBODY_ID 3999990
 
-/* /proc/self/status, read whole (a static buffer), or NULL. */
+/* /proc/self/status, read whole (check.h's static buffer), or NULL. */
 static const char *
 status(void)
 {
-    static char buf[8192];
-    ssize_t n, off = 0;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return NULL;
-    while (off < (ssize_t)sizeof buf - 1 &&
-           (n = read(fd, buf + off, sizeof buf - 1 - (size_t)off)) > 0)
-        off += n;
-    close(fd);
-    buf[off] = '\0';
-    return buf;
+    return check_slurp("/proc/self/status");
 }
 
-/* The hex mask of a Cap* line ("CapEff"), or UINT64_MAX. */
+/* The first number of the status line name ("CapEff", "Uid") in base
+ * (the Cap* masks are hex), or UINT64_MAX without that line. */
+static uint64_t
+field(const char *st, const char *name, int base)
+{
+    char key[16];
+    const char *p;
+
+    snprintf(key, sizeof key, "\n%s:\t", name);
+    p = st ? strstr(st, key) : NULL;
+    return p ? strtoull(p + strlen(key), NULL, base) : UINT64_MAX;
+}
+
 static uint64_t
 cap_line(const char *st, const char *name)
 {
-    char key[16];
-    const char *p;
-
-    snprintf(key, sizeof key, "\n%s:\t", name);
-    p = st ? strstr(st, key) : NULL;
-    return p ? strtoull(p + strlen(key), NULL, 16) : UINT64_MAX;
-}
-
-/* The first number of a line ("Uid"), or -1. */
-static long
-id_line(const char *st, const char *name)
-{
-    char key[16];
-    const char *p;
-
-    snprintf(key, sizeof key, "\n%s:\t", name);
-    p = st ? strstr(st, key) : NULL;
-    return p ? strtol(p + strlen(key), NULL, 10) : -1;
+    return field(st, name, 16);
 }
 
 /* caps's flag set as a mask, each capability this kernel has. */
@@ -126,13 +110,10 @@ test_caps_text_is_the_kernels(void)
 static void
 test_max_bits_is_cap_last_cap(void)
 {
-    char buf[16] = "";
-    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    const char *last = check_slurp("/proc/sys/kernel/cap_last_cap");
 
-    REQUIRE(fd >= 0);
-    REQUIRE(read(fd, buf, sizeof buf - 1) > 0);
-    close(fd);
-    CHECK_EQ(cap_max_bits(), atoi(buf) + 1);
+    REQUIRE(last != NULL && last[0] != '\0');
+    CHECK_EQ(cap_max_bits(), atoi(last) + 1);
 }
 
 /* ---- the drop ------------------------------------------------------------ */
@@ -174,7 +155,7 @@ child_drop(bool groups)
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (cap_line(st, sets[i]) != 0)
             _exit(10 + (int)i);
-    if (id_line(st, "Uid") != NOBODY_ID || id_line(st, "Gid") != NOBODY_ID)
+    if (field(st, "Uid", 10) != NOBODY_ID || field(st, "Gid", 10) != NOBODY_ID)
         _exit(20);
     uid_t r, e, s;
     if (getresuid(&r, &e, &s) != 0 || r != NOBODY_ID || e != NOBODY_ID ||

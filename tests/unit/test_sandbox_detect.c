@@ -36,24 +36,6 @@
 
 static struct sandbox_support sup;
 
-/* The whole of a small file (a NUL-terminated static buffer), or NULL. */
-static const char *
-slurp(const char *path)
-{
-    static char buf[16384];
-    ssize_t n, off = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return NULL;
-    while (off < (ssize_t)sizeof buf - 1 &&
-           (n = read(fd, buf + off, sizeof buf - 1 - (size_t)off)) > 0)
-        off += n;
-    close(fd);
-    buf[off] = '\0';
-    return buf;
-}
-
 static bool
 has_word(const char *text, const char *word, const char *seps)
 {
@@ -71,7 +53,7 @@ has_word(const char *text, const char *word, const char *seps)
 static void
 test_seccomp_agrees_with_proc(void)
 {
-    const char *st = slurp("/proc/self/status");
+    const char *st = check_slurp("/proc/self/status");
     bool filters, nnp;
 
     REQUIRE(st != NULL);
@@ -81,7 +63,7 @@ test_seccomp_agrees_with_proc(void)
     /* A kernel that counts filters has filter mode. */
     CHECK_EQ(sup.seccomp, filters && strstr(st, "\nSeccomp:") != NULL);
 
-    const char *avail = slurp("/proc/sys/kernel/seccomp/actions_avail");
+    const char *avail = check_slurp("/proc/sys/kernel/seccomp/actions_avail");
     unsigned bits = 0;
     for (unsigned b = 1; b < (1u << SANDBOX_ACT_COUNT); b <<= 1)
         if (avail && has_word(avail, sandbox_act_name(b), " \n"))
@@ -159,7 +141,7 @@ test_landlock_agrees_with_a_ruleset(void)
 static void
 test_cgroups_agree_with_mountinfo(void)
 {
-    const char *mi = slurp("/proc/self/mountinfo");
+    const char *mi = check_slurp("/proc/self/mountinfo");
     char line[1024];
     unsigned v1 = 0;
     bool v2_root = false;
@@ -189,7 +171,7 @@ test_cgroups_agree_with_mountinfo(void)
                 v1 |= b;
     }
     if (v2_root) {
-        const char *ctl = slurp("/sys/fs/cgroup/cgroup.controllers");
+        const char *ctl = check_slurp("/sys/fs/cgroup/cgroup.controllers");
         unsigned v2 = 0;
         for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1)
             if (ctl && has_word(ctl, sandbox_cg_name(b), " \n"))
