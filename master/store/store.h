@@ -1,7 +1,7 @@
 /*
  * store.h — the state store interface (DESIGN §9).
  *
- * One interface, several backends: `file` (store_file.c, the default: one
+ * One interface, several backends: `file` (store_file*.c, the default: one
  * file per key under state_dir, written tmp → fsync → rename → fsync dir on
  * a writer thread) and later `nats` (JetStream KV).  Callers see keys,
  * opaque values and revisions, never files: the records' encoding
