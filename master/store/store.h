@@ -3,9 +3,9 @@
  *
  * The room master/store/: persistence — this interface and its backends
  * (store.c selects one through store_backend.h's ops table;
- * store_file*.c are `file`), the persisted worker record (record.c over records.proto,
- * protobuf-c) and group locks with fencing tokens (grouplock.c), which
- * live in the store so that a second instance can share them.
+ * store_file*.c are `file`), the persisted worker record (record.c over
+ * records.proto, protobuf-c) and group locks with fencing tokens (grouplock.c),
+ * which live in the store so that a second instance can share them.
  *
  * One interface, several backends: `file` (store_file*.c, the default: one
  * file per key under state_dir, written tmp → fsync → rename → fsync dir on
