@@ -179,8 +179,11 @@ flow_prepare_output(const struct ipc_cloudevent *in,
     return stamp_extensions(o, set, n, STAMP_REPLACE, fb, err, errlen);
 }
 
-/* Publishes a dead letter of event ce (of tenant/topic) to <topic>-dead. */
-static void
+/* Publishes a dead letter of event (of tenant/topic) to <topic>-dead.
+ * Returns 0 when it is stored (or dropped by rule: a dead letter is not
+ * dead-lettered again; an event that cannot carry the two extensions is
+ * dropped with an error), -1 when the broker refused it. */
+static int
 dead_letter(struct flow *dp, const char *tenant, const char *topic,
             const uint8_t *event, size_t len, const char *reason,
             uint32_t count)
@@ -191,16 +194,17 @@ dead_letter(struct flow *dp, const char *tenant, const char *topic,
     struct ipc_pair set[2];
     char countbuf[16], dead[512], err[256];
     size_t tl = strlen(topic);
+    int rc = 0;
 
-    dp->st.dead_lettered++;
     if (tl >= 5 && strcmp(topic + tl - 5, "-dead") == 0) {
+        dp->st.dead_lettered++;
         log_warning("flow: an event of %s/%s dropped (%s): dead letters "
                     "are not dead-lettered again",
                     tenant, topic, reason);
-        return;
+        return 0;
     }
     if (ipc_cloudevent_read(event, len, &ce, &fe) != 0)
-        return;
+        return 0;
     snprintf(countbuf, sizeof countbuf, "%" PRIu32, count);
     snprintf(dead, sizeof dead, "%s-dead", topic);
     set[0].name = ipc_str_c("deadletterreason");
@@ -208,18 +212,23 @@ dead_letter(struct flow *dp, const char *tenant, const char *topic,
     set[1].name = ipc_str_c("deliverycount");
     set[1].value = ipc_str_c(countbuf);
     ipc_fb_builder_init(&fb);
-    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err) != 0)
+    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err)) {
+        dp->st.dead_lettered++;
         log_err("flow: cannot dead-letter event %.*s of %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, topic, err);
-    else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
-                            NULL) < 0)
+    } else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
+                              NULL) < 0) {
         log_err("flow: cannot dead-letter event %.*s to %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
-    else
+        rc = -1;
+    } else {
+        dp->st.dead_lettered++;
         log_info("flow: event %.*s of %s/%s dead-lettered to %s "
                  "(reason %s, deliveries %" PRIu32 ")",
                  (int)ce.id.len, ce.id.ptr, tenant, topic, dead, reason, count);
+    }
     ipc_fb_builder_free(&fb);
+    return rc;
 }
 
 /* ---- groups and bindings --------------------------------------------- */
@@ -466,34 +475,75 @@ job_release_lock(struct job *j)
                        NULL);
 }
 
-/* The last step: the delivery's action, the lock, the job. */
+/* Publishes the job's outputs (and loop dead letters).  Returns how many
+ * the broker refused.
+ *
+ * Only a refusal at the call is seen here (the journal's budget is
+ * exhausted, or the journal failed earlier: ENOSPC, EIO).  A write that
+ * fails later, on the journal's writer (a disk that fills up now), fails
+ * the journal: it writes nothing after its first error, and the input's
+ * settlement, appended after the outputs, is never stored either, so the
+ * input comes back at the next start.  Waiting for each output's
+ * durability before the ack would cost a journal round trip per event for
+ * no more safety. */
+static size_t
+publish_outputs(struct job *j, struct worker *w, uint32_t count)
+{
+    struct flow *dp = j->dp;
+    size_t refused = 0;
+
+    for (size_t i = 0; i < j->nouts; i++) {
+        struct out *o = &j->outs[i];
+        if (o->dead) {
+            if (dead_letter(dp, o->tenant, o->topic, o->fb.buf, o->fb.len,
+                            "loop", count) != 0)
+                refused++;
+            continue;
+        }
+        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
+                           o->fb.len, NULL, NULL) < 0) {
+            log_err("flow: an output of worker %s to %s/%s is refused: %s",
+                    w ? w->name : "(deleted)", o->tenant, o->topic,
+                    strerror(errno));
+            dp->st.refused_outputs++;
+            refused++;
+            continue;
+        }
+        if (w)
+            w->counters.published++;
+    }
+    return refused;
+}
+
+/* The last step: the outputs, the delivery's action, the lock, the job.
+ * The delivery is acknowledged only once what replaces it is stored
+ * (outcome.h). */
 static void
 job_finish(struct job *j)
 {
     struct flow *dp = j->dp;
     struct worker *w = j->bd ? j->bd->w : NULL;
     struct broker_delivery *d = j->d;
+    unsigned max = dp->d->conf->max_redeliveries;
 
-    for (size_t i = 0; i < j->nouts; i++) {
-        struct out *o = &j->outs[i];
-        if (o->dead) {
-            dead_letter(dp, o->tenant, o->topic, o->fb.buf, o->fb.len, "loop",
-                        d ? d->count : 1);
-            continue;
-        }
-        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
-                           o->fb.len, NULL, NULL) < 0) {
-            log_err("flow: an output of worker %s to %s/%s is lost: %s",
-                    w ? w->name : "(deleted)", o->tenant, o->topic,
-                    strerror(errno));
-            continue;
-        }
-        if (w)
-            w->counters.published++;
+    if (publish_outputs(j, w, d ? d->count : 1) > 0 && d) {
+        j->action = outcome_unstored(j->action, d->count, max);
+        snprintf(j->reason, sizeof j->reason, "%s", OUTCOME_OUTPUT_REFUSED);
+        log_warning("flow: an event of %s/%s is not acknowledged: its "
+                    "outputs were refused (delivery %" PRIu32 ")",
+                    d->tenant, d->topic, d->count);
+    }
+    if (d && j->action == OUTCOME_DEAD) {
+        if (dead_letter(dp, d->tenant, d->topic, d->event, d->len, j->reason,
+                        d->count) != 0)
+            j->action = outcome_unstored(j->action, d->count, max);
+        else if (w)
+            w->counters.dead_lettered++;
     }
     if (d) {
         switch (j->action) {
         case OUTCOME_ACK:
+        case OUTCOME_DEAD: /* its dead letter is stored */
             broker_ack(d);
             break;
         case OUTCOME_RETRY:
@@ -502,13 +552,6 @@ job_finish(struct job *j)
             broker_nack(d,
                         outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
                                          d->count));
-            break;
-        case OUTCOME_DEAD:
-            if (w)
-                w->counters.dead_lettered++;
-            dead_letter(dp, d->tenant, d->topic, d->event, d->len, j->reason,
-                        d->count);
-            broker_ack(d);
             break;
         case OUTCOME_REQUEUE:
             broker_nack(d, 0);
@@ -861,12 +904,16 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
 
     if (j == NULL) {
         /* Config stamping failed (too many extensions): the event itself
-         * cannot be processed by this worker, ever. */
-        bd->w->counters.dead_lettered++;
-        dead_letter(dp, d->tenant, d->topic, d->event, d->len, "worker_error",
-                    d->count);
+         * cannot be processed by this worker, ever.  Acknowledged once
+         * its dead letter is stored. */
         log_warning("worker %s: an event of %s is dead-lettered: %s",
                     bd->w->name, d->topic, err);
+        if (dead_letter(dp, d->tenant, d->topic, d->event, d->len,
+                        "worker_error", d->count) != 0) {
+            delivery_refuse(dp, d, "its dead letter was refused");
+            return;
+        }
+        bd->w->counters.dead_lettered++;
         broker_ack(d);
         return;
     }

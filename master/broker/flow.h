@@ -16,7 +16,9 @@
  * tracestate carried over; wmhops counted) and the event acked; a worker
  * error acked with a worker.error event and an error reply to replytopic;
  * a transient failure nacked with a growing delay, then dead-lettered to
- * <topic>-dead with deadletterreason and deliverycount.
+ * <topic>-dead with deadletterreason and deliverycount.  An event is
+ * acknowledged only once its outputs (or its dead letter) are stored: one
+ * the broker refuses makes it a transient failure, output_refused.
  */
 #ifndef WM_MASTER_DISPATCH_H
 #define WM_MASTER_DISPATCH_H
@@ -99,7 +101,7 @@ struct flow_stats {
     double sum;
     uint64_t dead_lettered;
     uint64_t loops;
-    uint64_t refused_outputs; /* reserved topics, stale tokens */
+    uint64_t refused_outputs; /* reserved topics, stale tokens, the broker */
 };
 void flow_stats(const struct flow *dp, struct flow_stats *out);
 
