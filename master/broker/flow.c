@@ -980,22 +980,6 @@ flow_publish(struct flow *dp, const char *tenant, const char *topic,
     return broker_publish(dp->d->broker, tenant, topic, event, len, cb, arg);
 }
 
-void
-flow_emit(struct flow *dp, const char *tenant, const char *topic, json_t *obj)
-{
-    struct ipc_fb_builder fb;
-    char err[256];
-
-    ipc_fb_builder_init(&fb);
-    if (events_from_json(obj, &fb, err, sizeof err) != 0)
-        log_err("flow: a daemon event for %s is invalid: %s", topic, err);
-    else if (broker_publish(dp->d->broker, tenant, topic, fb.buf, fb.len, NULL,
-                            NULL) < 0)
-        log_err("flow: a daemon event for %s/%s is lost: %s", tenant, topic,
-                strerror(errno));
-    ipc_fb_builder_free(&fb);
-}
-
 int
 flow_invoke(struct flow *dp, struct worker *w, const uint8_t *event, size_t len,
             flow_invoke_cb cb, void *arg)

@@ -1,7 +1,7 @@
 /*
  * flow.h — the message flow between the broker and the workers
  * (DESIGN §6): subscriptions of workers and groups, group locks, outcomes,
- * output routing, dead letters, and the daemon's own events.
+ * output routing, dead letters.  The daemon's own events are emit.h's.
  *
  * Each worker is bound to one durable broker subscription: its own (named
  * by its id) or, for a worker with a group, the group's subscription on its
@@ -59,11 +59,6 @@ bool flow_topic_reserved(const char *topic);
 int flow_publish(struct flow *dp, const char *tenant, const char *topic,
                  const uint8_t *event, size_t len, broker_publish_cb cb,
                  void *arg);
-
-/* Publishes a daemon event (lifecycle, infra) given as a structured
- * CloudEvent; fire and forget, failures logged.  obj is only read. */
-void flow_emit(struct flow *dp, const char *tenant, const char *topic,
-               json_t *obj);
 
 /* Invoke: processes one event (stamped already) on w under its group lock,
  * outside the broker; cb gets the Result with its outputs prepared as

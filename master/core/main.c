@@ -562,9 +562,9 @@ out:
     if (d.locks)
         grouplocks_free(d.locks);
     flow_free(d.flow);
-    d.flow = NULL; /* no daemon event after this */
+    d.flow = NULL;
     broker_close(d.broker);
-    d.broker = NULL;
+    d.broker = NULL; /* no daemon event after this */
     if (d.store)
         store_close(d.store);
     audit_close();
