@@ -79,7 +79,15 @@ struct job {
     struct flow *dp;
     struct binding *bd;        /* NULL once its worker is gone */
     struct broker_delivery *d; /* NULL for an invoke */
-    struct ipc_fb_builder ev;  /* the stamped event */
+    /* The event as its worker gets it: the delivery's (or the invoke's)
+     * bytes, borrowed (they outlive the job: the job settles the delivery;
+     * an invoke's caller frees them in its callback, the job's last use),
+     * or the copy in `stamped` when the worker's config added extensions;
+     * `in` decodes it. */
+    const uint8_t *ev;
+    size_t evlen;
+    struct ipc_fb_builder stamped;
+    struct ipc_cloudevent in;
     uint32_t hops;
     uint64_t token;
     bool locked;
@@ -123,6 +131,21 @@ observe(struct flow *dp, double s)
     dp->st.sum += s;
 }
 
+int
+flow_event_verify(const uint8_t *event, size_t len)
+{
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+    char why[256];
+
+    if (ipc_cloudevent_read(event, len, &ce, &fe) == 0 &&
+        ipc_cloudevent_check(&ce, &fe) == 0)
+        return 0;
+    ipc_fb_error_format(&fe, why, sizeof why);
+    log_warning("flow: an event read back is malformed: %s", why);
+    return -1;
+}
+
 bool
 flow_topic_reserved(const char *topic)
 {
@@ -145,7 +168,7 @@ job_free(struct job *j)
     for (size_t i = 0; i < j->nouts; i++)
         out_free(&j->outs[i]);
     free(j->outs);
-    ipc_fb_builder_free(&j->ev);
+    ipc_fb_builder_free(&j->stamped);
     free(j);
 }
 
@@ -185,11 +208,9 @@ flow_prepare_output(const struct ipc_cloudevent *in,
  * dropped with an error), -1 when the broker refused it. */
 static int
 dead_letter(struct flow *dp, const char *tenant, const char *topic,
-            const uint8_t *event, size_t len, const char *reason,
-            uint32_t count)
+            const uint8_t *event, const char *reason, uint32_t count)
 {
     struct ipc_cloudevent ce;
-    struct ipc_fb_error fe;
     struct ipc_fb_builder fb;
     struct ipc_pair set[2];
     char countbuf[16], dead[512], err[256];
@@ -203,8 +224,7 @@ dead_letter(struct flow *dp, const char *tenant, const char *topic,
                     tenant, topic, reason);
         return 0;
     }
-    if (ipc_cloudevent_read(event, len, &ce, &fe) != 0)
-        return 0;
+    ipc_cloudevent_decode_trusted(event, &ce); /* a delivery, an output */
     snprintf(countbuf, sizeof countbuf, "%" PRIu32, count);
     snprintf(dead, sizeof dead, "%s-dead", topic);
     set[0].name = ipc_str_c("deadletterreason");
@@ -495,8 +515,8 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
     for (size_t i = 0; i < j->nouts; i++) {
         struct out *o = &j->outs[i];
         if (o->dead) {
-            if (dead_letter(dp, o->tenant, o->topic, o->fb.buf, o->fb.len,
-                            "loop", count) != 0)
+            if (dead_letter(dp, o->tenant, o->topic, o->fb.buf, "loop",
+                            count) != 0)
                 refused++;
             continue;
         }
@@ -534,7 +554,7 @@ job_finish(struct job *j)
                     d->tenant, d->topic, d->count);
     }
     if (d && j->action == OUTCOME_DEAD) {
-        if (dead_letter(dp, d->tenant, d->topic, d->event, d->len, j->reason,
+        if (dead_letter(dp, d->tenant, d->topic, d->event, j->reason,
                         d->count) != 0)
             j->action = outcome_unstored(j->action, d->count, max);
         else if (w)
@@ -711,8 +731,7 @@ on_processed(struct worker *w, const struct ipc_result *r,
     struct job *j = arg;
     struct flow *dp = j->dp;
     const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
-    struct ipc_cloudevent in;
-    struct ipc_fb_error fe;
+    const struct ipc_cloudevent *in = &j->in;
     char msgbuf[512];
 
     observe(dp, elapsed_s(&j->start));
@@ -740,31 +759,25 @@ on_processed(struct worker *w, const struct ipc_result *r,
         job_free(j);
         return;
     }
-    /* The stamped event: verified when the job started. */
-    if (ipc_cloudevent_read(j->ev.buf, j->ev.len, &in, &fe) != 0) {
-        j->action = OUTCOME_ACK;
-        job_finish(j);
-        return;
-    }
     j->action =
         outcome_decide(error_type, j->d->count, dp->d->conf->max_redeliveries,
                        dp->d->conf->retry_on_error);
     snprintf(j->reason, sizeof j->reason, "%s", error_type ? error_type : "");
     if (error_type == NULL) {
-        prepare_outputs(j, &in, r);
+        prepare_outputs(j, in, r);
     } else if (outcome_is_worker_error(error_type)) {
         json_t *extra = json_pack(
             "{s:s, s:s, s:I, s:s%}", "error_type", error_type, "error_message",
             message ? message : error_type, "delivery", (json_int_t)j->d->count,
-            "event_id", in.id.ptr ? in.id.ptr : "",
-            in.id.ptr ? (size_t)in.id.len : (size_t)0);
+            "event_id", in->id.ptr ? in->id.ptr : "",
+            in->id.ptr ? (size_t)in->id.len : (size_t)0);
         if (e && e->exception_type.ptr)
             json_object_set_new(
                 extra, "exception_type",
                 json_stringn(e->exception_type.ptr, e->exception_type.len));
         lifecycle_emit_hops(dp->d, w, "error", extra, j->hops + 1);
         if (j->action == OUTCOME_ACK)
-            prepare_error_reply(j, &in, error_type,
+            prepare_error_reply(j, in, error_type,
                                 message ? message : error_type, e);
     }
     if (j->locked && j->nouts) {
@@ -785,7 +798,7 @@ job_process(struct job *j)
         j->bd->token = j->token;
     clock_gettime(CLOCK_MONOTONIC, &j->start);
     if (w == NULL ||
-        supervise_process_delivery(j->dp->d->sv, w, j->ev.buf, j->ev.len, count,
+        supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen, count,
                                    on_processed, j) != 0) {
         if (j->icb) {
             j->icb(w, NULL, "stopped", "the worker cannot take events now",
@@ -824,7 +837,10 @@ on_locked(enum grouplock_status st, uint64_t token, const char *message,
     job_finish(j);
 }
 
-/* Starts a job on bd's worker with event (copied and stamped). */
+/* Starts a job on bd's worker with event, stamped with the worker's
+ * config when it lacks some of it (a copy then; else borrowed: see struct
+ * job).  The event is a broker delivery or an invoke's, both verified or
+ * built by the daemon before (flow.h): decoded here, not verified. */
 static struct job *
 job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
         char *err, size_t errlen)
@@ -832,7 +848,7 @@ job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
     struct worker *w = bd->w;
     struct job *j = calloc(1, sizeof *j);
     struct ipc_cloudevent ce;
-    struct ipc_fb_error fe;
+    int stamped;
 
     if (j == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -841,19 +857,24 @@ job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
     j->dp = dp;
     j->bd = bd;
     LIST_INSERT_HEAD(&bd->jobs, j, link);
-    ipc_fb_builder_init(&j->ev);
-    size_t pos = ipc_fb_reserve(&j->ev, len, 8);
-    if (!j->ev.oom)
-        memcpy(j->ev.buf + pos, event, len);
-    if (j->ev.oom ||
-        stamp_config(&j->ev, w->config, w->nconfig, err, errlen) != 0 ||
-        ipc_cloudevent_read(j->ev.buf, j->ev.len, &ce, &fe) != 0) {
-        if (err[0] == '\0')
-            snprintf(err, errlen, "the event cannot be read");
+    ipc_fb_builder_init(&j->stamped);
+    ipc_cloudevent_decode_trusted(event, &ce);
+    stamped =
+        stamp_config(&ce, w->config, w->nconfig, &j->stamped, err, errlen);
+    if (stamped < 0) {
         job_free(j);
         return NULL;
     }
-    struct ipc_str h = ipc_cloudevent_extension(&ce, "wmhops");
+    if (stamped) {
+        j->ev = j->stamped.buf;
+        j->evlen = j->stamped.len;
+        ipc_cloudevent_decode_trusted(j->ev, &j->in);
+    } else {
+        j->ev = event;
+        j->evlen = len;
+        j->in = ce;
+    }
+    struct ipc_str h = ipc_cloudevent_extension(&j->in, "wmhops");
     j->hops = outcome_hops(h.ptr, h.len);
     snprintf(j->tenant, sizeof j->tenant, "%s", w->tenant);
     if (w->group)
@@ -908,8 +929,8 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
          * its dead letter is stored. */
         log_warning("worker %s: an event of %s is dead-lettered: %s",
                     bd->w->name, d->topic, err);
-        if (dead_letter(dp, d->tenant, d->topic, d->event, d->len,
-                        "worker_error", d->count) != 0) {
+        if (dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
+                        d->count) != 0) {
             delivery_refuse(dp, d, "its dead letter was refused");
             return;
         }
@@ -944,11 +965,11 @@ on_delivery_group(struct broker_delivery *d, void *arg)
 
 static void
 overflow(struct flow *dp, struct worker *w, const char *tenant,
-         const char *topic, const uint8_t *event, size_t len)
+         const char *topic, const uint8_t *event)
 {
     if (w)
         w->counters.dead_lettered++;
-    dead_letter(dp, tenant, topic, event, len, "backlog_overflow", 0);
+    dead_letter(dp, tenant, topic, event, "backlog_overflow", 0);
 }
 
 static void
@@ -958,7 +979,8 @@ on_overflow_solo(struct broker_sub *s, const uint8_t *event, size_t len,
     struct binding *bd = arg;
 
     (void)s;
-    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event, len);
+    (void)len;
+    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event);
 }
 
 static void
@@ -968,7 +990,8 @@ on_overflow_group(struct broker_sub *s, const uint8_t *event, size_t len,
     struct group *g = arg;
 
     (void)s;
-    overflow(g->dp, NULL, g->tenant, g->topic, event, len);
+    (void)len;
+    overflow(g->dp, NULL, g->tenant, g->topic, event);
 }
 
 /* ---- the API's doors --------------------------------------------------- */

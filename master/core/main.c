@@ -202,6 +202,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .journal_max_bytes = c->journal_max_bytes,
         .journal_segment_bytes = c->journal_segment_bytes,
         .queue_max = c->queue_max_events,
+        .verify = flow_event_verify,
     };
     char boot[37];
     ids_uuid_new(boot);

@@ -148,11 +148,11 @@
 
 struct host;
 
-/* One event: a copy of the caller's ABI CloudEvent buffer. */
+/* One event: the caller's ABI CloudEvent buffer, borrowed until cb. */
 struct sv_event {
     TAILQ_ENTRY(sv_event) link;
     struct host *h;
-    uint8_t *buf;
+    const uint8_t *buf;
     size_t len;
     supervise_done_cb cb;
     void *arg;
@@ -545,7 +545,6 @@ event_free_one(struct sv_event *ev)
         inproc_abandon(ev->job);
     if (ev->deadline)
         event_free(ev->deadline);
-    free(ev->buf);
     free(ev);
 }
 
@@ -2939,14 +2938,13 @@ supervise_process_delivery(struct supervisor *sv, struct worker *w,
     if (h == NULL || (ev = calloc(1, sizeof *ev)) == NULL)
         return -1;
     ev->h = h;
+    ev->buf = event;
     ev->len = len;
-    ev->buf = malloc(len ? len : 1); /* malloc aligns to 16 (> 8) */
     ev->deadline = evtimer_new(sv->base, on_deadline, ev);
-    if (ev->buf == NULL || ev->deadline == NULL) {
+    if (ev->deadline == NULL) {
         event_free_one(ev);
         return -1;
     }
-    memcpy(ev->buf, event, len);
     ev->delivery = delivery ? delivery : 1;
     ev->cb = cb;
     ev->arg = arg;
