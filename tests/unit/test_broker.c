@@ -142,6 +142,30 @@ sub(struct broker *b, const char *topic, const char *name, struct seen *s,
     return broker_subscribe(b, &spec);
 }
 
+/* The "restart": opens dir's broker again, checks how many deliveries it
+ * recovered, subscribes w1 to q into s and lets them come.  NULL when it
+ * cannot open or subscribe. */
+static struct broker *
+reopen(const char *dir, int (*verify)(const uint8_t *, size_t),
+       uint64_t recovered, struct seen *s)
+{
+    struct broker *b = open_broker_verified(dir, 0, 0, verify);
+    struct broker_stats st;
+
+    CHECK(b != NULL);
+    if (b == NULL)
+        return NULL;
+    broker_stats(b, &st);
+    CHECK_EQ(st.recovered, recovered);
+    if (sub(b, "q", "w1", s, false) == NULL) {
+        CHECK(!"subscribed again");
+        broker_close(b);
+        return NULL;
+    }
+    spin(20);
+    return b;
+}
+
 static int
 pub(struct broker *b, const char *topic, const char *text)
 {
@@ -277,13 +301,8 @@ test_restart(void)
     broker_close(b);
 
     struct seen r = { .ack = true };
-    b = open_broker(dir, 0, 0);
+    b = reopen(dir, NULL, 2, &r);
     REQUIRE(b);
-    struct broker_stats st;
-    broker_stats(b, &st);
-    CHECK_EQ(st.recovered, 2);
-    REQUIRE(sub(b, "q", "w1", &r, false));
-    spin(20);
     REQUIRE(r.n == 2);
     CHECK(strcmp(r.text[0], "e2") == 0 || strcmp(r.text[1], "e2") == 0);
     for (size_t i = 0; i < 2; i++) {
@@ -293,18 +312,15 @@ test_restart(void)
             CHECK(strcmp(r.text[i], "e3") == 0);
     }
     broker_recovered(b);
+    struct broker_stats st;
     broker_stats(b, &st);
     CHECK_EQ(st.pending, 0);
     broker_close(b);
 
     /* Nothing comes back a third time. */
     struct seen z = { 0 };
-    b = open_broker(dir, 0, 0);
+    b = reopen(dir, NULL, 0, &z);
     REQUIRE(b);
-    broker_stats(b, &st);
-    CHECK_EQ(st.recovered, 0);
-    REQUIRE(sub(b, "q", "w1", &z, false));
-    spin(20);
     CHECK_EQ(z.n, 0);
     broker_close(b);
 }
@@ -331,14 +347,9 @@ test_replay_verified(void)
     broker_close(b);
 
     struct seen r = { .ack = true };
-    b = open_broker_verified(dir, 0, 0, refuse_bad);
+    b = reopen(dir, refuse_bad, 2, &r);
     REQUIRE(b);
     CHECK_EQ(verified, 3);
-    struct broker_stats st;
-    broker_stats(b, &st);
-    CHECK_EQ(st.recovered, 2);
-    REQUIRE(sub(b, "q", "w1", &r, false));
-    spin(20);
     REQUIRE(r.n == 2);
     CHECK(strcmp(r.text[0], "good1") == 0);
     CHECK(strcmp(r.text[1], "good2") == 0);
