@@ -40,6 +40,11 @@
  * Dead-lettering is the message flow (flow.c)'s: it publishes the dead letter,
  * then acks.
  *
+ * Trust.  Deliveries carry events the daemon can decode without verifying
+ * them again (ipc_cloudevent_decode_trusted()): a publisher hands over an
+ * event it verified or built itself, and what the backend reads back from
+ * outside the process is checked once by broker_config.verify.
+ *
  * Threads: the loop thread only.  Callbacks never run inside the call that
  * caused them, except the overflow callback, which runs inside
  * broker_publish().
@@ -63,6 +68,11 @@ struct broker_config {
     uint64_t journal_max_bytes;
     uint64_t journal_segment_bytes;
     uint32_t queue_max; /* per subscription */
+    /* Checks an event the backend reads from outside the process (the
+     * embedded journal, as it is replayed): 0 accepts it, anything else
+     * drops it (logged).  NULL accepts every event (tests of the broker
+     * alone, whose events are not CloudEvents). */
+    int (*verify)(const uint8_t *event, size_t len);
 };
 
 /* One delivery, valid until it is settled (live ones: during the

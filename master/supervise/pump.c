@@ -70,7 +70,6 @@ event_free_one(struct sv_event *ev)
         inproc_abandon(ev->job);
     if (ev->deadline)
         event_free(ev->deadline);
-    free(ev->buf);
     free(ev);
 }
 
@@ -194,14 +193,13 @@ sv_event_queue(struct host *h, const uint8_t *event, size_t len,
     if (ev == NULL)
         return -1;
     ev->h = h;
+    ev->buf = event;
     ev->len = len;
-    ev->buf = malloc(len ? len : 1); /* malloc aligns to 16 (> 8) */
     ev->deadline = evtimer_new(h->sv->base, on_deadline, ev);
-    if (ev->buf == NULL || ev->deadline == NULL) {
+    if (ev->deadline == NULL) {
         event_free_one(ev);
         return -1;
     }
-    memcpy(ev->buf, event, len);
     ev->delivery = delivery ? delivery : 1;
     ev->cb = cb;
     ev->arg = arg;

@@ -128,9 +128,10 @@ void supervise_free(struct supervisor *sv);
 int supervise_load(struct supervisor *sv, struct worker *w,
                    supervise_done_cb cb, void *arg);
 
-/* Processes one event (an ABI CloudEvent buffer, copied) on w's host,
- * starting it if needed, within w's deadline.  Returns -1 (cb not called)
- * if w's status does not allow events. */
+/* Processes one event (an ABI CloudEvent buffer, 8-aligned, borrowed: it
+ * must stay valid until cb runs) on w's host, starting it if needed,
+ * within w's deadline.  Returns -1 (cb not called) if w's status does not
+ * allow events. */
 int supervise_process(struct supervisor *sv, struct worker *w,
                       const uint8_t *event, size_t len, supervise_done_cb cb,
                       void *arg);

@@ -83,11 +83,11 @@ struct inproc;
 
 struct host;
 
-/* One event: a copy of the caller's ABI CloudEvent buffer. */
+/* One event: the caller's ABI CloudEvent buffer, borrowed until cb. */
 struct sv_event {
     TAILQ_ENTRY(sv_event) link;
     struct host *h;
-    uint8_t *buf;
+    const uint8_t *buf;
     size_t len;
     supervise_done_cb cb;
     void *arg;
