@@ -161,8 +161,7 @@ report(const char *name, double *t, int n, double before)
  * namespace made before the clock starts, as the launcher's pool does
  * (sandbox/netpool.h); else unshared by the child. */
 static int
-start(enum level l, int binfd, int cap_last, int abi, int i, bool pool,
-      double *ms)
+start(enum level l, int binfd, int abi, int i, bool pool, double *ms)
 {
     static char arg0[] = "true";
     char *const argv[] = { arg0, NULL };
@@ -211,7 +210,6 @@ start(enum level l, int binfd, int cap_last, int abi, int i, bool pool,
         .drop = l >= L_CREDS,
         .uid = 3999999,
         .gid = 3999999,
-        .cap_last = cap_last,
         .rlimits = { .nofile = 256,
                      .nproc = 256,
                      .fsize = 1u << 30,
@@ -321,7 +319,7 @@ main(int argc, char **argv)
     struct sandbox_support sup;
     char err[512];
     double med[L_COUNT];
-    int binfd, cap_last = sandbox_cap_last(), abi;
+    int binfd, abi;
 
     if (runs < 2 || gap_ms < 0 || geteuid() != 0) {
         fprintf(stderr, "usage: confine [RUNS [GAP_MS]] (as root)\n");
@@ -345,7 +343,7 @@ main(int argc, char **argv)
     for (int l = 0; l < L_COUNT; l++) {
         for (int i = 0; i < runs; i++) {
             gap(gap_ms);
-            if (start((enum level)l, binfd, cap_last, abi, i, true, &t[i]) < 0)
+            if (start((enum level)l, binfd, abi, i, true, &t[i]) < 0)
                 return 1;
         }
         med[l] = report(names[l], t, runs, l ? med[l - 1] : -1);
@@ -360,10 +358,10 @@ main(int argc, char **argv)
         return 1;
     for (int i = 0; i < runs; i++) {
         gap(gap_ms);
-        if (start(L_LANDLOCK, binfd, cap_last, abi, i, true, &t[i]) < 0)
+        if (start(L_LANDLOCK, binfd, abi, i, true, &t[i]) < 0)
             return 1;
         gap(gap_ms);
-        if (start(L_LANDLOCK, binfd, cap_last, abi, i, false, &u[i]) < 0)
+        if (start(L_LANDLOCK, binfd, abi, i, false, &u[i]) < 0)
             return 1;
     }
     double pooled = report("every layer, net ns from a pool", t, runs, -1);

@@ -135,6 +135,12 @@ ipc_cloudevent_read(const uint8_t *buf, size_t len, struct ipc_cloudevent *ce,
     return 0;
 }
 
+void
+ipc_cloudevent_decode_trusted(const uint8_t *buf, struct ipc_cloudevent *ce)
+{
+    ipc_cloudevent_decode(ipc_fb_root(buf, 0), ce);
+}
+
 /* Writes a table of optional strings whose ids are 0..n-1. */
 static void
 patch_strings(struct ipc_fb_builder *b, const struct ipc_fb_table *t,

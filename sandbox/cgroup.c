@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "sandbox/cgroup.h"
+#include "sandbox/sysfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,17 +88,9 @@ static ssize_t
 get_file(const char *dir, const char *file, char *buf, size_t len)
 {
     char path[PATH_LEN + 64];
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, len - 1);
-    (void)close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-    return n;
+    return sandbox_sysfile_read(path, buf, len);
 }
 
 static void

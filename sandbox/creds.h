@@ -4,8 +4,10 @@
  * §4.1 steps 6 and 8): a user and group of its own from the daemon's
  * range (so that hosts cannot signal or ptrace one another or the daemon,
  * and RLIMIT_NPROC counts one host), no supplementary groups, no
- * capability in any set, the bounding set included, and lowered rlimits.
- * Everything here is async-signal-safe.  Nothing here knows the master.
+ * capability in any set, the bounding set included, and lowered rlimits;
+ * and, for detection's report, this process's capabilities.  Everything
+ * here but sandbox_creds_caps() is async-signal-safe.  Nothing here knows
+ * the master.
  */
 #ifndef WM_SANDBOX_CREDS_H
 #define WM_SANDBOX_CREDS_H
@@ -14,24 +16,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The highest capability number this kernel knows
- * (/proc/sys/kernel/cap_last_cap), read once before any fork: -1 when it
- * cannot be read. */
-int sandbox_cap_last(void);
-
 /*
- * Drops every capability from the bounding set (caps 0..cap_last, while
- * still privileged), then no supplementary groups, gid and uid set
- * (real, effective, saved), and the inheritable and ambient sets emptied;
- * a uid change from root empties the permitted and effective sets.  Needs
- * root (CAP_SETPCAP, CAP_SETUID, CAP_SETGID).  0, or -1 with errno.
+ * Drops every capability from the bounding set (each one this kernel has,
+ * as libcap found when it loaded: cap_max_bits(); while still
+ * privileged), then no supplementary groups, gid and uid set (real,
+ * effective, saved), and the inheritable and ambient sets emptied; a uid
+ * change from root empties the permitted and effective sets.  Needs root
+ * (CAP_SETPCAP, CAP_SETUID, CAP_SETGID).  0, or -1 with errno.
  */
-int sandbox_creds_drop(uid_t uid, gid_t gid, int cap_last);
+int sandbox_creds_drop(uid_t uid, gid_t gid);
 
 /* The same with groups[0..ngroups) as the supplementary groups (the
  * master's drop, DESIGN §2: it keeps the control socket's group). */
 int sandbox_creds_drop_groups(uid_t uid, gid_t gid, const gid_t *groups,
-                              size_t ngroups, int cap_last);
+                              size_t ngroups);
+
+/*
+ * This process's capabilities as libcap writes them (cap_to_text(3):
+ * "=ep" for every one effective and permitted, "=" for none, else the
+ * capabilities by name with their sets), "?" when they cannot be read;
+ * truncated to fit buf.  Allocates: not between fork and execve.  buf.
+ */
+char *sandbox_creds_caps(char *buf, size_t len);
 
 /* Limits a host runs under; 0 leaves one as it is.  Only lowered: a limit
  * above the current hard limit is left as it is. */

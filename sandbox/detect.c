@@ -13,12 +13,15 @@
  * What needs no child: the seccomp actions (SECCOMP_GET_ACTION_AVAIL
  * changes nothing), the Landlock ABI (landlock_create_ruleset's version
  * query), cgroup hierarchies (statfs of their mounts, their controllers
- * file, and whether they are writable to this process).
+ * file, and whether they are writable to this process), this process's
+ * capabilities (libcap, creds.h).
  */
 #include "config.h"
 
+#include "sandbox/creds.h"
 #include "sandbox/kernel.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sysfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -272,18 +275,10 @@ v2_controllers(const char *dir)
 {
     char path[128], buf[512];
     unsigned bits = 0;
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sandbox_sysfile_read(path, buf, sizeof buf) <= 0)
         return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n"))
         for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++)
             if (strcmp(tok, cg_names[i]) == 0)
@@ -365,6 +360,7 @@ sandbox_detect(struct sandbox_support *s)
     s->seccomp_acts = seccomp_actions();
     s->landlock_abi = landlock_abi();
     cgroups(s);
+    sandbox_creds_caps(s->capabilities, sizeof s->capabilities);
 
     s->no_new_privs = exited_zero(child_wait(nnp));
     st = child_wait(sec);
@@ -450,6 +446,7 @@ sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
         put(&o, ", no cgroup controllers");
     }
     put(&o, s->mdwe ? ", mdwe" : ", no mdwe");
+    put(&o, ", capabilities %s", s->capabilities);
     return buf;
 }
 

@@ -37,6 +37,7 @@
 #include "sandbox/landlock.h"
 #include "sandbox/netpool.h"
 #include "sandbox/spawn.h"
+#include "sandbox/sysfile.h"
 #include "sandbox/zygote.h"
 
 /* A host's descriptors and file size (creds.h): room for its channel,
@@ -89,7 +90,6 @@ static struct {
     const struct sandbox_launcher_config *c;
     int sock;
     int audit_fd;
-    int cap_last;
     bool root;
     bool netpool; /* hosts' network namespaces are made ahead */
     int *filters; /* per engine: its role's filters compiled, or -1 */
@@ -261,19 +261,11 @@ static pid_t
 init_child(pid_t init)
 {
     char path[64], buf[64];
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)init,
              (int)init);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sandbox_sysfile_read(path, buf, sizeof buf) <= 0)
         return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     long v = strtol(buf, NULL, 10);
     return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
 }
@@ -640,7 +632,6 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         .drop = slot >= 0,
         .uid = uid,
         .gid = (gid_t)uid,
-        .cap_last = L.cap_last,
         .rlimits = { .nofile = HOST_NOFILE,
                      .nproc = L.c->pids_max,
                      .fsize = HOST_FSIZE,
@@ -990,7 +981,6 @@ run(const struct sandbox_launcher_config *c, int sock)
             say("%s: a host a seccomp filter kills is reported without the "
                 "system call",
                 why);
-        L.cap_last = sandbox_cap_last();
         if (c->namespaces & SANDBOX_NS_NET)
             L.netpool = sandbox_netpool_fill();
         if (c->uid_count && c->uid_base &&

@@ -39,77 +39,33 @@
  */
 #include "config.h"
 
-#include "sandbox/sandbox.h"
+#include "sandbox/rules.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <sys/prctl.h>
 
-/* clone: a thread of this process, in its namespaces, untraced. */
-#define CLONE_MUST (CLONE_THREAD | CLONE_VM)
-#define CLONE_CHECKED                                                          \
-    (CLONE_MUST | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |               \
-     CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |              \
-     CLONE_PTRACE | CLONE_UNTRACED)
-
-/* openat: read-only, creating and truncating nothing. */
-#define OPEN_WRITES (O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND)
-
-/* clang-format off */
-#define ALLOW(name) { .syscall = #name, .verdict = SANDBOX_ALLOW }
-#define ERRNO(name, e) { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e }
-#define KILL(name) { .syscall = #name, .verdict = SANDBOX_KILL }
-#define ALLOW_IF(name, c) \
-    { .syscall = #name, .verdict = SANDBOX_ALLOW, .nconds = 1, .conds = { c } }
-#define ERRNO_IF(name, e, c) \
-    { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e, .nconds = 1, \
-      .conds = { c } }
-#define EQ(a, v) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value = v }
-#define MASKED(a, m, v) \
-    { .arg = a, .cmp = SANDBOX_CMP_MASKED_EQ, .mask = m, .value = v }
-#define IS_PID(a) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value_is_pid = true }
-#define END { .syscall = NULL }
-/* clang-format on */
-
+/* Besides every host's rules and a threaded host's (rules.h). */
 static const struct sandbox_rule dotnet_rules[] = {
-    /* the channel, the wake-up eventfd, the code memfd, stderr */
-    ALLOW(read),
-    ALLOW(write),
+    /* the wake-up eventfd, the code memfd, duplicates */
     ALLOW(readv),
     ALLOW(writev),
-    ALLOW(pread64),
     ALLOW(pwrite64),
-    ALLOW(lseek),
-    ALLOW(close),
     ALLOW(dup),
     ALLOW(dup2),
     ALLOW(dup3),
-    /* descriptor and status flags, the memfds' seals, duplicates; not
-     * F_SETOWN nor F_SETSIG, which would aim a signal at another process
-     * (answered by the fallback) */
-    ALLOW_IF(fcntl, EQ(1, F_GETFD)),
-    ALLOW_IF(fcntl, EQ(1, F_SETFD)),
-    ALLOW_IF(fcntl, EQ(1, F_GETFL)),
-    ALLOW_IF(fcntl, EQ(1, F_SETFL)),
+    /* seals, duplicates and locks; F_SETOWN and F_SETSIG are answered by
+     * the fallback */
     ALLOW_IF(fcntl, EQ(1, F_DUPFD)),
     ALLOW_IF(fcntl, EQ(1, F_DUPFD_CLOEXEC)),
-    ALLOW_IF(fcntl, EQ(1, F_GET_SEALS)),
     ALLOW_IF(fcntl, EQ(1, F_ADD_SEALS)),
     ALLOW_IF(fcntl, EQ(1, F_GETLK)),
     ALLOW_IF(fcntl, EQ(1, F_SETLK)),
     ALLOW_IF(fcntl, EQ(1, F_SETLKW)),
     ALLOW(flock), /* the runtime's locks on files it opened */
-    ALLOW(recvmsg),
-    ALLOW(sendmsg),
     ALLOW(epoll_create1),
-    ALLOW(epoll_wait),
-    ALLOW(epoll_pwait),
-    ALLOW(epoll_ctl),
     ALLOW(eventfd2),
     ALLOW(pipe2),
-    ALLOW(poll),
-    ALLOW(ppoll),
     /* files: the runtime's (under /usr), the runtimeconfig's memfd
      * through /proc/self/fd, /proc/self/maps, the cgroup's and the CPUs'
      * files; reading only */
@@ -136,22 +92,11 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW(ftruncate),
     ALLOW(mmap),
     ALLOW(mprotect),
-    ALLOW(munmap),
-    ALLOW(mremap),
-    ALLOW(madvise),
-    ALLOW(brk),
     ALLOW(membarrier),
     ALLOW(mincore),
     /* threads: the runtime's and the pool's */
-    ALLOW_IF(clone, MASKED(0, CLONE_CHECKED, CLONE_MUST)),
-    ERRNO(clone3, ENOSYS),
-    ALLOW(futex),
-    ALLOW(set_robust_list),
     ALLOW(get_robust_list),
     ALLOW(set_tid_address),
-    ALLOW(rseq),
-    ALLOW(sched_yield),
-    ALLOW(sched_getaffinity),
     ALLOW(sched_setaffinity),
     ALLOW(sched_getparam),
     ALLOW(sched_getscheduler),
@@ -159,46 +104,22 @@ static const struct sandbox_rule dotnet_rules[] = {
     ALLOW(sched_get_priority_min),
     ALLOW(get_mempolicy), /* the GC's NUMA probe */
     ALLOW(getpriority),
-    ALLOW(exit),
-    ALLOW(exit_group),
-    ALLOW(restart_syscall),
-    /* signals, to itself only (the runtime's activation injection,
-     * abort(), a fault's handler) */
-    ALLOW(rt_sigprocmask),
-    ALLOW(rt_sigaction),
-    ALLOW(rt_sigreturn),
+    /* signals, to itself only (the runtime's activation injection) */
     ALLOW(rt_sigtimedwait),
-    ALLOW(sigaltstack),
-    ALLOW_IF(tgkill, IS_PID(0)),
-    ALLOW_IF(kill, IS_PID(0)),
     ALLOW_IF(rt_tgsigqueueinfo, IS_PID(0)),
     /* who and when */
-    ALLOW(getpid),
-    ALLOW(gettid),
     ALLOW(getppid),
     ALLOW(getsid),
-    ALLOW(getuid),
-    ALLOW(geteuid),
-    ALLOW(getgid),
-    ALLOW(getegid),
     ALLOW(getresuid),
     ALLOW(getresgid),
-    ALLOW(clock_gettime),
     ALLOW(clock_getres),
-    ALLOW(gettimeofday),
     ALLOW(time),
-    ALLOW(nanosleep),
-    ALLOW(clock_nanosleep),
-    ALLOW(getrandom),
     ALLOW(uname),
     ALLOW(sysinfo),
     ALLOW(getrlimit),
     ALLOW(prlimit64),
     ALLOW(getrusage),
     ALLOW(times),
-    ERRNO(ioctl, ENOTTY),
-    ALLOW_IF(prctl, EQ(0, PR_SET_NAME)),
-    ALLOW_IF(prctl, EQ(0, PR_GET_NAME)),
     ALLOW_IF(prctl, EQ(0, PR_GET_DUMPABLE)),
     ALLOW_IF(prctl, EQ(0, PR_SET_VMA)),
     /* a process of its own (Process.Start: vfork, or clone without
@@ -229,7 +150,7 @@ static const struct sandbox_filter dotnet_filter = {
     .name = "dotnet",
     .fallback = SANDBOX_ERRNO,
     .fallback_err = ENOSYS,
-    .lists = { dotnet_rules },
+    .lists = { sandbox_rules_host, sandbox_rules_threads, dotnet_rules },
 };
 
 /* What CoreCLR reads besides /usr (its Landlock domain): /proc (its
@@ -247,11 +168,7 @@ static const char *const dotnet_reads[] = {
 
 const struct sandbox_role sandbox_role_dotnet = {
     .name = "dotnet",
-    .steps = { SANDBOX_STEP_SESSION, SANDBOX_STEP_CGROUP,
-               SANDBOX_STEP_NAMESPACES, SANDBOX_STEP_ROOT, SANDBOX_STEP_INIT,
-               SANDBOX_STEP_CREDS, SANDBOX_STEP_LANDLOCK, SANDBOX_STEP_FDS,
-               SANDBOX_STEP_RLIMITS, SANDBOX_STEP_EXEC,
-               SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_FILTER },
+    .steps = { SPAWNER_STEPS, SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_FILTER },
     .filter = &dotnet_filter,
     .strict = NULL,
     .reads = dotnet_reads,

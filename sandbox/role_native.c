@@ -18,10 +18,11 @@
  * constructors run at dlopen() and are the worker's code too.
  *
  * Stage 1 (native_stage1) is what a host needs to run and to open a
- * library: its own calls (common below) and the dynamic linker's (read-only
- * openat of /proc/self/fd/N, of ld.so.cache and of the libraries the
- * worker's library needs; mmap and mprotect with PROT_EXEC; fstat), plus
- * seccomp() and no_new_privs to load stage 2.
+ * library: its own calls (every host's and a threaded host's blocks,
+ * rules.h, and common below) and the dynamic linker's (read-only openat
+ * of /proc/self/fd/N, of ld.so.cache and of the libraries the worker's
+ * library needs; mmap and mprotect with PROT_EXEC; fstat), plus seccomp()
+ * and no_new_privs to load stage 2.
  *
  * Stage 2 (native_stage2) is stage 1 without the loading: opening a path
  * for reading, stat of a path and executable mappings are refused with
@@ -59,11 +60,10 @@
  */
 #include "config.h"
 
-#include "sandbox/sandbox.h"
+#include "sandbox/rules.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
@@ -71,107 +71,22 @@
 #define SECCOMP_SET_MODE_FILTER 1
 #endif
 
-/* clone: a thread of this process, in its namespaces, untraced. */
-#define CLONE_MUST (CLONE_THREAD | CLONE_VM)
-#define CLONE_CHECKED                                                          \
-    (CLONE_MUST | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |               \
-     CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |              \
-     CLONE_PTRACE | CLONE_UNTRACED)
-
-/* openat: read-only, creating and truncating nothing. */
-#define OPEN_WRITES (O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND)
-
-/* clang-format off */
-#define ALLOW(name) { .syscall = #name, .verdict = SANDBOX_ALLOW }
-#define ERRNO(name, e) { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e }
-#define ALLOW_IF(name, c) \
-    { .syscall = #name, .verdict = SANDBOX_ALLOW, .nconds = 1, .conds = { c } }
-#define ERRNO_IF(name, e, c) \
-    { .syscall = #name, .verdict = SANDBOX_ERRNO, .err = e, .nconds = 1, \
-      .conds = { c } }
-#define EQ(a, v) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value = v }
-#define MASKED(a, m, v) \
-    { .arg = a, .cmp = SANDBOX_CMP_MASKED_EQ, .mask = m, .value = v }
-#define IS_PID(a) { .arg = a, .cmp = SANDBOX_CMP_EQ, .value_is_pid = true }
-#define END { .syscall = NULL }
-/* clang-format on */
-
-/* Both stages: the host's loop, its pool threads and a worker's usual
- * needs (memory, time, threads, its own signals). */
+/* Both stages, besides every host's rules and a threaded host's
+ * (rules.h): the library in a memfd of its own, a worker's usual needs. */
 static const struct sandbox_rule common[] = {
-    /* the channel (fd 3), the pool's eventfd, the code memfd, stderr */
-    ALLOW(read),
-    ALLOW(write),
     ALLOW(readv),
     ALLOW(writev),
-    ALLOW(pread64),
-    ALLOW(lseek),
-    ALLOW(close),
-    /* descriptor and status flags, the memfds' seals; not F_SETOWN nor
-     * F_SETSIG, which would aim SIGIO (or any signal) at another process */
-    ALLOW_IF(fcntl, EQ(1, F_GETFD)),
-    ALLOW_IF(fcntl, EQ(1, F_SETFD)),
-    ALLOW_IF(fcntl, EQ(1, F_GETFL)),
-    ALLOW_IF(fcntl, EQ(1, F_SETFL)),
-    ALLOW_IF(fcntl, EQ(1, F_GET_SEALS)),
     ALLOW_IF(fcntl, EQ(1, F_ADD_SEALS)),
-    ALLOW(recvmsg),
-    ALLOW(sendmsg),
-    ALLOW(epoll_wait),
-    ALLOW(epoll_pwait),
-    ALLOW(epoll_ctl),
-    ALLOW(poll), /* the channel's flush before exit */
-    ALLOW(ppoll),
     /* the library extracted into a memfd of its own */
     ALLOW(memfd_create),
-    /* memory (mmap and mprotect: per stage) */
-    ALLOW(brk),
-    ALLOW(munmap),
-    ALLOW(mremap),
-    ALLOW(madvise),
-    /* threads: the pool, a worker's own */
-    ALLOW_IF(clone, MASKED(0, CLONE_CHECKED, CLONE_MUST)),
-    ERRNO(clone3, ENOSYS),
-    ALLOW(futex),
-    ALLOW(set_robust_list),
-    ALLOW(rseq),
-    ALLOW(sched_yield),
-    ALLOW(sched_getaffinity),
-    ALLOW(exit),
-    ALLOW(exit_group),
-    ALLOW(restart_syscall),
-    /* signals, to itself only (abort(), raise(), a fault's handler) */
-    ALLOW(rt_sigprocmask),
-    ALLOW(rt_sigaction),
-    ALLOW(rt_sigreturn),
-    ALLOW(sigaltstack),
-    ALLOW_IF(tgkill, IS_PID(0)),
-    ALLOW_IF(kill, IS_PID(0)),
-    /* who and when */
-    ALLOW(getpid),
-    ALLOW(gettid),
-    ALLOW(getuid),
-    ALLOW(geteuid),
-    ALLOW(getgid),
-    ALLOW(getegid),
-    ALLOW(clock_gettime),
     ALLOW(clock_getres),
-    ALLOW(gettimeofday),
     ALLOW(time),
-    ALLOW(nanosleep),
-    ALLOW(clock_nanosleep),
-    ALLOW(getrandom),
     ALLOW(uname),
     ALLOW(fstat),
-    /* terminals: none here; answered like a non-tty (isatty()) */
-    ERRNO(ioctl, ENOTTY),
-    ALLOW_IF(prctl, EQ(0, PR_SET_NAME)),
-    ALLOW_IF(prctl, EQ(0, PR_GET_NAME)),
     /* paths, but for openat and newfstatat (per stage): a probe fails as
      * a missing permission would, in both stages, since a later filter
      * cannot soften an earlier one's kill */
     ERRNO(open, EACCES),
-    ERRNO(openat2, ENOSYS), /* callers fall back to openat */
     ERRNO(statx, EACCES),
     ERRNO(stat, EACCES),
     ERRNO(lstat, EACCES),
@@ -210,22 +125,18 @@ static const struct sandbox_rule strict[] = {
 static const struct sandbox_filter native_stage1 = {
     .name = "native stage 1",
     .fallback = SANDBOX_KILL,
-    .lists = { common, loading },
+    .lists = { sandbox_rules_host, sandbox_rules_threads, common, loading },
 };
 
 static const struct sandbox_filter native_stage2 = {
     .name = "native stage 2",
     .fallback = SANDBOX_KILL,
-    .lists = { common, strict },
+    .lists = { sandbox_rules_host, sandbox_rules_threads, common, strict },
 };
 
 const struct sandbox_role sandbox_role_native = {
     .name = "native",
-    .steps = { SANDBOX_STEP_SESSION, SANDBOX_STEP_CGROUP,
-               SANDBOX_STEP_NAMESPACES, SANDBOX_STEP_ROOT, SANDBOX_STEP_INIT,
-               SANDBOX_STEP_CREDS, SANDBOX_STEP_LANDLOCK, SANDBOX_STEP_FDS,
-               SANDBOX_STEP_RLIMITS, SANDBOX_STEP_EXEC,
-               SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_MDWE,
+    .steps = { SPAWNER_STEPS, SANDBOX_STEP_NO_NEW_PRIVS, SANDBOX_STEP_MDWE,
                SANDBOX_STEP_FILTER },
     .filter = &native_stage1,
     .strict = &native_stage2,

@@ -20,15 +20,18 @@
  *             confined too
  *
  * Each level includes the ones before it.  MDWE, the user, cgroup and time
- * namespaces and the seccomp actions other than kill-process are reported
- * but belong to no level.  The level says what the machine could give; the
- * confinement a host reports in its Hello is what it applied to itself.
+ * namespaces, the seccomp actions other than kill-process and this
+ * process's capabilities (those the launcher, forked with them, gives its
+ * spawner's steps) are reported but belong to no level.  The level says what
+ * the machine could give; the confinement a host reports in its Hello is what
+ * it applied to itself.
  *
  * Seccomp (seccomp.c): a filter is a default verdict and lists of rules,
  * each a syscall (by libseccomp's name), a verdict (allow, an errno, kill)
  * and up to two argument conditions.  A role descriptor (role_*.c) names
- * its steps in order and its filters; the native host's has two stages,
- * a filter before the worker's library is opened and a stricter one after
+ * its steps in order and its filters, whose lists start with the blocks
+ * every host shares (rules.h); the native host's has two stages, a filter
+ * before the worker's library is opened and a stricter one after
  * (role_native.c says how they split).  Filters stack: a later one only
  * takes permissions away.
  *
@@ -91,6 +94,10 @@ enum sandbox_cgroup {
 #define SANDBOX_CG_CPU (1u << 2)
 #define SANDBOX_CG_COUNT 3
 
+/* Room for struct sandbox_support's capabilities: every capability named
+ * with its own sets fits. */
+#define SANDBOX_CAPS_TEXT 1024
+
 struct sandbox_support {
     bool no_new_privs;     /* PR_SET_NO_NEW_PRIVS took */
     bool seccomp;          /* a filter loaded and its kill-process killed */
@@ -101,6 +108,9 @@ struct sandbox_support {
     unsigned cgroup_ctls; /* SANDBOX_CG_*, of that flavour */
     char cgroup_path[64]; /* v2: the unified mount; v1: its parent */
     bool mdwe;            /* PR_SET_MDWE refused a writable+exec mapping */
+    /* This process's capabilities as libcap writes them (cap_to_text(3):
+     * "=ep" all, "=" none), truncated to fit. */
+    char capabilities[SANDBOX_CAPS_TEXT];
     enum sandbox_level level;
 };
 
@@ -139,8 +149,8 @@ const char *sandbox_cg_name(unsigned bit);
 /*
  * One line for the log, e.g. "confinement full: seccomp (kill_process
  * ... allow), namespaces user mnt ..., landlock abi 7, cgroup v1 (memory
- * pids cpu), mdwe", naming what is missing as "no ...".  Truncated to fit
- * buf; returns buf.
+ * pids cpu), mdwe, capabilities =ep", naming what is missing as "no ...".
+ * Truncated to fit buf; returns buf.
  */
 char *sandbox_support_summary(const struct sandbox_support *s, char *buf,
                               size_t len);

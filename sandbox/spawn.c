@@ -285,7 +285,7 @@ child(const struct sandbox_spawn *s, int errfd, int exitfd, bool pidns)
             if (!s->drop)
                 break;
             parent = getppid();
-            if (sandbox_creds_drop(s->uid, s->gid, s->cap_last) < 0)
+            if (sandbox_creds_drop(s->uid, s->gid) < 0)
                 goto fail;
             /* A credential change clears the parent-death signal. */
             if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)

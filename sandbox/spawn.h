@@ -66,7 +66,6 @@ struct sandbox_spawn {
     bool drop;        /* its own uid and gid, no capability (creds.h) */
     uid_t uid;
     gid_t gid;
-    int cap_last; /* sandbox_cap_last(), read before */
     struct sandbox_rlimits rlimits;
 };
 

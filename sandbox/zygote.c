@@ -324,7 +324,6 @@ fork_host(const struct sandbox_zygote_ops *ops, const struct zygote_fork *q,
         .drop = q->drop != 0,
         .uid = q->uid,
         .gid = q->gid,
-        .cap_last = sandbox_cap_last(),
         .rlimits = q->rlimits,
     };
     if (ops->before_fork)

@@ -31,8 +31,8 @@
  * Hello that it takes PYHOST_PREFETCH more meanwhile, which wait in
  * `jobs` in order; the master starts their deadlines as they start, and
  * sends a Load for a reload only when nothing is in flight
- * (master/supervise/supervise.c).  Between jobs, wait_for_job() polls before it
- * sleeps while events come close together.
+ * (master/supervise/pump.c, load.c).  Between jobs, wait_for_job() polls
+ * before it sleeps while events come close together.
  *
  * Hot reload: the new module replaces the old one only once it loaded;
  * the old one is dropped (not in sys.modules, never was) and a

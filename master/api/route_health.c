@@ -48,7 +48,7 @@ sandbox_json(const struct daemon *d)
                             ? sandbox_missing(s, l, missing, sizeof missing)
                             : "built --without-sandbox"));
     return json_pack(
-        "{s:s, s:b, s:b, s:b, s:o, s:o, s:i, s:o, s:o, s:b, s:o}", "level",
+        "{s:s, s:b, s:b, s:b, s:o, s:o, s:i, s:o, s:o, s:b, s:s, s:o}", "level",
         sandbox_level_name(s->level), "built", d->sandbox_built, "no_new_privs",
         s->no_new_privs, "seccomp", s->seccomp, "seccomp_actions",
         bits_json(s->seccomp_acts, SANDBOX_ACT_COUNT, sandbox_act_name),
@@ -60,7 +60,7 @@ sandbox_json(const struct daemon *d)
                                          : json_null(),
         "cgroup_controllers",
         bits_json(s->cgroup_ctls, SANDBOX_CG_COUNT, sandbox_cg_name), "mdwe",
-        s->mdwe, "missing", lack);
+        s->mdwe, "capabilities", s->capabilities, "missing", lack);
 }
 
 static const char *

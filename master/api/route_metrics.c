@@ -214,7 +214,8 @@ api_metrics_route(struct api_req *rq)
     scalar(&t, "workmanager_events_loops_total", "counter",
            "Outputs stopped by the wmhops loop guard.", ds.loops);
     scalar(&t, "workmanager_outputs_refused_total", "counter",
-           "Outputs refused (reserved topics, stale lock tokens, invalid).",
+           "Outputs refused (reserved topics, stale lock tokens, invalid, "
+           "not stored by the broker).",
            ds.refused_outputs);
 
     broker_stats(d->broker, &bs);

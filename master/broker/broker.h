@@ -1,6 +1,13 @@
 /*
  * broker.h — the message broker interface (DESIGN §6, §9).
  *
+ * The room master/broker/: messages — this interface and its embedded
+ * backend (broker_embedded.c) over the write-ahead journal (journal.c); the
+ * message flow between topics and workers (flow.c: subscriptions, groups
+ * under their locks, deliveries to hosts, outputs, outcomes, dead letters);
+ * the pure outcome rules (outcome.c); the extensions stamped on incoming
+ * events (stamp.c); the gateway services workers call (gateway.c).
+ *
  * One interface, two backends: `embedded` (broker_embedded.c, the default:
  * in-memory queues behind a write-ahead journal) and later `nats`
  * (JetStream: streams for topics, durable consumers for subscriptions).
@@ -33,6 +40,11 @@
  * Dead-lettering is the message flow (flow.c)'s: it publishes the dead letter,
  * then acks.
  *
+ * Trust.  Deliveries carry events the daemon can decode without verifying
+ * them again (ipc_cloudevent_decode_trusted()): a publisher hands over an
+ * event it verified or built itself, and what the backend reads back from
+ * outside the process is checked once by broker_config.verify.
+ *
  * Threads: the loop thread only.  Callbacks never run inside the call that
  * caused them, except the overflow callback, which runs inside
  * broker_publish().
@@ -56,6 +68,11 @@ struct broker_config {
     uint64_t journal_max_bytes;
     uint64_t journal_segment_bytes;
     uint32_t queue_max; /* per subscription */
+    /* Checks an event the backend reads from outside the process (the
+     * embedded journal, as it is replayed): 0 accepts it, anything else
+     * drops it (logged).  NULL accepts every event (tests of the broker
+     * alone, whose events are not CloudEvents). */
+    int (*verify)(const uint8_t *event, size_t len);
 };
 
 /* One delivery, valid until it is settled (live ones: during the

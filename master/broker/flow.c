@@ -79,7 +79,15 @@ struct job {
     struct flow *dp;
     struct binding *bd;        /* NULL once its worker is gone */
     struct broker_delivery *d; /* NULL for an invoke */
-    struct ipc_fb_builder ev;  /* the stamped event */
+    /* The event as its worker gets it: the delivery's (or the invoke's)
+     * bytes, borrowed (they outlive the job: the job settles the delivery;
+     * an invoke's caller frees them in its callback, the job's last use),
+     * or the copy in `stamped` when the worker's config added extensions;
+     * `in` decodes it. */
+    const uint8_t *ev;
+    size_t evlen;
+    struct ipc_fb_builder stamped;
+    struct ipc_cloudevent in;
     uint32_t hops;
     uint64_t token;
     bool locked;
@@ -123,6 +131,21 @@ observe(struct flow *dp, double s)
     dp->st.sum += s;
 }
 
+int
+flow_event_verify(const uint8_t *event, size_t len)
+{
+    struct ipc_cloudevent ce;
+    struct ipc_fb_error fe;
+    char why[256];
+
+    if (ipc_cloudevent_read(event, len, &ce, &fe) == 0 &&
+        ipc_cloudevent_check(&ce, &fe) == 0)
+        return 0;
+    ipc_fb_error_format(&fe, why, sizeof why);
+    log_warning("flow: an event read back is malformed: %s", why);
+    return -1;
+}
+
 bool
 flow_topic_reserved(const char *topic)
 {
@@ -145,7 +168,7 @@ job_free(struct job *j)
     for (size_t i = 0; i < j->nouts; i++)
         out_free(&j->outs[i]);
     free(j->outs);
-    ipc_fb_builder_free(&j->ev);
+    ipc_fb_builder_free(&j->stamped);
     free(j);
 }
 
@@ -179,28 +202,29 @@ flow_prepare_output(const struct ipc_cloudevent *in,
     return stamp_extensions(o, set, n, STAMP_REPLACE, fb, err, errlen);
 }
 
-/* Publishes a dead letter of event ce (of tenant/topic) to <topic>-dead. */
-static void
+/* Publishes a dead letter of event (of tenant/topic) to <topic>-dead.
+ * Returns 0 when it is stored (or dropped by rule: a dead letter is not
+ * dead-lettered again; an event that cannot carry the two extensions is
+ * dropped with an error), -1 when the broker refused it. */
+static int
 dead_letter(struct flow *dp, const char *tenant, const char *topic,
-            const uint8_t *event, size_t len, const char *reason,
-            uint32_t count)
+            const uint8_t *event, const char *reason, uint32_t count)
 {
     struct ipc_cloudevent ce;
-    struct ipc_fb_error fe;
     struct ipc_fb_builder fb;
     struct ipc_pair set[2];
     char countbuf[16], dead[512], err[256];
     size_t tl = strlen(topic);
+    int rc = 0;
 
-    dp->st.dead_lettered++;
     if (tl >= 5 && strcmp(topic + tl - 5, "-dead") == 0) {
+        dp->st.dead_lettered++;
         log_warning("flow: an event of %s/%s dropped (%s): dead letters "
                     "are not dead-lettered again",
                     tenant, topic, reason);
-        return;
+        return 0;
     }
-    if (ipc_cloudevent_read(event, len, &ce, &fe) != 0)
-        return;
+    ipc_cloudevent_decode_trusted(event, &ce); /* a delivery, an output */
     snprintf(countbuf, sizeof countbuf, "%" PRIu32, count);
     snprintf(dead, sizeof dead, "%s-dead", topic);
     set[0].name = ipc_str_c("deadletterreason");
@@ -208,18 +232,23 @@ dead_letter(struct flow *dp, const char *tenant, const char *topic,
     set[1].name = ipc_str_c("deliverycount");
     set[1].value = ipc_str_c(countbuf);
     ipc_fb_builder_init(&fb);
-    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err) != 0)
+    if (stamp_extensions(&ce, set, 2, STAMP_REPLACE, &fb, err, sizeof err)) {
+        dp->st.dead_lettered++;
         log_err("flow: cannot dead-letter event %.*s of %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, topic, err);
-    else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
-                            NULL) < 0)
+    } else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
+                              NULL) < 0) {
         log_err("flow: cannot dead-letter event %.*s to %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
-    else
+        rc = -1;
+    } else {
+        dp->st.dead_lettered++;
         log_info("flow: event %.*s of %s/%s dead-lettered to %s "
                  "(reason %s, deliveries %" PRIu32 ")",
                  (int)ce.id.len, ce.id.ptr, tenant, topic, dead, reason, count);
+    }
     ipc_fb_builder_free(&fb);
+    return rc;
 }
 
 /* ---- groups and bindings --------------------------------------------- */
@@ -466,34 +495,75 @@ job_release_lock(struct job *j)
                        NULL);
 }
 
-/* The last step: the delivery's action, the lock, the job. */
+/* Publishes the job's outputs (and loop dead letters).  Returns how many
+ * the broker refused.
+ *
+ * Only a refusal at the call is seen here (the journal's budget is
+ * exhausted, or the journal failed earlier: ENOSPC, EIO).  A write that
+ * fails later, on the journal's writer (a disk that fills up now), fails
+ * the journal: it writes nothing after its first error, and the input's
+ * settlement, appended after the outputs, is never stored either, so the
+ * input comes back at the next start.  Waiting for each output's
+ * durability before the ack would cost a journal round trip per event for
+ * no more safety. */
+static size_t
+publish_outputs(struct job *j, struct worker *w, uint32_t count)
+{
+    struct flow *dp = j->dp;
+    size_t refused = 0;
+
+    for (size_t i = 0; i < j->nouts; i++) {
+        struct out *o = &j->outs[i];
+        if (o->dead) {
+            if (dead_letter(dp, o->tenant, o->topic, o->fb.buf, "loop",
+                            count) != 0)
+                refused++;
+            continue;
+        }
+        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
+                           o->fb.len, NULL, NULL) < 0) {
+            log_err("flow: an output of worker %s to %s/%s is refused: %s",
+                    w ? w->name : "(deleted)", o->tenant, o->topic,
+                    strerror(errno));
+            dp->st.refused_outputs++;
+            refused++;
+            continue;
+        }
+        if (w)
+            w->counters.published++;
+    }
+    return refused;
+}
+
+/* The last step: the outputs, the delivery's action, the lock, the job.
+ * The delivery is acknowledged only once what replaces it is stored
+ * (outcome.h). */
 static void
 job_finish(struct job *j)
 {
     struct flow *dp = j->dp;
     struct worker *w = j->bd ? j->bd->w : NULL;
     struct broker_delivery *d = j->d;
+    unsigned max = dp->d->conf->max_redeliveries;
 
-    for (size_t i = 0; i < j->nouts; i++) {
-        struct out *o = &j->outs[i];
-        if (o->dead) {
-            dead_letter(dp, o->tenant, o->topic, o->fb.buf, o->fb.len, "loop",
-                        d ? d->count : 1);
-            continue;
-        }
-        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
-                           o->fb.len, NULL, NULL) < 0) {
-            log_err("flow: an output of worker %s to %s/%s is lost: %s",
-                    w ? w->name : "(deleted)", o->tenant, o->topic,
-                    strerror(errno));
-            continue;
-        }
-        if (w)
-            w->counters.published++;
+    if (publish_outputs(j, w, d ? d->count : 1) > 0 && d) {
+        j->action = outcome_unstored(j->action, d->count, max);
+        snprintf(j->reason, sizeof j->reason, "%s", OUTCOME_OUTPUT_REFUSED);
+        log_warning("flow: an event of %s/%s is not acknowledged: its "
+                    "outputs were refused (delivery %" PRIu32 ")",
+                    d->tenant, d->topic, d->count);
+    }
+    if (d && j->action == OUTCOME_DEAD) {
+        if (dead_letter(dp, d->tenant, d->topic, d->event, j->reason,
+                        d->count) != 0)
+            j->action = outcome_unstored(j->action, d->count, max);
+        else if (w)
+            w->counters.dead_lettered++;
     }
     if (d) {
         switch (j->action) {
         case OUTCOME_ACK:
+        case OUTCOME_DEAD: /* its dead letter is stored */
             broker_ack(d);
             break;
         case OUTCOME_RETRY:
@@ -502,13 +572,6 @@ job_finish(struct job *j)
             broker_nack(d,
                         outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
                                          d->count));
-            break;
-        case OUTCOME_DEAD:
-            if (w)
-                w->counters.dead_lettered++;
-            dead_letter(dp, d->tenant, d->topic, d->event, d->len, j->reason,
-                        d->count);
-            broker_ack(d);
             break;
         case OUTCOME_REQUEUE:
             broker_nack(d, 0);
@@ -668,8 +731,7 @@ on_processed(struct worker *w, const struct ipc_result *r,
     struct job *j = arg;
     struct flow *dp = j->dp;
     const struct ipc_error *e = r && r->error.type.ptr ? &r->error : NULL;
-    struct ipc_cloudevent in;
-    struct ipc_fb_error fe;
+    const struct ipc_cloudevent *in = &j->in;
     char msgbuf[512];
 
     observe(dp, elapsed_s(&j->start));
@@ -697,31 +759,25 @@ on_processed(struct worker *w, const struct ipc_result *r,
         job_free(j);
         return;
     }
-    /* The stamped event: verified when the job started. */
-    if (ipc_cloudevent_read(j->ev.buf, j->ev.len, &in, &fe) != 0) {
-        j->action = OUTCOME_ACK;
-        job_finish(j);
-        return;
-    }
     j->action =
         outcome_decide(error_type, j->d->count, dp->d->conf->max_redeliveries,
                        dp->d->conf->retry_on_error);
     snprintf(j->reason, sizeof j->reason, "%s", error_type ? error_type : "");
     if (error_type == NULL) {
-        prepare_outputs(j, &in, r);
+        prepare_outputs(j, in, r);
     } else if (outcome_is_worker_error(error_type)) {
         json_t *extra = json_pack(
             "{s:s, s:s, s:I, s:s%}", "error_type", error_type, "error_message",
             message ? message : error_type, "delivery", (json_int_t)j->d->count,
-            "event_id", in.id.ptr ? in.id.ptr : "",
-            in.id.ptr ? (size_t)in.id.len : (size_t)0);
+            "event_id", in->id.ptr ? in->id.ptr : "",
+            in->id.ptr ? (size_t)in->id.len : (size_t)0);
         if (e && e->exception_type.ptr)
             json_object_set_new(
                 extra, "exception_type",
                 json_stringn(e->exception_type.ptr, e->exception_type.len));
         lifecycle_emit_hops(dp->d, w, "error", extra, j->hops + 1);
         if (j->action == OUTCOME_ACK)
-            prepare_error_reply(j, &in, error_type,
+            prepare_error_reply(j, in, error_type,
                                 message ? message : error_type, e);
     }
     if (j->locked && j->nouts) {
@@ -742,7 +798,7 @@ job_process(struct job *j)
         j->bd->token = j->token;
     clock_gettime(CLOCK_MONOTONIC, &j->start);
     if (w == NULL ||
-        supervise_process_delivery(j->dp->d->sv, w, j->ev.buf, j->ev.len, count,
+        supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen, count,
                                    on_processed, j) != 0) {
         if (j->icb) {
             j->icb(w, NULL, "stopped", "the worker cannot take events now",
@@ -781,7 +837,10 @@ on_locked(enum grouplock_status st, uint64_t token, const char *message,
     job_finish(j);
 }
 
-/* Starts a job on bd's worker with event (copied and stamped). */
+/* Starts a job on bd's worker with event, stamped with the worker's
+ * config when it lacks some of it (a copy then; else borrowed: see struct
+ * job).  The event is a broker delivery or an invoke's, both verified or
+ * built by the daemon before (flow.h): decoded here, not verified. */
 static struct job *
 job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
         char *err, size_t errlen)
@@ -789,7 +848,7 @@ job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
     struct worker *w = bd->w;
     struct job *j = calloc(1, sizeof *j);
     struct ipc_cloudevent ce;
-    struct ipc_fb_error fe;
+    int stamped;
 
     if (j == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -798,19 +857,24 @@ job_new(struct flow *dp, struct binding *bd, const uint8_t *event, size_t len,
     j->dp = dp;
     j->bd = bd;
     LIST_INSERT_HEAD(&bd->jobs, j, link);
-    ipc_fb_builder_init(&j->ev);
-    size_t pos = ipc_fb_reserve(&j->ev, len, 8);
-    if (!j->ev.oom)
-        memcpy(j->ev.buf + pos, event, len);
-    if (j->ev.oom ||
-        stamp_config(&j->ev, w->config, w->nconfig, err, errlen) != 0 ||
-        ipc_cloudevent_read(j->ev.buf, j->ev.len, &ce, &fe) != 0) {
-        if (err[0] == '\0')
-            snprintf(err, errlen, "the event cannot be read");
+    ipc_fb_builder_init(&j->stamped);
+    ipc_cloudevent_decode_trusted(event, &ce);
+    stamped =
+        stamp_config(&ce, w->config, w->nconfig, &j->stamped, err, errlen);
+    if (stamped < 0) {
         job_free(j);
         return NULL;
     }
-    struct ipc_str h = ipc_cloudevent_extension(&ce, "wmhops");
+    if (stamped) {
+        j->ev = j->stamped.buf;
+        j->evlen = j->stamped.len;
+        ipc_cloudevent_decode_trusted(j->ev, &j->in);
+    } else {
+        j->ev = event;
+        j->evlen = len;
+        j->in = ce;
+    }
+    struct ipc_str h = ipc_cloudevent_extension(&j->in, "wmhops");
     j->hops = outcome_hops(h.ptr, h.len);
     snprintf(j->tenant, sizeof j->tenant, "%s", w->tenant);
     if (w->group)
@@ -861,12 +925,16 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
 
     if (j == NULL) {
         /* Config stamping failed (too many extensions): the event itself
-         * cannot be processed by this worker, ever. */
-        bd->w->counters.dead_lettered++;
-        dead_letter(dp, d->tenant, d->topic, d->event, d->len, "worker_error",
-                    d->count);
+         * cannot be processed by this worker, ever.  Acknowledged once
+         * its dead letter is stored. */
         log_warning("worker %s: an event of %s is dead-lettered: %s",
                     bd->w->name, d->topic, err);
+        if (dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
+                        d->count) != 0) {
+            delivery_refuse(dp, d, "its dead letter was refused");
+            return;
+        }
+        bd->w->counters.dead_lettered++;
         broker_ack(d);
         return;
     }
@@ -897,11 +965,11 @@ on_delivery_group(struct broker_delivery *d, void *arg)
 
 static void
 overflow(struct flow *dp, struct worker *w, const char *tenant,
-         const char *topic, const uint8_t *event, size_t len)
+         const char *topic, const uint8_t *event)
 {
     if (w)
         w->counters.dead_lettered++;
-    dead_letter(dp, tenant, topic, event, len, "backlog_overflow", 0);
+    dead_letter(dp, tenant, topic, event, "backlog_overflow", 0);
 }
 
 static void
@@ -911,7 +979,8 @@ on_overflow_solo(struct broker_sub *s, const uint8_t *event, size_t len,
     struct binding *bd = arg;
 
     (void)s;
-    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event, len);
+    (void)len;
+    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event);
 }
 
 static void
@@ -921,7 +990,8 @@ on_overflow_group(struct broker_sub *s, const uint8_t *event, size_t len,
     struct group *g = arg;
 
     (void)s;
-    overflow(g->dp, NULL, g->tenant, g->topic, event, len);
+    (void)len;
+    overflow(g->dp, NULL, g->tenant, g->topic, event);
 }
 
 /* ---- the API's doors --------------------------------------------------- */
@@ -931,22 +1001,6 @@ flow_publish(struct flow *dp, const char *tenant, const char *topic,
              const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
 {
     return broker_publish(dp->d->broker, tenant, topic, event, len, cb, arg);
-}
-
-void
-flow_emit(struct flow *dp, const char *tenant, const char *topic, json_t *obj)
-{
-    struct ipc_fb_builder fb;
-    char err[256];
-
-    ipc_fb_builder_init(&fb);
-    if (events_from_json(obj, &fb, err, sizeof err) != 0)
-        log_err("flow: a daemon event for %s is invalid: %s", topic, err);
-    else if (broker_publish(dp->d->broker, tenant, topic, fb.buf, fb.len, NULL,
-                            NULL) < 0)
-        log_err("flow: a daemon event for %s/%s is lost: %s", tenant, topic,
-                strerror(errno));
-    ipc_fb_builder_free(&fb);
 }
 
 int

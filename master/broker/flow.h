@@ -1,7 +1,7 @@
 /*
  * flow.h — the message flow between the broker and the workers
  * (DESIGN §6): subscriptions of workers and groups, group locks, outcomes,
- * output routing, dead letters, and the daemon's own events.
+ * output routing, dead letters.  The daemon's own events are emit.h's.
  *
  * Each worker is bound to one durable broker subscription: its own (named
  * by its id) or, for a worker with a group, the group's subscription on its
@@ -16,7 +16,27 @@
  * tracestate carried over; wmhops counted) and the event acked; a worker
  * error acked with a worker.error event and an error reply to replytopic;
  * a transient failure nacked with a growing delay, then dead-lettered to
- * <topic>-dead with deadletterreason and deliverycount.
+ * <topic>-dead with deadletterreason and deliverycount.  An event is
+ * acknowledged only once its outputs (or its dead letter) are stored: one
+ * the broker refuses makes it a transient failure, output_refused.
+ *
+ * Trust: an event is verified once, where it comes into the process, and
+ * decoded afterwards with ipc_cloudevent_decode_trusted(), never verified
+ * again (its bytes do not change on the way):
+ *   - a client's event (publish, invoke) and a worker's gateway publish
+ *     are built by events.c from JSON whose every rule it checked;
+ *   - a host's outputs are verified with its Result frame (ipc_frame_read()
+ *     in ipc/, by the supervisor's channel), the CloudEvent rules included;
+ *   - the journal's events are checked as they are replayed
+ *     (flow_event_verify(), as broker_config.verify);
+ *   - the daemon's own (stamped copies, outputs as published, dead
+ *     letters, error replies, its events) are written by
+ *     ipc_cloudevent_encode() (stamp.c checks the CloudEvent rules of each
+ *     such new event).
+ * A job borrows its event: the delivery's bytes (valid until the job
+ * settles it) or the invoke's (valid until its callback), and lends them
+ * to the supervisor until its callback; a copy is made only when the
+ * worker's config adds extensions.
  */
 #ifndef WM_MASTER_DISPATCH_H
 #define WM_MASTER_DISPATCH_H
@@ -47,6 +67,12 @@ void flow_status(struct flow *dp, struct worker *w);
  * group has members), its events in flight end. */
 void flow_detach(struct flow *dp, struct worker *w);
 
+/* The check of an event read back from outside the process (the
+ * journal's, as it is replayed: broker_config.verify): a well-formed ABI
+ * CloudEvent buffer that keeps the CloudEvent rules.  Returns 0, or -1
+ * (the cause logged). */
+int flow_event_verify(const uint8_t *event, size_t len);
+
 /* Whether topic is one of the daemon's own (workmanager.*): only the
  * daemon publishes there, never a worker's output, the publish route or
  * the gateway. */
@@ -58,15 +84,11 @@ int flow_publish(struct flow *dp, const char *tenant, const char *topic,
                  const uint8_t *event, size_t len, broker_publish_cb cb,
                  void *arg);
 
-/* Publishes a daemon event (lifecycle, infra) given as a structured
- * CloudEvent; fire and forget, failures logged.  obj is only read. */
-void flow_emit(struct flow *dp, const char *tenant, const char *topic,
-               json_t *obj);
-
-/* Invoke: processes one event (stamped already) on w under its group lock,
- * outside the broker; cb gets the Result with its outputs prepared as
- * published ones would be (correlation carried over).  Returns -1 when w
- * cannot take events now. */
+/* Invoke: processes one event (an ABI CloudEvent buffer, 8-aligned, built
+ * or verified by the caller: see Trust above) on w, stamped with w's
+ * config, under its group lock, outside the broker; cb gets the Result.
+ * The event is borrowed: it must stay valid until cb runs (cb may free
+ * it).  Returns -1 when w cannot take events now (cb not called). */
 typedef void (*flow_invoke_cb)(struct worker *w, const struct ipc_result *r,
                                const char *error_type, const char *message,
                                void *arg);
@@ -99,7 +121,7 @@ struct flow_stats {
     double sum;
     uint64_t dead_lettered;
     uint64_t loops;
-    uint64_t refused_outputs; /* reserved topics, stale tokens */
+    uint64_t refused_outputs; /* reserved topics, stale tokens, the broker */
 };
 void flow_stats(const struct flow *dp, struct flow_stats *out);
 

@@ -1,7 +1,11 @@
 /*
  * journal.c — the write-ahead journal (journal.h): segment files written
  * by one thread with group commit, liveness kept per segment, damage
- * repaired at open.
+ * repaired at open.  This file holds the format, the loop thread's
+ * bookkeeping, open and close, and the API; journal_writer.c the writer
+ * thread (and the durability policies), journal_replay.c the reading of
+ * the segments at open and in journal_replay() (and the rules that find a
+ * valid record); journal_private.h what they share.
  *
  * Files.  cfg->dir holds segments named by the lsn of their first record,
  * "%016" PRIx64 ".wmj" (so that names sort as lsns do); other names in the
@@ -30,30 +34,15 @@
  *     fsync()ed, before any record goes into it: a header that is short or
  *     unreadable is a crash during creation only when it is the newest
  *     file and nothing follows it.
- * A record is valid when its checksum matches and its lsn fits: above the
- * last valid lsn, and at most one more than that per 18 bytes since the
- * last valid record (each record between takes at least 18 bytes).  The
- * second test keeps the byte-by-byte search for the next valid record
- * after a damaged one cheap and makes a stray match in a payload
- * practically impossible.
  *
- * Open.  Every segment is read in full, oldest first (one 1 MiB window at
- * a time, never the whole journal).  A bad record with a valid one after
- * it, anywhere, is corrupt: counted, logged, skipped.  A bad record with
- * nothing valid after it is a torn tail when in the newest segment: the
- * file is truncated to the end of the last valid record (and
- * fdatasync()ed); elsewhere it is corrupt, and left in place.  A newest
- * segment no longer than a header whose header is unreadable is removed.
- * Any other unreadable header, or a read error, fails the open naming the
- * file.  New appends go to the end of the newest segment when it has room
- * (so that restarts do not leave a trail of small segments), else to a
- * fresh one created at open.  next_lsn is one past the last lsn of the
- * newest segment, or its first lsn when it is empty, or the first lsn of
- * a torn newest segment that was removed (a fresh segment then continues
- * from there): lsns never repeat, even after every record was released
- * and every older segment deleted.
- * journal_replay() reads the segments again with the same checks (so it
- * sees exactly the records open counted), up to where open left each.
+ * Open reads every segment, repairs what a crash left (journal_replay.c),
+ * then opens the newest segment for appending when it has room (so that
+ * restarts do not leave a trail of small segments), else creates a fresh
+ * one.  next_lsn is one past the last lsn of the newest segment, or its
+ * first lsn when it is empty, or the first lsn of a torn newest segment
+ * that was removed (a fresh segment then continues from there): lsns never
+ * repeat, even after every record was released and every older segment
+ * deleted.
  *
  * Threads.  Every exported function runs on the loop thread, which owns
  * the segment table and does all the bookkeeping: it frames each record
@@ -70,13 +59,8 @@
  * known on the loop without asking the writer, and the writer never reads
  * loop state.
  *
- * Durability.  always: the batch is fdatasync()ed before its completion is
- * published (one fdatasync for everything queued meanwhile: group
- * commit).  batch: published after write(); the writer's timed condvar
- * wait fdatasyncs sync_interval_ms after the first write not yet synced.
- * off: no fdatasync but the old file's at a cut, the new file's header,
- * and at close.  stats.syncs counts the writer's fdatasync calls (of
- * segment files: policy, cuts, new headers, close), not those of open.
+ * Durability (journal.h's policies, as the writer applies them):
+ * journal_writer.c.
  *
  * Liveness.  Each segment has a count of its LIVE records not released
  * and a bitmap, indexed by lsn - first lsn, of which ones those are; a
@@ -107,16 +91,15 @@
 #include "config.h"
 
 #include "master/broker/journal.h"
+#include "master/broker/journal_private.h"
 
 #include "lib/errbuf.h"
 #include "master/core/log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,35 +108,13 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
-#define JN_MAGIC "WMJ1"
-#define JN_MAGIC_LEN 4
-#define JN_VERSION 1u
-/* Segment header: magic (4), version (4), first lsn (8), CRC-32C (4). */
-#define JN_HDR 20
-#define JN_HDR_VERSION 4
-#define JN_HDR_LSN 8
-#define JN_HDR_CRC 16
-/* Record frame: length (4), CRC-32C (4), lsn (8), type (1), flags (1). */
-#define JN_FRAME 18
-#define JN_FRAME_CRC 4
-#define JN_FRAME_LSN 8 /* the checksum covers from here to the end */
-#define JN_FRAME_TYPE 16
-#define JN_FRAME_FLAGS 17
-/* "%016" PRIx64 ".wmj" and its NUL. */
+/* "%016" PRIx64 ".wmj": the hex digits and the suffix. */
 #define JN_NAME_HEX 16
 #define JN_SUFFIX ".wmj"
-#define JN_NAME_SIZE 21
-/* Reads at open and replay go through a window of this size (larger only
- * for a larger record). */
-#define JN_READ_CHUNK (1u << 20)
-/* The writer keeps its batch buffer for the next batch up to this size;
- * a larger one (a burst, a huge record) is freed after use. */
-#define JN_WORK_KEEP (4u << 20)
 /* CRC-32C (Castagnoli), reflected. */
 #define JN_CRC_POLY 0x82F63B78u
 
@@ -161,122 +122,7 @@
 #define JN_DEFAULT_MAX (1ull << 30)
 #define JN_DEFAULT_SYNC_MS 100u
 
-struct jn_seg {
-    uint64_t first_lsn;
-    uint64_t last_lsn; /* first_lsn - 1 while it holds no record */
-    uint64_t size;     /* bytes on disk, queued ones included */
-    uint64_t scan_end; /* what open left valid: what the replay reads */
-    uint64_t live;     /* LIVE records not released */
-    uint64_t *bits;    /* bit lsn - first_lsn: that record is live */
-    size_t nwords;
-};
-
-/* Where the writer switches to a new segment, in the batch's bytes. */
-struct jn_cut {
-    size_t off;
-    uint64_t first_lsn;
-};
-
-/* Work handed from the loop to the writer: framed records (buf), the cuts
- * among them, the segments to delete once they are written. */
-struct jn_work {
-    uint8_t *buf;
-    size_t len, cap;
-    struct jn_cut *cuts;
-    size_t ncuts, capcuts;
-    uint64_t *dels;
-    size_t ndels, capdels;
-    uint64_t last_lsn; /* of the last record in buf; 0: none */
-};
-
-/* An append's callback, until its lsn is done. */
-struct jn_waiter {
-    uint64_t lsn;
-    journal_done_cb cb;
-    void *arg;
-};
-
-struct journal {
-    char *dir;
-    int dirfd; /* flock()ed; fsync()ed for the directory's entries */
-    enum journal_fsync fsync;
-    uint64_t segment_bytes, max_bytes;
-    uint32_t sync_ms;
-    int efd;
-    struct event *ev_done, *ev_compact;
-    /* Wakes the writer once per loop turn (appends of a turn share it). */
-    struct event *ev_wake;
-
-    /* loop thread only */
-    struct jn_seg *segs; /* by first lsn; the last one is active */
-    size_t nsegs, capsegs;
-    uint64_t next_lsn, bytes, live, appends, torn_bytes, corrupt_records;
-    uint64_t seen_lsn; /* completions taken up to here */
-    bool failed;       /* the loop has seen the writer's error */
-    bool hold;         /* no deletion until the replay or an append */
-    bool replayed, replaying;
-    struct jn_waiter *wq; /* a ring, in lsn order */
-    size_t wq_head, wq_len, wq_cap;
-    journal_compact_cb compact_cb;
-    void *compact_arg;
-    bool compact_scheduled;
-    uint64_t compact_bound; /* of the last call, with its segment count */
-    size_t compact_nsegs;
-
-    /* shared, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t wcv; /* to the writer: work, or stop (monotonic) */
-    pthread_cond_t dcv; /* to journal_close: a batch is done */
-    struct jn_work pending;
-    uint64_t done_lsn; /* every lsn up to here is done... */
-    uint64_t ok_lsn;   /* ...and up to here without error */
-    int werr;          /* the failure, or 0; written by the writer only */
-    bool stop;
-
-    /* writer thread only (the loop's before it starts, after it ends) */
-    struct jn_work work;
-    int wfd;
-    uint64_t wseg; /* the first lsn of wfd's segment */
-    bool unsynced;
-    struct timespec deadline; /* batch: when the unsynced bytes sync */
-
-    uint64_t syncs; /* __atomic: written by the writer, read anywhere */
-    pthread_t thread;
-    bool sync_ready, thread_started;
-};
-
 /* ---- small helpers ----------------------------------------------------- */
-
-static void
-jn_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void
-jn_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t
-jn_get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-jn_get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 static uint32_t jn_crc_table[256];
 static pthread_once_t jn_crc_once = PTHREAD_ONCE_INIT;
@@ -315,8 +161,16 @@ jn_crc32c_sse42(uint32_t crc, const uint8_t *p, size_t len)
 }
 #endif
 
-static uint32_t (*jn_crc32c)(uint32_t crc, const uint8_t *p,
-                             size_t len) = jn_crc32c_table;
+/* The one journal_crc32c() calls: the table's until jn_crc_init() finds
+ * SSE4.2. */
+static uint32_t (*jn_crc32c_best)(uint32_t crc, const uint8_t *p,
+                                  size_t len) = jn_crc32c_table;
+
+uint32_t
+journal_crc32c(uint32_t crc, const uint8_t *p, size_t len)
+{
+    return jn_crc32c_best(crc, p, len);
+}
 
 static void
 jn_crc_init(void)
@@ -331,20 +185,19 @@ jn_crc_init(void)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2"))
-        jn_crc32c = jn_crc32c_sse42;
+        jn_crc32c_best = jn_crc32c_sse42;
 #endif
 }
 
-static void
-jn_name(char out[JN_NAME_SIZE], uint64_t first_lsn)
+void
+journal_segment_name(char out[JN_NAME_SIZE], uint64_t first_lsn)
 {
     snprintf(out, JN_NAME_SIZE, "%016" PRIx64 JN_SUFFIX, first_lsn);
 }
 
-/* The first lsn a segment's file name gives, or false when the name is
- * not a segment's (lower-case hex only, as jn_name writes it). */
-static bool
-jn_name_parse(const char *name, uint64_t *lsn)
+/* Lower-case hex only, as journal_segment_name() writes it. */
+bool
+journal_segment_name_parse(const char *name, uint64_t *lsn)
 {
     uint64_t v = 0;
 
@@ -365,10 +218,8 @@ jn_name_parse(const char *name, uint64_t *lsn)
     return v != 0;
 }
 
-/* p grown to hold need elements of size bytes (doubling from 16), or NULL
- * when out of memory, p and *cap then untouched. */
-static void *
-jn_grow(void *p, size_t *cap, size_t need, size_t size)
+void *
+journal_grow(void *p, size_t *cap, size_t need, size_t size)
 {
     size_t n = *cap > 0 ? *cap : 16;
     void *q;
@@ -384,31 +235,8 @@ jn_grow(void *p, size_t *cap, size_t need, size_t size)
         *cap = n;
     return q;
 }
-
-static int
-jn_write_full(int fd, const uint8_t *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (n == 0) {
-            errno = EIO; /* a regular file never takes nothing */
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Makes the directory's entries (a segment created or removed) durable. */
-static int
-jn_sync_dir(struct journal *j)
+int
+journal_dir_sync(struct journal *j)
 {
     if (fsync(j->dirfd) != 0) {
         log_errno_err("journal: fsync %s", j->dir);
@@ -419,9 +247,8 @@ jn_sync_dir(struct journal *j)
 
 /* ---- liveness bitmaps --------------------------------------------------- */
 
-/* Makes room in a bitmap for bit idx. */
-static int
-jn_bits_reserve(uint64_t **bits, size_t *nwords, uint64_t idx)
+int
+journal_bits_reserve(uint64_t **bits, size_t *nwords, uint64_t idx)
 {
     size_t need = (size_t)(idx / 64) + 1, n;
     uint64_t *b;
@@ -440,9 +267,8 @@ jn_bits_reserve(uint64_t **bits, size_t *nwords, uint64_t idx)
     return 0;
 }
 
-/* Marks lsn live in s (room reserved). */
-static void
-jn_seg_mark(struct jn_seg *s, uint64_t lsn)
+void
+journal_seg_mark(struct jn_seg *s, uint64_t lsn)
 {
     uint64_t idx = lsn - s->first_lsn;
 
@@ -450,8 +276,8 @@ jn_seg_mark(struct jn_seg *s, uint64_t lsn)
     s->live++;
 }
 
-static void
-jn_seg_drop_bits(struct jn_seg *s)
+void
+journal_seg_drop_bits(struct jn_seg *s)
 {
     free(s->bits);
     s->bits = NULL;
@@ -477,304 +303,6 @@ jn_seg_find(struct journal *j, uint64_t lsn)
         return NULL;
     s = &j->segs[lo - 1];
     return lsn <= s->last_lsn ? s : NULL;
-}
-
-/* ---- the work queue ---------------------------------------------------- */
-
-static bool
-jn_work_empty(const struct jn_work *w)
-{
-    return w->len == 0 && w->ncuts == 0 && w->ndels == 0;
-}
-
-static void
-jn_work_reset(struct jn_work *w)
-{
-    w->len = 0;
-    w->ncuts = 0;
-    w->ndels = 0;
-    w->last_lsn = 0;
-    if (w->cap > JN_WORK_KEEP) {
-        free(w->buf);
-        w->buf = NULL;
-        w->cap = 0;
-    }
-}
-
-static void
-jn_work_free(struct jn_work *w)
-{
-    free(w->buf);
-    free(w->cuts);
-    free(w->dels);
-}
-
-/* Queues one framed record (mu held), after a cut when cut is set.
- * 0, or -1 when out of memory, the queue then unchanged. */
-static int
-jn_work_add(struct jn_work *w, const uint8_t hdr[JN_FRAME], const void *payload,
-            size_t len, uint64_t lsn, bool cut)
-{
-    void *q;
-
-    if (cut) {
-        q = jn_grow(w->cuts, &w->capcuts, w->ncuts + 1, sizeof *w->cuts);
-        if (q == NULL)
-            return -1;
-        w->cuts = q;
-    }
-    q = jn_grow(w->buf, &w->cap, w->len + JN_FRAME + len, 1);
-    if (q == NULL)
-        return -1;
-    w->buf = q;
-    if (cut)
-        w->cuts[w->ncuts++] =
-            (struct jn_cut){ .off = w->len, .first_lsn = lsn };
-    memcpy(w->buf + w->len, hdr, JN_FRAME);
-    if (len > 0)
-        memcpy(w->buf + w->len + JN_FRAME, payload, len);
-    w->len += JN_FRAME + len;
-    w->last_lsn = lsn;
-    return 0;
-}
-
-/* ---- segment files ------------------------------------------------------ */
-
-/* Creates the segment of first_lsn: header written and fdatasync()ed, the
- * directory fsync()ed, the file open for appending in *fdp. */
-static int
-jn_segment_create(struct journal *j, uint64_t first_lsn, int *fdp, char *err,
-                  size_t errlen)
-{
-    char name[JN_NAME_SIZE];
-    uint8_t h[JN_HDR];
-    int fd;
-
-    jn_name(name, first_lsn);
-    memcpy(h, JN_MAGIC, JN_MAGIC_LEN);
-    jn_put_le32(h + JN_HDR_VERSION, JN_VERSION);
-    jn_put_le64(h + JN_HDR_LSN, first_lsn);
-    jn_put_le32(h + JN_HDR_CRC, jn_crc32c(0, h, JN_HDR_CRC));
-    /* O_EXCL: every file of a segment's name is in the table, so one here
-     * would mean two segments with one first lsn. */
-    fd = openat(j->dirfd, name,
-                O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return errbuf_set(err, errlen, "journal: create %s/%s: %s", j->dir,
-                          name, strerror(errno));
-    if (jn_write_full(fd, h, sizeof h) != 0 || fdatasync(fd) != 0) {
-        int e = errno;
-
-        (void)close(fd); /* failed already: its error adds nothing */
-        errno = e;
-        return errbuf_set(err, errlen,
-                          "journal: writing the header of %s/%s: %s", j->dir,
-                          name, strerror(e));
-    }
-    if (fsync(j->dirfd) != 0) {
-        int e = errno;
-
-        (void)close(fd);
-        errno = e;
-        return errbuf_set(err, errlen, "journal: fsync %s: %s", j->dir,
-                          strerror(e));
-    }
-    *fdp = fd;
-    return 0;
-}
-
-/* ---- the writer thread -------------------------------------------------- */
-
-/* fdatasync of the active segment. */
-static int
-jn_sync(struct journal *j)
-{
-    char name[JN_NAME_SIZE];
-
-    if (fdatasync(j->wfd) != 0) {
-        jn_name(name, j->wseg);
-        log_errno_err("journal: fdatasync %s/%s", j->dir, name);
-        return -1;
-    }
-    __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED);
-    j->unsynced = false;
-    return 0;
-}
-
-static void
-jn_mark_unsynced(struct journal *j)
-{
-    if (j->unsynced)
-        return;
-    j->unsynced = true;
-    if (j->fsync != JOURNAL_FSYNC_BATCH)
-        return;
-    /* CLOCK_MONOTONIC exists on Linux: this cannot fail. */
-    (void)clock_gettime(CLOCK_MONOTONIC, &j->deadline);
-    j->deadline.tv_sec += j->sync_ms / 1000;
-    j->deadline.tv_nsec += (long)(j->sync_ms % 1000) * 1000000L;
-    if (j->deadline.tv_nsec >= 1000000000L) {
-        j->deadline.tv_sec++;
-        j->deadline.tv_nsec -= 1000000000L;
-    }
-}
-
-/* Closes the full segment (durable first) and opens the new one. */
-static int
-jn_rotate(struct journal *j, uint64_t first_lsn)
-{
-    char err[1024], name[JN_NAME_SIZE];
-    int fd;
-
-    if (j->unsynced && jn_sync(j) != 0)
-        return -1;
-    if (close(j->wfd) != 0) {
-        /* Synced already: nothing of it can be lost now. */
-        jn_name(name, j->wseg);
-        log_errno_warning("journal: close %s/%s", j->dir, name);
-    }
-    j->wfd = -1;
-    if (jn_segment_create(j, first_lsn, &fd, err, sizeof err) != 0) {
-        log_err("%s", err);
-        return -1;
-    }
-    __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED); /* its header */
-    j->wfd = fd;
-    j->wseg = first_lsn;
-    return 0;
-}
-
-/* Removes segments that hold nothing needed.  A failure only leaves a
- * file behind (it is no longer counted): logged, not fatal. */
-static void
-jn_delete_segments(struct journal *j, const uint64_t *dels, size_t n)
-{
-    char name[JN_NAME_SIZE];
-
-    for (size_t i = 0; i < n; i++) {
-        jn_name(name, dels[i]);
-        if (unlinkat(j->dirfd, name, 0) != 0)
-            log_errno_err("journal: unlink %s/%s", j->dir, name);
-    }
-    if (n > 0)
-        (void)jn_sync_dir(j); /* logged; the files are gone either way */
-}
-
-/* Executes one batch.  0, or the errno of the failure (logged). */
-static int
-jn_write_batch(struct journal *j, const struct jn_work *w)
-{
-    char name[JN_NAME_SIZE];
-    size_t pos = 0;
-
-    if (j->werr != 0)
-        return j->werr;
-    for (size_t c = 0; c <= w->ncuts; c++) {
-        size_t end = c < w->ncuts ? w->cuts[c].off : w->len;
-
-        if (end > pos) {
-            if (jn_write_full(j->wfd, w->buf + pos, end - pos) != 0) {
-                jn_name(name, j->wseg);
-                log_errno_err("journal: write %s/%s", j->dir, name);
-                return errno != 0 ? errno : EIO;
-            }
-            jn_mark_unsynced(j);
-            pos = end;
-        }
-        if (c < w->ncuts && jn_rotate(j, w->cuts[c].first_lsn) != 0)
-            return errno != 0 ? errno : EIO;
-    }
-    /* Group commit: one fdatasync for the whole batch. */
-    if (j->fsync == JOURNAL_FSYNC_ALWAYS && j->unsynced && jn_sync(j) != 0)
-        return errno != 0 ? errno : EIO;
-    jn_delete_segments(j, w->dels, w->ndels);
-    return 0;
-}
-
-/* Publishes a batch's outcome and wakes the loop. */
-static void
-jn_publish(struct journal *j, uint64_t last_lsn, int err)
-{
-    static const uint64_t one = 1;
-
-    if (last_lsn == 0 && err == 0)
-        return; /* deletions only: nothing for the loop */
-    pthread_mutex_lock(&j->mu);
-    if (err != 0 && j->werr == 0)
-        j->werr = err;
-    if (last_lsn != 0) {
-        j->done_lsn = last_lsn;
-        if (j->werr == 0)
-            j->ok_lsn = last_lsn;
-    }
-    pthread_cond_broadcast(&j->dcv);
-    pthread_mutex_unlock(&j->mu);
-    /* Outside the mutex, which the loop's appends take.  EAGAIN means the
-     * counter is saturated, so the loop is woken anyway; an eventfd
-     * accepts an 8-byte write in every other case. */
-    while (write(j->efd, &one, sizeof one) < 0 && errno == EINTR)
-        continue;
-}
-
-static bool
-jn_before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec ||
-           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
-static void *
-jn_writer(void *arg)
-{
-    struct journal *j = arg;
-    struct timespec now;
-    uint64_t last;
-    int err;
-
-    pthread_mutex_lock(&j->mu);
-    for (;;) {
-        if (!jn_work_empty(&j->pending)) {
-            struct jn_work t = j->pending;
-
-            /* Swap, so that both buffers keep their capacity. */
-            j->pending = j->work;
-            j->work = t;
-            pthread_mutex_unlock(&j->mu);
-            err = jn_write_batch(j, &j->work);
-            last = j->work.last_lsn;
-            jn_work_reset(&j->work);
-            jn_publish(j, last, err);
-            pthread_mutex_lock(&j->mu);
-            continue;
-        }
-        if (j->stop)
-            break;
-        if (j->unsynced && j->fsync == JOURNAL_FSYNC_BATCH && j->werr == 0) {
-            (void)clock_gettime(CLOCK_MONOTONIC, &now);
-            if (jn_before(&now, &j->deadline)) {
-                /* ETIMEDOUT or a signal: the loop looks again. */
-                (void)pthread_cond_timedwait(&j->wcv, &j->mu, &j->deadline);
-                continue;
-            }
-            pthread_mutex_unlock(&j->mu);
-            err = jn_sync(j) != 0 ? (errno != 0 ? errno : EIO) : 0;
-            jn_publish(j, 0, err);
-            pthread_mutex_lock(&j->mu);
-            continue;
-        }
-        pthread_cond_wait(&j->wcv, &j->mu);
-    }
-    pthread_mutex_unlock(&j->mu);
-    /* Close: everything written becomes durable, whatever the policy.  A
-     * failure is logged; no callback is left to report it to. */
-    if (j->wfd >= 0) {
-        if (j->werr == 0 && j->unsynced)
-            (void)jn_sync(j);
-        if (close(j->wfd) != 0)
-            log_errno_warning("journal: close a segment of %s", j->dir);
-        j->wfd = -1;
-    }
-    return NULL;
 }
 
 /* ---- completions, deletion, compaction (loop thread) -------------------- */
@@ -822,9 +350,9 @@ jn_on_done(evutil_socket_t fd, short what, void *arg)
     uint64_t n;
 
     (void)what;
-    /* Reset the counter before reading the state (see jn_publish).  It
-     * fails only with EAGAIN (a spurious wakeup) or EINTR; the state is
-     * read in every case, so nothing is lost. */
+    /* Reset the counter before reading the state (see jn_publish() in
+     * journal_writer.c).  It fails only with EAGAIN (a spurious wakeup) or
+     * EINTR; the state is read in every case, so nothing is lost. */
     if (read(fd, &n, sizeof n) < 0)
         n = 0;
     jn_drain(arg);
@@ -861,7 +389,7 @@ jn_queue_delete(struct journal *j, uint64_t first_lsn)
     int rc = -1;
 
     pthread_mutex_lock(&j->mu);
-    q = jn_grow(w->dels, &w->capdels, w->ndels + 1, sizeof *w->dels);
+    q = journal_grow(w->dels, &w->capdels, w->ndels + 1, sizeof *w->dels);
     if (q != NULL) {
         w->dels = q;
         w->dels[w->ndels++] = first_lsn;
@@ -896,11 +424,9 @@ jn_on_compact(evutil_socket_t fd, short what, void *arg)
     j->compact_cb(j->compact_bound, j->compact_arg);
 }
 
-/* Deletes the oldest segments while they hold nothing live (never the
- * active one), then sees whether compaction is due; the hook itself runs
- * later, from the event loop. */
-static void
-jn_collect(struct journal *j)
+/* The hook itself runs later, from the event loop. */
+void
+journal_collect(struct journal *j)
 {
     char name[JN_NAME_SIZE];
 
@@ -908,12 +434,12 @@ jn_collect(struct journal *j)
         return;
     while (j->nsegs > 1 && j->segs[0].live == 0) {
         if (jn_queue_delete(j, j->segs[0].first_lsn) != 0) {
-            jn_name(name, j->segs[0].first_lsn);
+            journal_segment_name(name, j->segs[0].first_lsn);
             log_err("journal: out of memory: %s/%s kept for now", j->dir, name);
             break;
         }
         j->bytes -= j->segs[0].size;
-        jn_seg_drop_bits(&j->segs[0]);
+        journal_seg_drop_bits(&j->segs[0]);
         memmove(j->segs, j->segs + 1, (j->nsegs - 1) * sizeof *j->segs);
         j->nsegs--;
     }
@@ -923,433 +449,7 @@ jn_collect(struct journal *j)
     }
 }
 
-/* ---- reading segments (open and replay) ---------------------------------- */
-
-/* A window on a segment file: pread() a chunk at a time. */
-struct jn_reader {
-    int fd;
-    uint64_t size; /* how much of the file to read */
-    uint8_t *buf;
-    size_t cap, have;
-    uint64_t start; /* the file offset of buf[0] */
-};
-
-/* Points *p at the len bytes at off (off + len <= size).  -1 with errno
- * on a read error, or EIO when the file is shorter than it was. */
-static int
-jn_reader_get(struct jn_reader *r, uint64_t off, size_t len, const uint8_t **p)
-{
-    size_t want, got = 0;
-
-    if (off >= r->start && off - r->start <= r->have &&
-        len <= r->have - (size_t)(off - r->start)) {
-        *p = r->buf + (off - r->start);
-        return 0;
-    }
-    want = len > JN_READ_CHUNK ? len : JN_READ_CHUNK;
-    if (want > r->size - off)
-        want = (size_t)(r->size - off);
-    if (want > r->cap) {
-        uint8_t *b = malloc(want);
-
-        if (b == NULL)
-            return -1;
-        free(r->buf);
-        r->buf = b;
-        r->cap = want;
-    }
-    r->have = 0;
-    while (got < want) {
-        ssize_t n = pread(r->fd, r->buf + got, want - got, (off_t)(off + got));
-
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (n == 0) {
-            errno = EIO;
-            return -1;
-        }
-        got += (size_t)n;
-    }
-    r->start = off;
-    r->have = got;
-    *p = r->buf;
-    return 0;
-}
-
-struct jn_rec {
-    uint64_t lsn;
-    uint8_t type, flags;
-    const uint8_t *payload; /* in the reader's window */
-    size_t len;
-};
-
-enum jn_parse {
-    JN_PARSE_OK,
-    JN_PARSE_BAD,
-    JN_PARSE_ERROR, /* read error: errno */
-};
-
-/* Parses the frame at off as the next valid record after prev_lsn, whose
- * record ended at prev_end (see the top of the file for the lsn bound). */
-static enum jn_parse
-jn_frame_at(struct jn_reader *r, uint64_t off, uint64_t prev_lsn,
-            uint64_t prev_end, struct jn_rec *rec)
-{
-    const uint8_t *p;
-    uint64_t lsn, len;
-
-    if (r->size - off < JN_FRAME)
-        return JN_PARSE_BAD;
-    if (jn_reader_get(r, off, JN_FRAME, &p) != 0)
-        return JN_PARSE_ERROR;
-    len = jn_get_le32(p);
-    lsn = jn_get_le64(p + JN_FRAME_LSN);
-    if (lsn <= prev_lsn || lsn - prev_lsn > 1 + (off - prev_end) / JN_FRAME)
-        return JN_PARSE_BAD;
-    if (len > JOURNAL_MAX_PAYLOAD || len > r->size - off - JN_FRAME)
-        return JN_PARSE_BAD;
-    if (jn_reader_get(r, off, JN_FRAME + (size_t)len, &p) != 0)
-        return JN_PARSE_ERROR;
-    if (jn_crc32c(0, p + JN_FRAME_LSN, JN_FRAME - JN_FRAME_LSN + len) !=
-        jn_get_le32(p + JN_FRAME_CRC))
-        return JN_PARSE_BAD;
-    rec->lsn = lsn;
-    rec->type = p[JN_FRAME_TYPE];
-    rec->flags = p[JN_FRAME_FLAGS];
-    rec->payload = p + JN_FRAME;
-    rec->len = (size_t)len;
-    return JN_PARSE_OK;
-}
-
-/* One segment's scan.  At open (seg set) it marks the LIVE records and
- * repairs: counts, logs, truncates a torn tail (newest).  At replay (cb
- * set) it only calls back; the same checks over the same bytes find the
- * same records, silently. */
-struct jn_scan {
-    uint64_t first_lsn;
-    const char *name;
-    struct jn_seg *seg; /* open */
-    bool newest;        /* open */
-    uint64_t end;       /* open, out: the segment's size after repair */
-    journal_replay_cb cb;
-    void *arg;
-    bool stopped; /* replay: the callback asked to stop */
-};
-
-static int
-jn_scan_record(struct journal *j, struct jn_scan *sc, const struct jn_rec *rec)
-{
-    struct jn_seg *s = sc->seg;
-
-    if (s == NULL) {
-        if (sc->cb(rec->lsn, rec->type, rec->flags, rec->payload, rec->len,
-                   sc->arg) != 0)
-            sc->stopped = true;
-        return 0;
-    }
-    s->last_lsn = rec->lsn;
-    if ((rec->flags & JOURNAL_LIVE) == 0)
-        return 0;
-    if (jn_bits_reserve(&s->bits, &s->nwords, rec->lsn - s->first_lsn) != 0)
-        return -1;
-    jn_seg_mark(s, rec->lsn);
-    j->live++;
-    return 0;
-}
-
-/* What follows a bad frame at off with nothing valid after it. */
-static int
-jn_scan_tail(struct journal *j, struct jn_scan *sc, int fd, uint64_t off,
-             uint64_t size, uint64_t prev_lsn, char *err, size_t errlen)
-{
-    if (!sc->newest) {
-        j->corrupt_records++;
-        log_err("journal: %s/%s: bad record at offset %" PRIu64
-                " (after lsn %" PRIu64 "): the last %" PRIu64 " bytes skipped",
-                j->dir, sc->name, off, prev_lsn, size - off);
-        return 0;
-    }
-    if (ftruncate(fd, (off_t)off) != 0 || fdatasync(fd) != 0)
-        return errbuf_set(err, errlen,
-                          "journal: truncating the torn tail of %s/%s: %s",
-                          j->dir, sc->name, strerror(errno));
-    j->torn_bytes += size - off;
-    sc->end = off;
-    log_warning("journal: %s/%s: torn tail at offset %" PRIu64
-                " (after lsn %" PRIu64 "): %" PRIu64 " bytes dropped",
-                j->dir, sc->name, off, prev_lsn, size - off);
-    return 0;
-}
-
-/* Reads the records of one segment of size bytes (header checked). */
-static int
-jn_scan(struct journal *j, struct jn_scan *sc, int fd, uint64_t size, char *err,
-        size_t errlen)
-{
-    struct jn_reader r = { .fd = fd, .size = size };
-    uint64_t off = JN_HDR, prev_end = JN_HDR, prev_lsn = sc->first_lsn - 1;
-    struct jn_rec rec;
-    enum jn_parse p;
-    int rc = -1;
-
-    sc->end = size;
-    while (off < size && !sc->stopped) {
-        uint64_t next;
-
-        p = jn_frame_at(&r, off, prev_lsn, prev_end, &rec);
-        if (p == JN_PARSE_OK) {
-            if (jn_scan_record(j, sc, &rec) != 0) {
-                errbuf_set(err, errlen, "journal: reading %s/%s: out of memory",
-                           j->dir, sc->name);
-                goto out;
-            }
-            prev_lsn = rec.lsn;
-            off += JN_FRAME + rec.len;
-            prev_end = off;
-            continue;
-        }
-        if (p == JN_PARSE_ERROR)
-            goto read_error;
-        /* A bad frame: is there a valid record further on? */
-        for (next = off + 1; size - next >= JN_FRAME; next++) {
-            p = jn_frame_at(&r, next, prev_lsn, prev_end, &rec);
-            if (p != JN_PARSE_BAD)
-                break;
-        }
-        if (p == JN_PARSE_ERROR)
-            goto read_error;
-        if (p == JN_PARSE_BAD) {
-            if (sc->seg != NULL &&
-                jn_scan_tail(j, sc, fd, off, size, prev_lsn, err, errlen) != 0)
-                goto out;
-            break;
-        }
-        if (sc->seg != NULL) {
-            j->corrupt_records++;
-            log_err("journal: %s/%s: corrupt record at offset %" PRIu64
-                    " (after lsn %" PRIu64 "): %" PRIu64 " bytes skipped",
-                    j->dir, sc->name, off, prev_lsn, next - off);
-        }
-        off = next;
-    }
-    rc = 0;
-    goto out;
-read_error:
-    errbuf_set(err, errlen, "journal: read %s/%s: %s", j->dir, sc->name,
-               strerror(errno));
-out:
-    free(r.buf);
-    return rc;
-}
-
-enum jn_hdr {
-    JN_HDR_OK,
-    JN_HDR_TORN, /* short, or not a header at all */
-    JN_HDR_BAD,  /* a header, but not this segment's or of another format */
-    JN_HDR_ERROR,
-};
-
-/* Reads and checks the header of the segment open at fd; *size is the
- * file's.  A message in err for anything but JN_HDR_OK. */
-static enum jn_hdr
-jn_header_check(struct journal *j, int fd, uint64_t first_lsn, uint64_t *size,
-                char *err, size_t errlen)
-{
-    char name[JN_NAME_SIZE];
-    uint8_t h[JN_HDR];
-    struct stat sb;
-    size_t got = 0;
-    uint32_t version;
-    uint64_t lsn;
-
-    jn_name(name, first_lsn);
-    if (fstat(fd, &sb) != 0) {
-        errbuf_set(err, errlen, "journal: fstat %s/%s: %s", j->dir, name,
-                   strerror(errno));
-        return JN_HDR_ERROR;
-    }
-    *size = (uint64_t)sb.st_size;
-    while (got < sizeof h) {
-        ssize_t n = pread(fd, h + got, sizeof h - got, (off_t)got);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            errbuf_set(err, errlen, "journal: read %s/%s: %s", j->dir, name,
-                       strerror(errno));
-            return JN_HDR_ERROR;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    if (got < sizeof h || memcmp(h, JN_MAGIC, JN_MAGIC_LEN) != 0 ||
-        jn_crc32c(0, h, JN_HDR_CRC) != jn_get_le32(h + JN_HDR_CRC)) {
-        errbuf_set(err, errlen,
-                   "journal: %s/%s is not a journal segment (%s header)",
-                   j->dir, name, got < sizeof h ? "short" : "bad");
-        return JN_HDR_TORN;
-    }
-    version = jn_get_le32(h + JN_HDR_VERSION);
-    lsn = jn_get_le64(h + JN_HDR_LSN);
-    if (version != JN_VERSION) {
-        errbuf_set(err, errlen,
-                   "journal: %s/%s has format version %" PRIu32
-                   " (this build reads %u)",
-                   j->dir, name, version, JN_VERSION);
-        return JN_HDR_BAD;
-    }
-    if (lsn != first_lsn) {
-        errbuf_set(err, errlen,
-                   "journal: %s/%s: its header says first lsn %" PRIu64, j->dir,
-                   name, lsn);
-        return JN_HDR_BAD;
-    }
-    return JN_HDR_OK;
-}
-
-static int
-jn_seg_cmp(const void *a, const void *b)
-{
-    const struct jn_seg *x = a, *y = b;
-
-    return x->first_lsn < y->first_lsn ? -1 : x->first_lsn > y->first_lsn;
-}
-
-/* The segments in the directory, sorted, with nothing read yet. */
-static int
-jn_list(struct journal *j, char *err, size_t errlen)
-{
-    struct dirent *de;
-    DIR *d = NULL;
-    uint64_t lsn;
-    int fd, rc = -1;
-
-    fd = openat(j->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-        errbuf_set(err, errlen, "journal: opendir %s: %s", j->dir,
-                   strerror(errno));
-        if (fd >= 0)
-            (void)close(fd); /* read-only */
-        return -1;
-    }
-    errno = 0;
-    while ((de = readdir(d)) != NULL) {
-        struct jn_seg *v;
-
-        if (!jn_name_parse(de->d_name, &lsn))
-            continue;
-        v = jn_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
-        if (v == NULL) {
-            errbuf_set(err, errlen, "journal: %s: out of memory", j->dir);
-            goto out;
-        }
-        j->segs = v;
-        j->segs[j->nsegs++] =
-            (struct jn_seg){ .first_lsn = lsn, .last_lsn = lsn - 1 };
-    }
-    if (errno != 0) {
-        errbuf_set(err, errlen, "journal: readdir %s: %s", j->dir,
-                   strerror(errno));
-        goto out;
-    }
-    if (j->nsegs > 1)
-        qsort(j->segs, j->nsegs, sizeof *j->segs, jn_seg_cmp);
-    rc = 0;
-out:
-    (void)closedir(d); /* read-only */
-    return rc;
-}
-
-/* A newest segment whose header is torn and which holds nothing else is
- * what a crash during its creation leaves: removed. */
-static int
-jn_drop_torn_newest(struct journal *j, char *err, size_t errlen)
-{
-    struct jn_seg *s = &j->segs[j->nsegs - 1];
-    char name[JN_NAME_SIZE], msg[1024];
-    enum jn_hdr h;
-    uint64_t size = 0;
-    int fd;
-
-    jn_name(name, s->first_lsn);
-    fd = openat(j->dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errbuf_set(err, errlen, "journal: open %s/%s: %s", j->dir, name,
-                          strerror(errno));
-    h = jn_header_check(j, fd, s->first_lsn, &size, msg, sizeof msg);
-    (void)close(fd); /* read-only */
-    if (h != JN_HDR_TORN || size > JN_HDR)
-        return 0; /* the scan reports whatever else is wrong */
-    if (unlinkat(j->dirfd, name, 0) != 0)
-        return errbuf_set(err, errlen, "journal: unlink %s/%s: %s", j->dir,
-                          name, strerror(errno));
-    if (jn_sync_dir(j) != 0)
-        return errbuf_set(err, errlen, "journal: fsync %s: %s", j->dir,
-                          strerror(errno));
-    log_warning("journal: %s/%s: torn segment header (%" PRIu64
-                " bytes): removed",
-                j->dir, name, size);
-    j->torn_bytes += size;
-    j->nsegs--;
-    /* Its lsns were never used, but may have been handed out: skip them
-     * (see journal_open). */
-    j->next_lsn = s->first_lsn;
-    return 0;
-}
-
-/* Scans every segment: liveness, last lsn, repairs. */
-static int
-jn_load(struct journal *j, char *err, size_t errlen)
-{
-    char name[JN_NAME_SIZE];
-
-    if (jn_list(j, err, errlen) != 0)
-        return -1;
-    if (j->nsegs > 0 && jn_drop_torn_newest(j, err, errlen) != 0)
-        return -1;
-    for (size_t i = 0; i < j->nsegs; i++) {
-        struct jn_seg *s = &j->segs[i];
-        bool newest = i + 1 == j->nsegs;
-        struct jn_scan sc = {
-            .first_lsn = s->first_lsn,
-            .name = name,
-            .seg = s,
-            .newest = newest,
-        };
-        uint64_t size = 0;
-        int fd, rc;
-
-        jn_name(name, s->first_lsn);
-        if (i > 0 && s->first_lsn <= j->segs[i - 1].last_lsn)
-            return errbuf_set(err, errlen,
-                              "journal: %s/%s overlaps the segment before "
-                              "it (lsn %" PRIu64 ")",
-                              j->dir, name, j->segs[i - 1].last_lsn);
-        fd = openat(j->dirfd, name, (newest ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-        if (fd < 0)
-            return errbuf_set(err, errlen, "journal: open %s/%s: %s", j->dir,
-                              name, strerror(errno));
-        rc = jn_header_check(j, fd, s->first_lsn, &size, err, errlen) ==
-                     JN_HDR_OK
-                 ? jn_scan(j, &sc, fd, size, err, errlen)
-                 : -1;
-        if (close(fd) != 0 && rc == 0)
-            rc = errbuf_set(err, errlen, "journal: close %s/%s: %s", j->dir,
-                            name, strerror(errno));
-        if (rc != 0)
-            return -1;
-        s->size = sc.end;
-        s->scan_end = sc.end;
-        j->bytes += s->size;
-        if (s->live == 0)
-            jn_seg_drop_bits(s);
-    }
-    return 0;
-}
+/* ---- open and close ------------------------------------------------------ */
 
 /* The file new appends go to: the newest segment while it has room, else
  * a new one. */
@@ -1367,7 +467,7 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
          * was removed (next_lsn is past it then). */
         if (s->last_lsn + 1 == j->next_lsn &&
             (s->size < j->segment_bytes || s->last_lsn < s->first_lsn)) {
-            jn_name(name, s->first_lsn);
+            journal_segment_name(name, s->first_lsn);
             fd = openat(j->dirfd, name, O_WRONLY | O_APPEND | O_CLOEXEC);
             if (fd < 0)
                 return errbuf_set(err, errlen, "journal: open %s/%s: %s",
@@ -1377,11 +477,11 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
             return 0;
         }
     }
-    q = jn_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
+    q = journal_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
     if (q == NULL)
         return errbuf_set(err, errlen, "journal: %s: out of memory", j->dir);
     j->segs = q;
-    if (jn_segment_create(j, j->next_lsn, &fd, err, errlen) != 0)
+    if (journal_segment_create(j, j->next_lsn, &fd, err, errlen) != 0)
         return -1;
     j->segs[j->nsegs++] = (struct jn_seg){
         .first_lsn = j->next_lsn,
@@ -1394,8 +494,6 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
     j->wseg = j->next_lsn;
     return 0;
 }
-
-/* ---- open and close ------------------------------------------------------ */
 
 /* Creates dir when missing, durably (its entry fsync()ed in the parent). */
 static int
@@ -1471,30 +569,6 @@ fail:
 }
 
 /* The writer takes no signal: they belong to the loop (libevent). */
-static int
-jn_start_writer(struct journal *j, char *err, size_t errlen)
-{
-    sigset_t all, old;
-    int rc;
-
-    if (sigfillset(&all) != 0)
-        return errbuf_set(err, errlen, "journal: sigfillset: %s",
-                          strerror(errno));
-    rc = pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (rc != 0)
-        return errbuf_set(err, errlen, "journal: pthread_sigmask: %s",
-                          strerror(rc));
-    rc = pthread_create(&j->thread, NULL, jn_writer, j);
-    /* Restoring a mask read a moment ago cannot fail. */
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return errbuf_set(err, errlen,
-                          "journal: starting the writer thread: %s",
-                          strerror(rc));
-    j->thread_started = true;
-    return 0;
-}
-
 static void
 jn_free(struct journal *j)
 {
@@ -1519,8 +593,8 @@ jn_free(struct journal *j)
         free(j->segs[i].bits);
     free(j->segs);
     free(j->wq);
-    jn_work_free(&j->pending);
-    jn_work_free(&j->work);
+    journal_work_free(&j->pending);
+    journal_work_free(&j->work);
     free(j->dir);
     free(j);
 }
@@ -1584,11 +658,12 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
                        strerror(errno));
         goto fail;
     }
-    if (jn_load(j, err, errlen) != 0)
+    if (journal_load(j, err, errlen) != 0)
         goto fail;
     /* One past the newest segment's last lsn; its first lsn when it holds
      * none (last_lsn is first_lsn - 1 then), 1 for a new journal; never
-     * below a torn newest segment's first lsn (jn_drop_torn_newest). */
+     * below a torn newest segment's first lsn (jn_drop_torn_newest() in
+     * journal_replay.c). */
     last = j->nsegs > 0 ? j->segs[j->nsegs - 1].last_lsn : 0;
     if (j->next_lsn < last + 1)
         j->next_lsn = last + 1;
@@ -1609,7 +684,7 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
         goto fail;
     }
     if (jn_sync_init(j, err, errlen) != 0 ||
-        jn_start_writer(j, err, errlen) != 0)
+        journal_writer_start(j, err, errlen) != 0)
         goto fail;
     return j;
 fail:
@@ -1636,61 +711,11 @@ journal_close(struct journal *j)
             pthread_cond_wait(&j->dcv, &j->mu);
         pthread_mutex_unlock(&j->mu);
     }
-    pthread_mutex_lock(&j->mu);
-    j->stop = true;
-    pthread_cond_signal(&j->wcv);
-    pthread_mutex_unlock(&j->mu);
-    pthread_join(j->thread, NULL);
+    journal_writer_stop(j);
     jn_free(j);
 }
 
 /* ---- the API (loop thread) ---------------------------------------------- */
-
-int
-journal_replay(struct journal *j, journal_replay_cb cb, void *arg, char *err,
-               size_t errlen)
-{
-    char name[JN_NAME_SIZE];
-    size_t n = j->nsegs;
-    int rc = 0;
-
-    if (j->replayed || j->appends > 0)
-        return errbuf_set(err, errlen,
-                          "journal %s: a replay comes once, before the "
-                          "first append",
-                          j->dir);
-    j->replayed = true;
-    j->replaying = true;
-    /* No segment is deleted while this runs (hold), so indices stay. */
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        struct jn_scan sc = {
-            .first_lsn = j->segs[i].first_lsn,
-            .name = name,
-            .cb = cb,
-            .arg = arg,
-        };
-        uint64_t end = j->segs[i].scan_end;
-        int fd;
-
-        if (end <= JN_HDR)
-            continue; /* no record */
-        jn_name(name, sc.first_lsn);
-        fd = openat(j->dirfd, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            rc = errbuf_set(err, errlen, "journal: open %s/%s: %s", j->dir,
-                            name, strerror(errno));
-            break;
-        }
-        rc = jn_scan(j, &sc, fd, end, err, errlen);
-        (void)close(fd); /* read-only */
-        if (sc.stopped)
-            break;
-    }
-    j->replaying = false;
-    j->hold = false;
-    jn_collect(j);
-    return rc;
-}
 
 uint64_t
 journal_append(struct journal *j, uint8_t type, unsigned flags,
@@ -1722,7 +747,8 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     /* Whatever can fail comes first, so that a failure changes nothing. */
     rotate = act->size >= j->segment_bytes && act->last_lsn >= act->first_lsn;
     if (rotate) {
-        void *q = jn_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
+        void *q =
+            journal_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
 
         if (q == NULL)
             goto nomem;
@@ -1735,7 +761,8 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
         };
     }
     to = rotate ? &fresh : act;
-    if (live && jn_bits_reserve(&to->bits, &to->nwords, lsn - to->first_lsn))
+    if (live &&
+        journal_bits_reserve(&to->bits, &to->nwords, lsn - to->first_lsn))
         goto nomem;
     if (cb != NULL && jn_wq_reserve(j) != 0)
         goto nomem;
@@ -1743,9 +770,9 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     jn_put_le64(hdr + JN_FRAME_LSN, lsn);
     hdr[JN_FRAME_TYPE] = type;
     hdr[JN_FRAME_FLAGS] = (uint8_t)flags;
-    crc = jn_crc32c(0, hdr + JN_FRAME_LSN, JN_FRAME - JN_FRAME_LSN);
+    crc = journal_crc32c(0, hdr + JN_FRAME_LSN, JN_FRAME - JN_FRAME_LSN);
     if (len > 0)
-        crc = jn_crc32c(crc, payload, len);
+        crc = journal_crc32c(crc, payload, len);
     jn_put_le32(hdr + JN_FRAME_CRC, crc);
 
     pthread_mutex_lock(&j->mu);
@@ -1753,10 +780,10 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
      * a loop turn schedules its wake-up at the end of the turn, so that
      * the records appended meanwhile go in the same write (and, for
      * `always`, the same fdatasync). */
-    wake = jn_work_empty(&j->pending);
+    wake = journal_work_empty(&j->pending);
     if (j->werr != 0)
         rc = EIO;
-    else if (jn_work_add(&j->pending, hdr, payload, len, lsn, rotate) != 0)
+    else if (journal_work_add(&j->pending, hdr, payload, len, lsn, rotate) != 0)
         rc = ENOMEM;
     pthread_mutex_unlock(&j->mu);
     if (rc == 0 && wake)
@@ -1770,7 +797,7 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
 
     if (rotate) {
         if (act->live == 0)
-            jn_seg_drop_bits(act);
+            journal_seg_drop_bits(act);
         j->segs[j->nsegs++] = fresh;
         to = &j->segs[j->nsegs - 1];
         j->bytes += JN_HDR;
@@ -1781,7 +808,7 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     j->next_lsn++;
     j->appends++;
     if (live) {
-        jn_seg_mark(to, lsn);
+        journal_seg_mark(to, lsn);
         j->live++;
     }
     if (cb != NULL) {
@@ -1798,7 +825,7 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     if (!j->replaying)
         j->hold = false;
     if (collect)
-        jn_collect(j);
+        journal_collect(j);
     return lsn;
 nomem:
     free(fresh.bits);
@@ -1826,8 +853,8 @@ journal_release(struct journal *j, uint64_t lsn)
     if (s->live > 0)
         return;
     if (s != &j->segs[j->nsegs - 1])
-        jn_seg_drop_bits(s);
-    jn_collect(j);
+        journal_seg_drop_bits(s);
+    journal_collect(j);
 }
 
 void
@@ -1837,7 +864,7 @@ journal_set_compact_hook(struct journal *j, journal_compact_cb cb, void *arg)
     j->compact_arg = arg;
     j->compact_bound = 0;
     j->compact_nsegs = 0;
-    jn_collect(j);
+    journal_collect(j);
 }
 
 void

@@ -37,6 +37,18 @@ outcome_decide(const char *error_type, uint32_t count,
     return OUTCOME_RETRY;
 }
 
+enum outcome_action
+outcome_unstored(enum outcome_action action, uint32_t count,
+                 unsigned max_redeliveries)
+{
+    if (action == OUTCOME_ACK)
+        action = outcome_decide(OUTCOME_OUTPUT_REFUSED, count, max_redeliveries,
+                                false);
+    else if (action == OUTCOME_DEAD)
+        action = OUTCOME_RETRY;
+    return action;
+}
+
 uint32_t
 outcome_delay_ms(uint64_t base_ms, uint32_t n)
 {

@@ -1,9 +1,11 @@
 /*
  * stamp.c — extensions stamped on events (see stamp.h).
  *
- * The event is decoded in place, its extensions and the new ones gathered
- * into one list, and the event re-encoded into a fresh builder: the views
- * point into the old buffer, which must outlive the encoding.
+ * The caller hands the event decoded (a view into a buffer verified where
+ * it came in, or built by the daemon: nothing is verified again here); its
+ * extensions and the new ones are gathered into one list, and the event is
+ * re-encoded into a fresh builder: the views point into the old buffer,
+ * which must outlive the encoding.
  */
 #include "config.h"
 
@@ -76,29 +78,19 @@ out:
 }
 
 int
-stamp_config(struct ipc_fb_builder *event, const struct worker_pair *config,
-             size_t n, char *err, size_t errlen)
+stamp_config(const struct ipc_cloudevent *ce, const struct worker_pair *config,
+             size_t n, struct ipc_fb_builder *out, char *err, size_t errlen)
 {
-    struct ipc_cloudevent ce;
-    struct ipc_fb_error fe;
     size_t missing = 0;
-    int rc = -1;
+    int rc;
 
-    if (n == 0)
-        return 0;
-    if (ipc_cloudevent_read(event->buf, event->len, &ce, &fe) != 0) {
-        ipc_fb_error_format(&fe, err, errlen);
-        return -1;
-    }
     for (size_t i = 0; i < n; i++)
-        if (!ipc_cloudevent_extension(&ce, config[i].name).ptr)
+        if (!ipc_cloudevent_extension(ce, config[i].name).ptr)
             missing++;
     if (missing == 0)
         return 0;
 
     struct ipc_pair *set = calloc(n, sizeof *set);
-    struct ipc_fb_builder out;
-    ipc_fb_builder_init(&out);
     if (set == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -107,14 +99,9 @@ stamp_config(struct ipc_fb_builder *event, const struct worker_pair *config,
         set[i].name = ipc_str_c(config[i].name);
         set[i].value = ipc_str_c(config[i].value);
     }
-    if (stamp_extensions(&ce, set, n, STAMP_IF_MISSING, &out, err, errlen) ==
-        0) {
-        ipc_fb_builder_free(event);
-        *event = out;
-        ipc_fb_builder_init(&out);
-        rc = 0;
-    }
-    ipc_fb_builder_free(&out);
+    rc = stamp_extensions(ce, set, n, STAMP_IF_MISSING, out, err, errlen) == 0
+             ? 1
+             : -1;
     free(set);
     return rc;
 }

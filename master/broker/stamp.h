@@ -15,12 +15,15 @@
 #include "ipc/fb.h"
 #include "master/workers/worker.h"
 
-/* Rewrites the ABI CloudEvent held in `event` (the whole builder) with
- * the config entries it lacks.  Returns 0 (unchanged when nothing is
- * missing), or -1 with a message when the result would break the
- * CloudEvent rules (too many extensions) or memory runs out. */
-int stamp_config(struct ipc_fb_builder *event, const struct worker_pair *config,
-                 size_t n, char *err, size_t errlen);
+/* Stamps the config entries that event ce (decoded from a verified or
+ * daemon-built buffer) lacks: encodes the stamped copy into `out` (emptied
+ * first) and returns 1; returns 0, out untouched, when nothing is missing
+ * (the event goes as it is, uncopied); -1 with a message when the result
+ * would break the CloudEvent rules (too many extensions) or memory runs
+ * out. */
+int stamp_config(const struct ipc_cloudevent *ce,
+                 const struct worker_pair *config, size_t n,
+                 struct ipc_fb_builder *out, char *err, size_t errlen);
 
 /* How stamp_extensions() treats a name the event has already. */
 enum stamp_mode {
@@ -31,8 +34,11 @@ enum stamp_mode {
 /* Encodes into `out` (emptied first) a copy of the decoded event ce with
  * the n extensions `set` added (in their order, after ce's own) or, for
  * names ce has, replaced or kept per mode; a pair whose value ptr is NULL
- * removes that extension.  Returns 0, or -1 with a message (the result
- * would break the CloudEvent rules, memory). */
+ * removes that extension.  The copy is a new event, whose CloudEvent rules
+ * are checked here (ipc_cloudevent_check(): the count of extensions and
+ * the names added can break them); ce's buffer is not verified again.
+ * Returns 0, or -1 with a message (the result would break the CloudEvent
+ * rules, memory). */
 int stamp_extensions(const struct ipc_cloudevent *ce,
                      const struct ipc_pair *set, size_t n, enum stamp_mode mode,
                      struct ipc_fb_builder *out, char *err, size_t errlen);

@@ -6,8 +6,10 @@
  * configuration file (`key = value` lines), the environment (WM_<KEY> and,
  * for some keys, the original system's variable), and `-o key=value`
  * arguments.  Every key, its type, default, range, environment names and
- * meaning are in the table of conf.c (conf_keys() returns it; the comment
- * at the top of conf.c shows it as a table for workmanager.conf(5)).
+ * meaning are in the table of conf_keys.c (conf_keys() returns it; the
+ * comment at the top of conf_keys.c shows it as a table for
+ * workmanager.conf(5)).  conf.c reads the sources, conf_values.c parses and
+ * formats the values.
  *
  * An unknown key or a bad value in any source stops start-up: conf_load()
  * fails with a message naming the source (file:line, the environment
@@ -251,5 +253,16 @@ int conf_origin_format(const struct conf *c, const char *name, char *buf,
  */
 int conf_line_split(char *line, char **key, char **value, char *why,
                     size_t whylen);
+
+/*
+ * Reads the next line of f, a file of that syntax which messages call
+ * `path`, into *line (getline()'s buffer of *cap bytes, which the caller
+ * frees) without its line end ("\n", "\r\n"), and counts it in *lineno.
+ * Returns 1; 0 at the end of the file or on a read error (ferror(f) tells
+ * which, errno why); or -1 with "PATH:LINE: NUL byte in the line" in err,
+ * since a NUL would cut the line short unseen.
+ */
+int conf_line_read(FILE *f, const char *path, char **line, size_t *cap,
+                   unsigned *lineno, char *err, size_t errlen);
 
 #endif /* WM_MASTER_CONF_H */

@@ -1,6 +1,14 @@
 /*
  * daemon.h — the master's state, shared by its subsystems.
  *
+ * The room master/core/: what the daemon is before any worker exists — its
+ * configuration (conf.c: one table of keys, four sources), the engines read
+ * from engines.d (engines.c), levelled logging (log.c), address kinds and
+ * CIDR networks (netrange.c), the audit trail (audit.c), the drop to an
+ * unprivileged user (privdrop.c) and start-up, signals and shutdown
+ * (main.c, which alone ties the rooms together).  Apart from main.c,
+ * nothing here includes another room; every room may use this one.
+ *
  * One struct daemon lives for the whole run of workmanagerd (main.c).  Each
  * subsystem keeps its own state behind its own handle; this struct only
  * ties the handles together so that the API and recovery can reach them.

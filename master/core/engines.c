@@ -519,7 +519,7 @@ parse_file(const struct engines *list, const char *path,
     size_t cap = 0;
     unsigned lineno = 0;
     struct stat st;
-    ssize_t n;
+    int n;
     FILE *f;
     int rc = -1;
 
@@ -533,18 +533,11 @@ parse_file(const struct engines *list, const char *path,
         errbuf_set(err, errlen, "%s: not a regular file", path);
         goto out;
     }
-    while ((n = getline(&line, &cap, f)) >= 0) {
+    while ((n = conf_line_read(f, path, &line, &cap, &lineno, err, errlen)) >
+           0) {
         char *key, *value;
         size_t k;
 
-        lineno++;
-        if ((size_t)n != strlen(line)) {
-            errbuf_set(err, errlen, "%s:%u: NUL byte in the line", path,
-                       lineno);
-            goto out;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
         if (conf_line_split(line, &key, &value, why, sizeof(why)) < 0) {
             errbuf_set(err, errlen, "%s:%u: %s", path, lineno, why);
             goto out;
@@ -576,6 +569,8 @@ parse_file(const struct engines *list, const char *path,
         if (seen[k] == 0)
             seen[k] = lineno;
     }
+    if (n < 0)
+        goto out;
     if (ferror(f)) {
         errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
         goto out;

@@ -64,7 +64,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* What a worker's limits.concurrency N gives it (supervise.c). */
+/* What a worker's limits.concurrency N gives it (master/supervise/). */
 enum engines_concurrency {
     ENGINES_CONCURRENCY_THREADS,   /* one host, N threads in it */
     ENGINES_CONCURRENCY_PROCESSES, /* N host processes */

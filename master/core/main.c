@@ -203,6 +203,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .journal_max_bytes = c->journal_max_bytes,
         .journal_segment_bytes = c->journal_segment_bytes,
         .queue_max = c->queue_max_events,
+        .verify = flow_event_verify,
     };
     char boot[UUID_SIZE];
     uuid_new(boot);
@@ -563,9 +564,9 @@ out:
     if (d.locks)
         grouplocks_free(d.locks);
     flow_free(d.flow);
-    d.flow = NULL; /* no daemon event after this */
+    d.flow = NULL;
     broker_close(d.broker);
-    d.broker = NULL;
+    d.broker = NULL; /* no daemon event after this */
     if (d.store)
         store_close(d.store);
     audit_close();

@@ -207,8 +207,7 @@ privdrop_master(const struct conf *c, int *dropped, char *err, size_t errlen)
     if (give_tree(c->state_dir, &u, err, errlen) != 0 ||
         give_tree(c->runtime_dir, &u, err, errlen) != 0)
         return -1;
-    if (sandbox_creds_drop_groups(u.uid, u.gid, &group, ngroups,
-                                  sandbox_cap_last()) != 0 ||
+    if (sandbox_creds_drop_groups(u.uid, u.gid, &group, ngroups) != 0 ||
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         snprintf(err, errlen, "cannot become user %s (uid %u, gid %u): %s",
                  u.name, (unsigned)u.uid, (unsigned)u.gid, strerror(errno));

@@ -74,7 +74,7 @@
  * our write, so a handful already means the store is fought over. */
 #define GL_CONFLICTS_MAX 8
 /* The longest backoff wait: it only keeps retry_base_ms << n from
- * overflowing with a silly policy (conf.c bounds the real ones). */
+ * overflowing with a silly policy (conf_keys.c bounds the real ones). */
 #define GL_BACKOFF_MAX_MS (24 * 3600 * 1000ULL)
 
 enum gl_kind {

@@ -1,7 +1,13 @@
 /*
  * store.h — the state store interface (DESIGN §9).
  *
- * One interface, several backends: `file` (store_file.c, the default: one
+ * The room master/store/: persistence — this interface and its backends
+ * (store.c selects one through store_backend.h's ops table;
+ * store_file*.c are `file`), the persisted worker record (record.c over
+ * records.proto, protobuf-c) and group locks with fencing tokens (grouplock.c),
+ * which live in the store so that a second instance can share them.
+ *
+ * One interface, several backends: `file` (store_file*.c, the default: one
  * file per key under state_dir, written tmp → fsync → rename → fsync dir on
  * a writer thread) and later `nats` (JetStream KV).  Callers see keys,
  * opaque values and revisions, never files: the records' encoding

@@ -3,7 +3,7 @@
  * library a sandboxed wm-host-native validated and handed back as a sealed
  * memfd, opened in the master with the hosts' own loader
  * (hosts/native/loader.h) and called on its pool of threads, never on the
- * event loop.  Private to the supervisor (supervise.c), which decides when
+ * event loop.  Private to the supervisor (inproc_path.c), which decides when
  * one opens and closes; this file only bridges the pool to the loop.
  *
  * Caveats, by construction: a crash of the worker is a crash of the

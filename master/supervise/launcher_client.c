@@ -1,14 +1,13 @@
 /*
  * launcher_client.c — the master's side of the launcher (launcher_client.h):
- * starting it, its requests and answers, and the sealed memfd that carries a
- * host's code.
+ * starting it, its requests and answers.
  *
  * The launcher answers requests in order, one message each, on a
  * SOCK_SEQPACKET socket, and sends a death report whenever one of its
  * hosts ends; a spawn waits for its answer (as a fork and exec in the
  * master did: a host start takes about 2 ms), keeping the death reports
  * that come first for the supervisor's next read.  A spawn may also be
- * sent without waiting (a pool host's, supervise.c): its answer is then
+ * sent without waiting (a pool host's, pool.c): its answer is then
  * read with the death reports, in the order the launcher sent them, and
  * kept like them when a waiting spawn reads it first.
  */
@@ -17,13 +16,11 @@
 #include "master/supervise/launcher_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -327,9 +324,7 @@ launcher_client_spawn(struct launcher_client *l, const struct launcher_spawn *q,
         default:
             break;
         }
-        snprintf(err, errlen,
-                 "the launcher is gone (or answered out of "
-                 "turn)");
+        snprintf(err, errlen, "the launcher is gone (or answered out of turn)");
         return -1;
     }
 }
@@ -385,34 +380,4 @@ launcher_client_stop(struct launcher_client *l)
     free(l->kept);
     free(l->unanswered);
     free(l);
-}
-
-int
-launcher_client_code_memfd(const char *name, const uint8_t *data, size_t len)
-{
-    const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
-    size_t off = 0;
-    int fd, saved;
-
-    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return -1;
-    while (off < len) {
-        ssize_t n = write(fd, data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            goto fail;
-        off += (size_t)n;
-    }
-    /* F_SEAL_WRITE needs no writable shared mapping: there is none. */
-    if (fcntl(fd, F_ADD_SEALS, seals) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-        goto fail;
-    return fd;
-
-fail:
-    saved = errno ? errno : EIO;
-    close(fd);
-    errno = saved;
-    return -1;
 }

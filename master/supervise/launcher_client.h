@@ -1,11 +1,12 @@
 /*
- * launcher_client.h — the operating-system side of host processes, as the
- * master sees it: the privileged launcher it asks to start and kill them
- * (sandbox/launcher.h; DESIGN §2), and the sealed memfd that carries
- * their code (DESIGN §3).  Private to the supervisor (supervise.c).
+ * launcher_client.h — the master's client of the launcher: the privileged
+ * process (sandbox/launcher.h; DESIGN §2) the master forks as it starts and
+ * asks to start and kill host processes, and which reaps them and reports
+ * their deaths.  Private to the supervisor (master/supervise/: proc.c and
+ * pool.c spawn, proc.c kills, exits.c reads the reports).
  */
-#ifndef WM_MASTER_HOST_H
-#define WM_MASTER_HOST_H
+#ifndef WM_MASTER_LAUNCHER_CLIENT_H
+#define WM_MASTER_LAUNCHER_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -77,10 +78,4 @@ int launcher_client_next(struct launcher_client *l,
  * fine. */
 void launcher_client_stop(struct launcher_client *l);
 
-/* A memfd named `name` holding data[0..len), sealed against every change
- * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), offset 0,
- * close-on-exec.  Returns the descriptor, or -1 with errno. */
-int launcher_client_code_memfd(const char *name, const uint8_t *data,
-                               size_t len);
-
-#endif /* WM_MASTER_HOST_H */
+#endif /* WM_MASTER_LAUNCHER_CLIENT_H */

@@ -3,7 +3,7 @@
  * exited child and reparented descendant reaped (DESIGN §2).  Its child is
  * the launcher (which reaps the hosts); what is reparented here are the
  * hosts' inits when the launcher died.  Private to the supervisor
- * (supervise.c).
+ * (supervise.c makes the reaper; exits.c describes the exits).
  */
 #ifndef WM_MASTER_REAP_H
 #define WM_MASTER_REAP_H

@@ -2,6 +2,19 @@
  * supervise.h — engine-host processes: spawn, handshake, load, events,
  * heartbeats, deadlines, restarts, reaping (DESIGN §2, §3, §7).
  *
+ * The room master/supervise/: host processes — this interface and its
+ * core (supervise.c: the host records, what waits on a host, the daemon's
+ * shutdown) over a private header for the room's files only
+ * (supervise_internal.h: struct host, struct proc and what the files
+ * share); a host process started, shut down and killed (proc.c); the Load
+ * and hot reloads (load.c); a worker's events and the pump that hands
+ * them to its processes (pump.c); the frames a host sends (channel.c);
+ * heartbeats and idle reaping (heartbeat.c); exits, their classification,
+ * restarts and the crash loop (exits.c); the warm pool (pool.c); the
+ * in-process path of native workers (inproc_path.c over inproc.c); the
+ * launcher's client (launcher_client.c) and the reaper of the master's
+ * own children (reap.c).
+ *
  * One host process serves one worker; a worker of an engine whose
  * concurrency is processes (engines.h) has up to limits.concurrency of
  * them, over which its events are spread.  Hosts start lazily (on the first
@@ -115,9 +128,10 @@ void supervise_free(struct supervisor *sv);
 int supervise_load(struct supervisor *sv, struct worker *w,
                    supervise_done_cb cb, void *arg);
 
-/* Processes one event (an ABI CloudEvent buffer, copied) on w's host,
- * starting it if needed, within w's deadline.  Returns -1 (cb not called)
- * if w's status does not allow events. */
+/* Processes one event (an ABI CloudEvent buffer, 8-aligned, borrowed: it
+ * must stay valid until cb runs) on w's host, starting it if needed,
+ * within w's deadline.  Returns -1 (cb not called) if w's status does not
+ * allow events. */
 int supervise_process(struct supervisor *sv, struct worker *w,
                       const uint8_t *event, size_t len, supervise_done_cb cb,
                       void *arg);

@@ -903,7 +903,7 @@ fetch_new(struct event_base *base, const struct conf *conf, char *err,
     }
     for (size_t i = 0; i < nets->n; i++) {
         char why[256];
-        /* conf.c checked them: a failure here is a bug, said as such. */
+        /* conf_values.c checked them: a failure here is a bug, said as such. */
         if (netrange_net_parse(nets->v[i], &f->policy.allowed_nets[i], why,
                                sizeof why) != 0) {
             snprintf(err, errlen, "code_source_allowed_networks: %s", why);

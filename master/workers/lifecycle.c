@@ -9,7 +9,7 @@
 
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
-#include "master/broker/flow.h"
+#include "master/broker/emit.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -58,8 +58,8 @@ lifecycle_emit_hops(struct daemon *d, const struct worker *w, const char *name,
     if (text)
         log_info("lifecycle: %s", text);
     free(text);
-    if (d->flow)
-        flow_emit(d->flow, w->tenant, LIFECYCLE_TOPIC, ev);
+    if (d->broker)
+        emit_publish(d->broker, w->tenant, LIFECYCLE_TOPIC, ev);
     json_decref(ev);
 }
 
@@ -69,7 +69,7 @@ lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
 {
     char id[UUID_SIZE], at[TIMESTAMP_SIZE], type[128], source[300];
 
-    if (d->flow == NULL) {
+    if (d->broker == NULL) {
         json_decref(data);
         return;
     }
@@ -81,7 +81,7 @@ lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
                            "specversion", "1.0", "id", id, "type", type,
                            "source", source, "subject", subject, "time", at,
                            "datacontenttype", "application/json", "data", data);
-    flow_emit(d->flow, tenant, INFRA_TOPIC, ev);
+    emit_publish(d->broker, tenant, INFRA_TOPIC, ev);
     json_decref(ev);
 }
 

@@ -5,8 +5,8 @@
  * com.virtufin.workmanager.lifecycle.<name> for the topic
  * workmanager.lifecycle of the worker's tenant, source
  * urn:workmanager:<instance>, subject the worker id, published through the
- * broker (flow_emit) and written to the log as one `lifecycle: {json}`
- * line each.
+ * broker (emit_publish(), master/broker/emit.h) and written to the log as
+ * one `lifecycle: {json}` line each.
  *
  * An error caused by an event carries that event's wmhops + 1, so that a
  * worker subscribed to workmanager.lifecycle whose processing fails cannot

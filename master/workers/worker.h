@@ -2,6 +2,13 @@
  * worker.h — a worker: its persisted definition and desired status, and its
  * observed host state (DESIGN §7, seeds/004).
  *
+ * The room master/workers/: the worker as an object — its struct and
+ * states (worker.c), the registry by id and name (registry.c), lifecycle
+ * events (lifecycle.c), restoring persisted workers at start-up
+ * (recovery.c) and worker code fetched from URLs (fetch.c).  The routes
+ * that change workers are in api/; the processes that run them in
+ * supervise/; their persisted form in store/record.c.
+ *
  * The desired status (running, suspended, stopped) is what an operator
  * asked for; it is persisted.  The host state is what the supervisor
  * observes of the worker's host process; it is never persisted.  The two

@@ -77,6 +77,15 @@ def test_health_reports_what_the_machine_offers(wm_builddir, tmp_path):
     with open("/proc/sys/kernel/seccomp/actions_avail") as f:
         assert set(sb["seccomp_actions"]) == set(f.read().split())
     assert sb["landlock_abi"] == landlock_abi()
+    # The daemon's capabilities at start-up (the launcher's), as libcap
+    # writes them: this test's own, which the daemon inherited, as
+    # getpcaps(8) writes them ("PID: =ep").
+    assert sb["capabilities"], sb
+    if shutil.which("getpcaps"):
+        out = subprocess.run(["getpcaps", str(os.getpid())], text=True,
+                             capture_output=True, check=True)
+        mine = (out.stdout or out.stderr).split(":", 1)[1].strip()
+        assert sb["capabilities"] == mine, (sb["capabilities"], mine)
     if os.geteuid() == 0 and shutil.which("unshare"):
         assert set(sb["namespaces"]) == namespaces_unshare_takes()
     # The level follows the mechanisms (sandbox.h), and names what the

@@ -11,9 +11,11 @@ Server-Sent Events streams (GET /v1/topics/{topic}/events), the log and
 /metrics.
 """
 
+import errno
 import json
 import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -348,6 +350,122 @@ def test_journal_budget_answers_503(wm_builddir, tmp_path):
         assert "journal" in r.json["error"]["message"]
     finally:
         assert d.stop() == 0
+
+
+def test_output_refused_by_journal_budget_dead_lettered(wm_builddir,
+                                                        tmp_path):
+    """An output refused because the journal's budget is exhausted leaves
+    its input unacknowledged (the acknowledgement itself would be stored):
+    it is delivered again, then dead-lettered with reason output_refused."""
+    opts = dict(FAST, journal_max_bytes="1MiB", journal_segment_bytes="64KiB",
+                queue_max_events=100000, max_redeliveries=1)
+    d = Daemon(wm_builddir, tmp_path, options=opts).start()
+    try:
+        d.create(topic="in", name="maker", code="echo\nlog_events")
+        keeper = d.create(topic="x.out", name="keeper")
+        d.post(f"/v1/workers/{keeper['id']}/suspend")
+        hog = d.create(topic="fill", name="hog")
+        d.post(f"/v1/workers/{hog['id']}/suspend")
+        dead = Stream(d, "in-dead")
+        r = publish(d, "in", event("x", id_="keep", do="sleep:1000"))
+        assert r.status == 202, r
+        d.wait_for(lambda: "event keep delivery 1" in d.log(),
+                   what="event keep started")
+        big = "x" * 4000
+        for i in range(400):
+            r = publish(d, "fill", [event("x", data=big) for _ in range(10)])
+            if r.status != 202:
+                break
+        assert r.status == 503, r
+        got = dead.wait(1, timeout=20)[0]
+        assert got["id"] == "keep"
+        assert got["deadletterreason"] == "output_refused"
+        assert got["deliverycount"] == "2"
+        assert "event keep delivery 2" in d.log()
+        assert metric(d, "workmanager_outputs_refused_total") == 2
+        dead.close()
+    finally:
+        assert d.stop() == 0
+
+
+def small_tmpfs(path, size):
+    """Mounts a tmpfs of `size` at path (a disk that fills up); skips with
+    the reason when mounting is not allowed, fails instead under
+    SANDBOX_MUST_WORK=1.  Returns the function that unmounts it."""
+    path.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}",
+                        "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        why = f"cannot mount a tmpfs here: {r.stderr.strip()}"
+        if os.environ.get("SANDBOX_MUST_WORK") == "1":
+            pytest.fail("SANDBOX_MUST_WORK=1 but " + why)
+        pytest.skip(why)
+    return lambda: subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(path):
+    """Writes path until the file system is full."""
+    chunk = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+    with open(path, "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0")
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+
+
+def test_output_refused_by_full_disk_is_not_acked(wm_builddir, tmp_path):
+    """An accepted input whose output the broker refuses (the journal's
+    disk is full) is not acknowledged: it is delivered again, by the
+    transient-failure rules, and after space is freed and the daemon
+    restarted, it is processed and its output kept."""
+    unmount = small_tmpfs(tmp_path / "state", "8m")
+    d = Daemon(wm_builddir, tmp_path, options=dict(FAST, max_redeliveries=1))
+    try:
+        d.start()
+        d.create(topic="in", name="maker", code="echo\nlog_events")
+        # Durable subscribers of the outputs' and the dead letters' topics:
+        # what goes there is journaled.
+        keeper = d.create(topic="x.out", name="keeper")
+        d.post(f"/v1/workers/{keeper['id']}/suspend")
+        grave = d.create(topic="in-dead", name="grave")
+        d.post(f"/v1/workers/{grave['id']}/suspend")
+        r = publish(d, "in", event("x", id_="keep", do="sleep:1500"))
+        assert r.status == 202, r
+        d.wait_for(lambda: "event keep delivery 1" in d.log(),
+                   what="event keep started")
+        # The disk fills up while the worker runs; the next journal write
+        # fails and the journal refuses everything after it.
+        fill(d.state / "filler")
+        r = publish(d, "x.out", event("y", data="z" * 65536))
+        assert r.status == 500, r
+        assert "journal failed" in r.json["error"]["message"], r
+        d.wait_for(lambda: "event keep delivery 2" in d.log(), timeout=20,
+                   what="the input delivered again")
+        assert "is lost" not in d.log()
+        # Past max_redeliveries, its dead letter is refused too: kept.
+        d.wait_for(lambda: "event keep delivery 3" in d.log(), timeout=20,
+                   what="the input kept past max_redeliveries")
+        assert "dead-lettered to in-dead" not in d.log()
+        os.unlink(d.state / "filler")
+        assert d.stop() == 0
+        d.start()
+        d.wait_for(lambda: "event keep delivery" in d.log().split(
+            " started (pid ")[-1], timeout=20,
+            what="the input delivered after the restart")
+        d.post(f"/v1/workers/{keeper['id']}/resume")
+        d.wait_for(lambda: metric(d, "workmanager_worker_events_processed_total",
+                                  worker=keeper["id"]) >= 1, timeout=20,
+                   what="the output kept")
+    finally:
+        d.stop()
+        unmount()
 
 
 # ---- the journal across a crash of the master --------------------------

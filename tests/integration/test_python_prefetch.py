@@ -1,6 +1,6 @@
 """A Python host runs one event at a time (max_inflight 1) and takes a
 few more while it runs one (its Hello's prefetch, hosts/python/pyhost.c),
-as long as its last event ran under 1 ms (master/supervise/supervise.c): they wait
+as long as its last event ran under 1 ms (master/supervise/pump.c): they wait
 in the host, in order, so that the next starts as a Result leaves.  Those
 events are the master's until they run: a deadline or a death of the
 host sends them to the next host, once each, in order; and each one's

@@ -174,6 +174,25 @@ check_srcdir(void)
 #endif
 }
 
+/* The whole of a small file (procfs, sysfs) in a static buffer,
+ * NUL-terminated, or NULL; the next call overwrites it. */
+static inline const char *
+check_slurp(const char *path)
+{
+    static char buf[16384];
+    size_t off = 0, n;
+    FILE *f = fopen(path, "re");
+
+    if (f == NULL)
+        return NULL;
+    while (off < sizeof buf - 1 &&
+           (n = fread(buf + off, 1, sizeof buf - 1 - off, f)) > 0)
+        off += n;
+    fclose(f);
+    buf[off] = '\0';
+    return buf;
+}
+
 /* The descriptors this process has open (the leak checks of tests that
  * open and close files, sockets and processes), or -1. */
 static inline int

@@ -69,8 +69,9 @@ minimal_event(void)
 }
 
 /* Encodes ce, reads it back from an exact-size copy and compares; then
- * re-encodes the decoded value and compares again.  valid_app says whether
- * the CloudEvents rules should accept the value. */
+ * re-encodes the decoded value and compares again; a buffer the encoder
+ * wrote also decodes, unverified, to the same value.  valid_app says
+ * whether the CloudEvents rules should accept the value. */
 static void
 roundtrip_event(const struct ipc_cloudevent *ce, bool valid_app)
 {
@@ -91,6 +92,8 @@ roundtrip_event(const struct ipc_cloudevent *ce, bool valid_app)
         CHECK(ipc_cloudevent_encode(&b2, &out) == 0);
         unsigned char *copy2 = check_dup(b2.buf, b2.len);
         CHECK(ipc_cloudevent_read(copy2, b2.len, &out2, &err) == 0);
+        CHECK(eq_cloudevent(ce, &out2));
+        ipc_cloudevent_decode_trusted(b.buf, &out2);
         CHECK(eq_cloudevent(ce, &out2));
         free(copy2);
     }

@@ -1,9 +1,9 @@
 /*
- * test_conf.c — unit tests of master/core/conf.c: defaults and derived values,
- * the precedence file < environment < -o (with WM_ and the original's
- * names), an error naming the source and key for every kind of mistake,
- * the rules between keys, --print-config reading back as itself, and the
- * key table against the documentation table of conf.c.
+ * test_conf.c — unit tests of master/core/conf*.c: defaults and derived
+ * values, the precedence file < environment < -o (with WM_ and the
+ * original's names), an error naming the source and key for every kind of
+ * mistake, the rules between keys, --print-config reading back as itself,
+ * and the key table against the documentation table of conf_keys.c.
  *
  * Each test runs in a fresh temporary directory with every variable the
  * table knows unset.  Prints each failed check; the exit status is the
@@ -40,22 +40,29 @@ clear_env(void)
     }
 }
 
-/* Writes `text` to <tmpdir>/<name> and returns the path (static). */
+/* Writes the len bytes of `text` (which may hold a NUL) to
+ * <tmpdir>/<name> and returns the path (static). */
 static const char *
-write_file(const char *name, const char *text)
+write_bytes(const char *name, const char *text, size_t len)
 {
     static char path[512];
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
     f = fopen(path, "w");
-    if (f == NULL) {
+    if (f == NULL || fwrite(text, 1, len, f) != len) {
         perror(path);
         exit(2);
     }
-    fputs(text, f);
     fclose(f);
     return path;
+}
+
+/* Writes the string `text` to <tmpdir>/<name> and returns the path. */
+static const char *
+write_file(const char *name, const char *text)
+{
+    return write_bytes(name, text, strlen(text));
 }
 
 /* A path where no file is: the default file is absent. */
@@ -271,6 +278,27 @@ test_units(void)
     conf_free(&c);
 }
 
+/* The edges the syntax checks of names accept. */
+static void
+test_good_names(void)
+{
+    struct conf c;
+    char err[512];
+
+    clear_env();
+    if (load(&c, no_file(), false, err, sizeof(err), "user=3000:3000",
+             "control_socket_group=wm.admins_2-x", "cgroup_parent=wm-2_x",
+             "instance=Host-1.example_a",
+             "min_confinement=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", NULL) != 0) {
+        FAIL("names: %s", err);
+        return;
+    }
+    CHECK(strcmp(c.user, "3000:3000") == 0);
+    CHECK(strcmp(c.control_socket_group, "wm.admins_2-x") == 0);
+    CHECK(strcmp(c.instance, "Host-1.example_a") == 0);
+    conf_free(&c);
+}
+
 /* One bad value: loading fails naming the key, the source and `what`. */
 static void
 bad_o(const char *arg, const char *key, const char *what)
@@ -348,6 +376,12 @@ test_bad_values(void)
     bad_o("nats_url=http://x", "nats_url", "not a NATS URL");
     bad_o("min_confinement=Full!", "min_confinement", "is not a word");
     bad_o("cgroup_parent=../x", "cgroup_parent", "is not a word");
+    bad_o("cgroup_parent=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "cgroup_parent",
+          "is not a word");
+    bad_o("control_socket_group=-wheel", "control_socket_group",
+          "not a group name");
+    bad_o("user=a/b", "user", "is not a user");
+    bad_o("user=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "user", "is not a user");
     bad_o("host_pids_max=-1", "host_pids_max", "");
     bad_o("instance=a\tb", "instance", "control character");
     bad_o("python_allowed_packages=numpy,../x", "python_allowed_packages",
@@ -421,6 +455,14 @@ test_bad_sources(void)
     /* a directory is not a file */
     CHECK(load(&c, tmpdir, true, err, sizeof(err), NULL) == -1);
     CHECK(check_has_all(err, tmpdir, NULL));
+    /* \r\n line ends are taken; a NUL byte fails, naming its line */
+    file = write_file("crlf.conf", "listen = a:1\r\nstate_dir = /x\r\n");
+    CHECK(load(&c, file, true, err, sizeof(err), NULL) == 0);
+    CHECK(strcmp(c.listen, "a:1") == 0 && strcmp(c.state_dir, "/x") == 0);
+    conf_free(&c);
+    file = write_bytes("nul.conf", "listen = a:1\nstate_dir = /x\0y\n", 30);
+    CHECK(load(&c, file, true, err, sizeof(err), NULL) == -1);
+    CHECK(check_has_all(err, ":2:", "NUL byte in the line", NULL));
 }
 
 static void
@@ -527,7 +569,7 @@ test_dump_roundtrip(void)
     conf_free(&b);
 }
 
-/* Every row is complete, and documented in the table of conf.c. */
+/* Every row is complete, and documented in the table of conf_keys.c. */
 static void
 test_table(void)
 {
@@ -554,10 +596,10 @@ test_table(void)
     srcdir = check_srcdir();
     if (srcdir == NULL) {
         FAIL("neither WM_TOP_SRCDIR nor srcdir: cannot check "
-             "the table of conf.c");
+             "the table of conf_keys.c");
         return;
     }
-    snprintf(path, sizeof(path), "%s/master/core/conf.c", srcdir);
+    snprintf(path, sizeof(path), "%s/master/core/conf_keys.c", srcdir);
     f = fopen(path, "r");
     if (f == NULL) {
         FAIL("%s: %s", path, strerror(errno));
@@ -577,7 +619,7 @@ test_table(void)
         snprintf(row, sizeof(row), "\n * | `%s` |", k[i].name);
         line = strstr(text, row);
         if (line == NULL) {
-            FAIL("%s has no row in the table of conf.c", k[i].name);
+            FAIL("%s has no row in the table of conf_keys.c", k[i].name);
             continue;
         }
         line++;
@@ -625,6 +667,7 @@ main(void)
     RUN(test_defaults);
     RUN(test_precedence);
     RUN(test_units);
+    RUN(test_good_names);
     RUN(test_bad_values);
     RUN(test_bad_sources);
     RUN(test_rules);

@@ -1,5 +1,5 @@
 /*
- * test_journal.c — the write-ahead journal (master/broker/journal.c) through
+ * test_journal.c — the write-ahead journal (master/broker/journal*.c) through
  * the API of master/broker/journal.h.
  *
  * Everything runs in a fresh mkdtemp directory (removed at the end when

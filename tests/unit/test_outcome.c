@@ -39,6 +39,24 @@ test_decide(void)
 }
 
 static void
+test_unstored(void)
+{
+    /* Outputs refused: a transient failure, output_refused. */
+    CHECK_EQ(outcome_decide(OUTCOME_OUTPUT_REFUSED, 1, 3, true), OUTCOME_RETRY);
+    for (uint32_t n = 1; n <= 3; n++)
+        CHECK_EQ(outcome_unstored(OUTCOME_ACK, n, 3), OUTCOME_RETRY);
+    CHECK_EQ(outcome_unstored(OUTCOME_ACK, 4, 3), OUTCOME_DEAD);
+    CHECK_EQ(outcome_unstored(OUTCOME_ACK, 1, 0), OUTCOME_DEAD);
+    /* The dead letter refused: kept for another try, however late. */
+    CHECK_EQ(outcome_unstored(OUTCOME_DEAD, 4, 3), OUTCOME_RETRY);
+    CHECK_EQ(outcome_unstored(OUTCOME_DEAD, 1000, 3), OUTCOME_RETRY);
+    /* Nothing stored by these: unchanged. */
+    CHECK_EQ(outcome_unstored(OUTCOME_RETRY, 1, 3), OUTCOME_RETRY);
+    CHECK_EQ(outcome_unstored(OUTCOME_REQUEUE, 9, 3), OUTCOME_REQUEUE);
+    CHECK(!outcome_is_worker_error(OUTCOME_OUTPUT_REFUSED));
+}
+
+static void
 test_schedule(void)
 {
     /* base × 2^(n−1), capped at 10 s. */
@@ -70,6 +88,7 @@ int
 main(void)
 {
     RUN(test_decide);
+    RUN(test_unstored);
     RUN(test_schedule);
     RUN(test_hops);
     return check_result();

@@ -7,7 +7,7 @@
  * by clone(2) with the flag (detect.c uses unshare(2)), Landlock by
  * creating a real ruleset, cgroups from /proc/self/mountinfo, MDWE by
  * PR_GET_MDWE.  Then the level must follow from the fields, and the summary
- * name them.
+ * name them (with this process's capabilities, as creds.c reads them).
  *
  * SANDBOX_MUST_WORK=1 (CI, DESIGN §11): every mechanism the CI machine kind
  * was measured to have (Debian 12 on kernel 6.x, root, cgroup v1 memory,
@@ -30,28 +30,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/creds.h"
 #include "sandbox/kernel.h"
 #include "tests/unit/check.h"
 
 static struct sandbox_support sup;
-
-/* The whole of a small file (a NUL-terminated static buffer), or NULL. */
-static const char *
-slurp(const char *path)
-{
-    static char buf[16384];
-    ssize_t n, off = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return NULL;
-    while (off < (ssize_t)sizeof buf - 1 &&
-           (n = read(fd, buf + off, sizeof buf - 1 - (size_t)off)) > 0)
-        off += n;
-    close(fd);
-    buf[off] = '\0';
-    return buf;
-}
 
 static bool
 has_word(const char *text, const char *word, const char *seps)
@@ -70,7 +53,7 @@ has_word(const char *text, const char *word, const char *seps)
 static void
 test_seccomp_agrees_with_proc(void)
 {
-    const char *st = slurp("/proc/self/status");
+    const char *st = check_slurp("/proc/self/status");
     bool filters, nnp;
 
     REQUIRE(st != NULL);
@@ -80,7 +63,7 @@ test_seccomp_agrees_with_proc(void)
     /* A kernel that counts filters has filter mode. */
     CHECK_EQ(sup.seccomp, filters && strstr(st, "\nSeccomp:") != NULL);
 
-    const char *avail = slurp("/proc/sys/kernel/seccomp/actions_avail");
+    const char *avail = check_slurp("/proc/sys/kernel/seccomp/actions_avail");
     unsigned bits = 0;
     for (unsigned b = 1; b < (1u << SANDBOX_ACT_COUNT); b <<= 1)
         if (avail && has_word(avail, sandbox_act_name(b), " \n"))
@@ -158,7 +141,7 @@ test_landlock_agrees_with_a_ruleset(void)
 static void
 test_cgroups_agree_with_mountinfo(void)
 {
-    const char *mi = slurp("/proc/self/mountinfo");
+    const char *mi = check_slurp("/proc/self/mountinfo");
     char line[1024];
     unsigned v1 = 0;
     bool v2_root = false;
@@ -188,7 +171,7 @@ test_cgroups_agree_with_mountinfo(void)
                 v1 |= b;
     }
     if (v2_root) {
-        const char *ctl = slurp("/sys/fs/cgroup/cgroup.controllers");
+        const char *ctl = check_slurp("/sys/fs/cgroup/cgroup.controllers");
         unsigned v2 = 0;
         for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1)
             if (ctl && has_word(ctl, sandbox_cg_name(b), " \n"))
@@ -250,6 +233,13 @@ test_names_and_summary(void)
         CHECK(check_has_all(buf, want, NULL));
     }
     CHECK(check_has_all(buf, sup.mdwe ? ", mdwe" : "no mdwe", NULL));
+    /* This process's capabilities (creds.c; test_sandbox_creds.c checks
+     * the text against the kernel's). */
+    char caps[SANDBOX_CAPS_TEXT];
+    CHECK(sup.capabilities[0] != '\0');
+    CHECK(strcmp(sup.capabilities, sandbox_creds_caps(caps, sizeof caps)) == 0);
+    snprintf(want, sizeof want, ", capabilities %.40s", sup.capabilities);
+    CHECK(check_has_all(buf, want, NULL));
     /* Truncation keeps a terminated string. */
     sandbox_support_summary(&sup, buf, 8);
     CHECK_EQ(strlen(buf), 7);

@@ -1,5 +1,5 @@
 /*
- * test_store.c — the state store's file backend (master/store/store_file.c)
+ * test_store.c — the state store's file backend (master/store/store_file*.c)
  * through the public API of master/store/store.h.
  *
  * Everything runs in a fresh mkdtemp directory (removed at the end when
@@ -8,9 +8,10 @@
  * callbacks.  The suite runs once per fsync policy (always, batch, off).
  *
  * Corruption is made by hand on the files, so this test knows the layout
- * store_file.c documents: records/<key with '/' as '%'>, a 52-byte header
- * ("WMR1", u64 revision, u64 length, SHA-256) then the value, chunk
- * directories "<240 bytes>+" for long names, blobs/<2 hex>/<64 hex>, tmp/.
+ * store_file_records.c documents: records/<key with '/' as '%'>, a
+ * 52-byte header ("WMR1", u64 revision, u64 length, SHA-256) then the
+ * value, chunk directories "<240 bytes>+" for long names,
+ * blobs/<2 hex>/<64 hex>, tmp/.
  */
 #include "config.h"
 
@@ -157,7 +158,7 @@ get_check(struct store *st, const char *key, const char *value,
     return s;
 }
 
-/* The record file of key, as store_file.c lays it out. */
+/* The record file of key, as store_file_records.c lays it out. */
 static void
 record_path(const char *dir, const char *key, char *out, size_t outlen)
 {

@@ -1,6 +1,6 @@
 /*
- * test_supervise.c — the supervisor (master/supervise/supervise.c) against the
- * test host (tests/testhost/wm-host-test), on its own event loop with short
+ * test_supervise.c — the supervisor (master/supervise/) against the test
+ * host (tests/testhost/wm-host-test), on its own event loop with short
  * timeouts.
  *
  * The host binary comes from $WM_TEST_HOST, else argv[1], else the build
@@ -244,12 +244,29 @@ on_gone(struct worker *w, void *arg)
     *(bool *)arg = true;
 }
 
+/* An event sent: the supervisor borrows its buffer until the callback. */
+struct sent {
+    struct outcome *o;
+    struct ipc_fb_builder b;
+};
+
+static void
+on_sent_done(struct worker *w, const struct ipc_result *r, const char *type,
+             const char *msg, void *arg)
+{
+    struct sent *s = arg;
+
+    on_done(w, r, type, msg, s->o);
+    ipc_fb_builder_free(&s->b);
+    free(s);
+}
+
 /* Sends one event of type `type` to t's host. */
 static int
 send_event(struct tw *t, const char *type, struct outcome *o)
 {
     static unsigned seq;
-    struct ipc_fb_builder b;
+    struct sent *s = malloc(sizeof *s);
     struct ipc_cloudevent ce;
     char id[32];
     int rc;
@@ -262,11 +279,17 @@ send_event(struct tw *t, const char *type, struct outcome *o)
     ce.specversion = ipc_str_c("1.0");
     ce.data.ptr = (const uint8_t *)"{}";
     ce.data.len = 2;
-    ipc_fb_builder_init(&b);
-    if (ipc_cloudevent_encode(&b, &ce) != 0)
+    if (s == NULL)
         abort();
-    rc = supervise_process(sv, &t->w, b.buf, b.len, on_done, o);
-    ipc_fb_builder_free(&b);
+    s->o = o;
+    ipc_fb_builder_init(&s->b);
+    if (ipc_cloudevent_encode(&s->b, &ce) != 0)
+        abort();
+    rc = supervise_process(sv, &t->w, s->b.buf, s->b.len, on_sent_done, s);
+    if (rc != 0) {
+        ipc_fb_builder_free(&s->b);
+        free(s);
+    }
     return rc;
 }
 

@@ -1,0 +1,805 @@
+/*
+ * conf_keys.c — the table of the daemon's configuration keys (see conf.h;
+ * DESIGN §8).
+ *
+ * One const table, one row per key, holds everything about a key: its
+ * type, range or words, built-in default, environment names, the one line
+ * of documentation and where its value lives in struct conf.  The loader
+ * (conf.c), --print-config and the error messages (conf_values.c) and
+ * workmanager.conf(5) all come from the table, so a key cannot exist in one
+ * and not the others; adding a key is adding a field and a row here.
+ *
+ * Invariants: every row's offset names a field of the row's type (AT()
+ * below does not compile otherwise); the rows are in the order of
+ * workmanager.conf(5), which is the order of conf->origin; every row has
+ * its line in the markdown table below (test_conf).
+ *
+ * Why max_body_bytes is 32 MiB: a create or reload request carries the
+ * code base64-encoded, so 32 MiB admits a 24 MiB package (a .NET nupkg
+ * with its dependencies, a native zip with debug symbols) while bounding
+ * what one request can make the master hold (the body, the parsed JSON and
+ * the decoded code: about 90 MiB at the cap); 64 MiB would double that for
+ * every concurrent upload with no worker seen needing it.
+ *
+ * The keys are listed below as a markdown table, one row per key, from
+ * which workmanager.conf(5) is written and contrib/mkconf documents the
+ * sample workmanager.conf; test_conf checks that every key of the table in
+ * the code has its row, with its environment names, default and doc
+ * string.  The rows are wider than 80 columns because a markdown row
+ * cannot wrap.
+ */
+/* clang-format off */
+/*
+ * | key | type | default | environment | meaning |
+ * |---|---|---|---|---|
+ * | `state_dir` | path | `/var/lib/workmanager` | `WM_STATE_DIR` | Where the file store keeps worker records, code blobs and history. |
+ * | `runtime_dir` | path | `/run/workmanager` | `WM_RUNTIME_DIR` | Directory for the control socket and other runtime files. |
+ * | `control_socket` | path, may be empty | empty: `<runtime_dir>/control.sock` | `WM_CONTROL_SOCKET` | Unix socket of the admin API; empty means control.sock in runtime_dir. |
+ * | `control_socket_mode` | octal mode | `0660` | `WM_CONTROL_SOCKET_MODE` | Permissions of the control socket. |
+ * | `control_socket_group` | string, may be empty | empty | `WM_CONTROL_SOCKET_GROUP` | Group owning the control socket (name or gid); empty keeps the daemon's group. |
+ * | `listen` | string, may be empty | empty | `WM_LISTEN` | TCP address of the admin API as host:port or [ipv6]:port (bearer token required); empty means no TCP listener. |
+ * | `token_file` | path | `<sysconfdir>/workmanager/token` | `WM_TOKEN_FILE` | File holding the bearer token that TCP clients must present. |
+ * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
+ * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
+ * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
+ * | `journal_fsync` | enum: always, batch, off | `batch` | `WM_JOURNAL_FSYNC` | Durability of accepted events: always (fdatasync before answering, shared by concurrent publishes), batch (written before answering, fdatasync within 100 ms), off (never fdatasync). |
+ * | `journal_max_bytes` | size (bytes), 1048576–1099511627776 | `1GiB` | `WM_JOURNAL_MAX_BYTES` | Disk budget of the broker's journal; when reached, publishes answer 503 until deliveries drain it. |
+ * | `journal_segment_bytes` | size (bytes), 65536–4294967296 | `64MiB` | `WM_JOURNAL_SEGMENT_BYTES` | Size at which the journal starts a new segment file; segments whose events are all settled are deleted. |
+ * | `store_fsync` | enum: always, batch, off | `always` | `WM_STORE_FSYNC` | When the file store fsyncs: each write, per group commit, or never. |
+ * | `recovery_on_start` | bool | `true` | `WM_RECOVERY_ON_START`, `WORKER_RECOVERY_ON_START` | Restore every persisted worker before reporting ready; false leaves recovery to POST /v1/recover. |
+ * | `recovery_lease_ttl_s` | duration (s), 10–86400 | `300` | `WM_RECOVERY_LEASE_TTL_S`, `WORKER_RECOVERY_LEASE_TTL_SECONDS` | Time to live of the recovery leader lease when several instances share a store. |
+ * | `message_timeout_ms` | duration (ms), 10–3600000 | `25000` | `WM_MESSAGE_TIMEOUT_MS` | Default deadline of one event on a host; past it the host is killed (reason timeout). |
+ * | `handshake_timeout_ms` | duration (ms), 10–600000 | `2000` | `WM_HANDSHAKE_TIMEOUT_MS` | Time a new host has to send its Hello. |
+ * | `heartbeat_interval_ms` | duration (ms), 100–3600000 | `5000` | `WM_HEARTBEAT_INTERVAL_MS` | Interval of heartbeats to an idle host. |
+ * | `heartbeat_timeout_ms` | duration (ms), 10–600000 | `2000` | `WM_HEARTBEAT_TIMEOUT_MS` | Time a host has to echo a heartbeat before it is killed. |
+ * | `idle_timeout_s` | duration (s), 0–2592000 | `300` | `WM_IDLE_TIMEOUT_S` | Default time after which an idle host is stopped (started again on the next event); 0 = never. |
+ * | `shutdown_grace_ms` | duration (ms), 0–600000 | `10000` | `WM_SHUTDOWN_GRACE_MS` | Time hosts have to drain and exit after Shutdown before SIGKILL. |
+ * | `restart_base_delay_ms` | duration (ms), 1–3600000 | `200` | `WM_RESTART_BASE_DELAY_MS` | First delay before restarting a crashed host; doubled after each crash. |
+ * | `restart_max_delay_ms` | duration (ms), 1–86400000 | `30000` | `WM_RESTART_MAX_DELAY_MS` | Cap of the restart delay. |
+ * | `crash_loop_max` | integer, 1–1000 | `5` | `WM_CRASH_LOOP_MAX` | Restarts within crash_loop_window_s after which a worker is left failed. |
+ * | `crash_loop_window_s` | duration (s), 1–86400 | `60` | `WM_CRASH_LOOP_WINDOW_S` | Window in which crash_loop_max restarts mean a crash loop. |
+ * | `user` | string | `workmanager` | `WM_USER` | User the master becomes after start-up when started as root (a name, or uid[:gid]); the launcher alone keeps root, to start and confine hosts; root keeps the master privileged (not recommended). |
+ * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
+ * | `cgroup_parent` | string | `workmanager` | `WM_CGROUP_PARENT` | Directory under each cgroup hierarchy that holds this daemon's groups (one per host). |
+ * | `host_pids_max` | integer, 0–4194304 | `256` | `WM_HOST_PIDS_MAX` | Processes and threads one host may have (cgroup pids.max); 0 = no limit. |
+ * | `host_uid_base` | integer, 0–4000000000 | `3000000` | `WM_HOST_UID_BASE` | First uid (and gid) of the range hosts run as, one each, when the daemon runs as root; 0 = hosts keep the daemon's user. |
+ * | `host_uid_count` | integer, 1–1000000 | `65536` | `WM_HOST_UID_COUNT` | Size of that range: the most hosts that can run at once. |
+ * | `host_cpu_percent` | integer, 0–102400 | `0` | `WM_HOST_CPU_PERCENT` | CPU time one host may use, in percent of one CPU (cgroup cpu quota); 0 = no limit. |
+ * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
+ * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
+ * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
+ * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
+ * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
+ * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; an event that finds it full is dead-lettered (backlog_overflow). |
+ * | `allow_in_process_native` | bool | `false` | `WM_ALLOW_IN_PROCESS_NATIVE` | Let native workers created with "isolation": "in-process" run inside the daemon: faster calls, but a crash of such a worker ends the daemon and a timeout cannot stop its call. |
+ * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
+ * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
+ * | `max_frame_bytes` | size (bytes), 4096–1073741824 | `16MiB` | `WM_MAX_FRAME_BYTES` | Largest frame between the master and a host, size prefix included. |
+ * | `allowed_code_source_hosts` | list | empty | `WM_ALLOWED_CODE_SOURCE_HOSTS`, `ALLOWED_CODE_SOURCE_HOSTS` | Hosts that code URLs may name; empty allows every host. |
+ * | `code_source_allow_http` | bool | `false` | `WM_CODE_SOURCE_ALLOW_HTTP` | Let code URLs use http as well as https (no integrity or secrecy in transit: give code.sha256). |
+ * | `code_source_allowed_networks` | list | empty | `WM_CODE_SOURCE_ALLOWED_NETWORKS` | Networks (CIDR, or single addresses) that code URLs may reach although they are private, loopback, link-local, CGNAT, unique-local or otherwise not public. |
+ * | `code_source_ca_file` | path, may be empty | empty | `WM_CODE_SOURCE_CA_FILE` | PEM file of the certificate authorities trusted for https code sources; empty means the system's. |
+ * | `code_source_credentials_file` | path, may be empty | empty | `WM_CODE_SOURCE_CREDENTIALS_FILE` | File of `host = bearer TOKEN` or `host = basic USER:PASSWORD` lines: the credentials sent to each code source host (over https only); empty means none. |
+ * | `code_fetch_max_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_CODE_FETCH_MAX_BYTES` | Largest code body fetched from a URL; a larger one is refused. |
+ * | `code_fetch_timeout_ms` | duration (ms), 100–3600000 | `30000` | `WM_CODE_FETCH_TIMEOUT_MS` | Time a code fetch may take, redirects included, from the first connection to the last byte. |
+ * | `python_allowed_packages` | list | empty | `WM_PYTHON_ALLOWED_PACKAGES`, `PYTHON_ALLOWED_PACKAGES` | Packages Python workers may import beyond the safe standard library set. |
+ * | `python_blocked_modules` | list | empty | `WM_PYTHON_BLOCKED_MODULES`, `PYTHON_BLOCKED_MODULES` | Modules Python workers may never import, even when otherwise allowed. |
+ * | `python_allowlist` | bool | `true` | `WM_PYTHON_ALLOWLIST` | Enforce the Python import allowlist; off lets Python workers import whatever the host has loaded (for sandbox tests: the seccomp filter still refuses what it refuses). |
+ * | `python_preload` | list | empty | `WM_PYTHON_PRELOAD` | Modules the Python host imports before its sandbox without allowing them (with python_allowlist off, workers can reach them: for sandbox tests). |
+ * | `engines_dir` | path | `<sysconfdir>/workmanager/engines.d` | `WM_ENGINES_DIR` | Directory of the engine descriptor files (*.engine). |
+ * | `libexec_dir` | path | `<libexecdir>/workmanager` | `WM_LIBEXEC_DIR` | Directory of the host binaries named by engine descriptors. |
+ * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
+ * | `log_level` | enum: debug, info, notice, warning, error | `info` | `WM_LOG_LEVEL` | Least severe level logged. |
+ */
+/* clang-format on */
+#include "config.h"
+
+#include "master/core/conf.h"
+#include "master/core/conf_private.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <syslog.h>
+
+/* Build-time paths (Makefile: from sysconfdir and libexecdir). */
+#ifndef WM_TOKEN_FILE
+#define WM_TOKEN_FILE "/etc/workmanager/token"
+#endif
+#ifndef WM_ENGINES_DIR
+#define WM_ENGINES_DIR "/etc/workmanager/engines.d"
+#endif
+#ifndef WM_LIBEXEC_DIR
+#define WM_LIBEXEC_DIR "/usr/libexec/workmanager"
+#endif
+
+/* The offset of `field` in struct conf, which must have type T: a row
+ * whose type and field disagree does not compile. */
+#define AT(field, T)                                                           \
+    _Generic(((struct conf *)0)->field, T : offsetof(struct conf, field))
+
+static const struct conf_word store_words[] = {
+    { "file", CONF_STORE_FILE },
+    { "nats", CONF_STORE_NATS },
+    { NULL, 0 },
+};
+
+static const struct conf_word broker_words[] = {
+    { "embedded", CONF_BROKER_EMBEDDED },
+    { "nats", CONF_BROKER_NATS },
+    { NULL, 0 },
+};
+
+static const struct conf_word fsync_words[] = {
+    { "always", CONF_FSYNC_ALWAYS },
+    { "batch", CONF_FSYNC_BATCH },
+    { "off", CONF_FSYNC_OFF },
+    { NULL, 0 },
+};
+
+static const struct conf_word level_words[] = {
+    { "debug", LOG_DEBUG },     { "info", LOG_INFO }, { "notice", LOG_NOTICE },
+    { "warning", LOG_WARNING }, { "error", LOG_ERR }, { NULL, 0 },
+};
+
+/* Ranges of durations in ms, named for what they bound. */
+#define ONE_HOUR_MS 3600000u
+#define TEN_MIN_MS 600000u
+#define ONE_DAY_MS 86400000u
+#define ONE_GIB 1073741824u
+
+const struct conf_key conf_key_table[] = {
+    /* Paths and sockets. */
+    {
+        .name = "state_dir",
+        .type = CONF_PATH,
+        .def = "/var/lib/workmanager",
+        .env = "WM_STATE_DIR",
+        .doc = "Where the file store keeps worker records, code blobs and "
+               "history.",
+        .offset = AT(state_dir, char *),
+    },
+    {
+        .name = "runtime_dir",
+        .type = CONF_PATH,
+        .def = "/run/workmanager",
+        .env = "WM_RUNTIME_DIR",
+        .doc = "Directory for the control socket and other runtime files.",
+        .offset = AT(runtime_dir, char *),
+    },
+    {
+        .name = "control_socket",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CONTROL_SOCKET",
+        .doc = "Unix socket of the admin API; empty means control.sock in "
+               "runtime_dir.",
+        .offset = AT(control_socket, char *),
+    },
+    {
+        .name = "control_socket_mode",
+        .type = CONF_MODE,
+        .def = "0660",
+        .env = "WM_CONTROL_SOCKET_MODE",
+        .doc = "Permissions of the control socket.",
+        .offset = AT(control_socket_mode, unsigned),
+        .max = 0777,
+    },
+    {
+        .name = "control_socket_group",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CONTROL_SOCKET_GROUP",
+        .doc = "Group owning the control socket (name or gid); empty keeps "
+               "the daemon's group.",
+        .offset = AT(control_socket_group, char *),
+        .check = conf_check_group,
+    },
+    {
+        .name = "listen",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_LISTEN",
+        .doc = "TCP address of the admin API as host:port or [ipv6]:port "
+               "(bearer token required); empty means no TCP listener.",
+        .offset = AT(listen, char *),
+        .check = conf_check_listen,
+    },
+    {
+        .name = "token_file",
+        .type = CONF_PATH,
+        .def = WM_TOKEN_FILE,
+        .env = "WM_TOKEN_FILE",
+        .doc = "File holding the bearer token that TCP clients must "
+               "present.",
+        .offset = AT(token_file, char *),
+    },
+
+    /* Backends. */
+    {
+        .name = "store",
+        .type = CONF_ENUM,
+        .def = "file",
+        .env = "WM_STORE",
+        .doc = "State store backend.",
+        .offset = AT(store, int),
+        .words = store_words,
+    },
+    {
+        .name = "broker",
+        .type = CONF_ENUM,
+        .def = "embedded",
+        .env = "WM_BROKER",
+        .doc = "Message broker.",
+        .offset = AT(broker, int),
+        .words = broker_words,
+    },
+    {
+        .name = "nats_url",
+        .type = CONF_STRING,
+        .def = "nats://127.0.0.1:4222",
+        .env = "WM_NATS_URL",
+        .doc = "NATS server URLs (comma-separated) for store = nats or "
+               "broker = nats.",
+        .offset = AT(nats_url, char *),
+        .check = conf_check_nats_url,
+    },
+    {
+        .name = "journal_fsync",
+        .type = CONF_ENUM,
+        .def = "batch",
+        .env = "WM_JOURNAL_FSYNC",
+        .doc = "Durability of accepted events: always (fdatasync before "
+               "answering, shared by concurrent publishes), batch (written "
+               "before answering, fdatasync within 100 ms), off (never "
+               "fdatasync).",
+        .offset = AT(journal_fsync, int),
+        .words = fsync_words,
+    },
+    {
+        .name = "journal_max_bytes",
+        .type = CONF_SIZE,
+        .def = "1GiB",
+        .env = "WM_JOURNAL_MAX_BYTES",
+        .doc = "Disk budget of the broker's journal; when reached, publishes "
+               "answer 503 until deliveries drain it.",
+        .offset = AT(journal_max_bytes, uint64_t),
+        .min = 1024 * 1024,
+        .max = 1024ull * ONE_GIB,
+    },
+    {
+        .name = "journal_segment_bytes",
+        .type = CONF_SIZE,
+        .def = "64MiB",
+        .env = "WM_JOURNAL_SEGMENT_BYTES",
+        .doc = "Size at which the journal starts a new segment file; "
+               "segments whose events are all settled are deleted.",
+        .offset = AT(journal_segment_bytes, uint64_t),
+        .min = 64 * 1024,
+        .max = 4ull * ONE_GIB,
+    },
+    {
+        .name = "store_fsync",
+        .type = CONF_ENUM,
+        .def = "always",
+        .env = "WM_STORE_FSYNC",
+        .doc = "When the file store fsyncs: each write, per group commit, "
+               "or never.",
+        .offset = AT(store_fsync, int),
+        .words = fsync_words,
+    },
+
+    /* Recovery. */
+    {
+        .name = "recovery_on_start",
+        .type = CONF_BOOL,
+        .def = "true",
+        .env = "WM_RECOVERY_ON_START",
+        .env_alt = "WORKER_RECOVERY_ON_START",
+        .doc = "Restore every persisted worker before reporting ready; "
+               "false leaves recovery to POST /v1/recover.",
+        .offset = AT(recovery_on_start, bool),
+    },
+    {
+        .name = "recovery_lease_ttl_s",
+        .type = CONF_DURATION_S,
+        .def = "300",
+        .env = "WM_RECOVERY_LEASE_TTL_S",
+        .env_alt = "WORKER_RECOVERY_LEASE_TTL_SECONDS",
+        .doc = "Time to live of the recovery leader lease when several "
+               "instances share a store.",
+        .offset = AT(recovery_lease_ttl_s, uint64_t),
+        .min = 10,
+        .max = 86400,
+    },
+
+    /* Hosts. */
+    {
+        .name = "message_timeout_ms",
+        .type = CONF_DURATION_MS,
+        /* Not 30000: it must stay below lock_max_age_ms (30000, the
+         * original's lock age), and 5 s leave the time to kill the host
+         * and release the lock before it could be stolen. */
+        .def = "25000",
+        .env = "WM_MESSAGE_TIMEOUT_MS",
+        .doc = "Default deadline of one event on a host; past it the host "
+               "is killed (reason timeout).",
+        .offset = AT(message_timeout_ms, uint64_t),
+        .min = 10,
+        .max = ONE_HOUR_MS,
+    },
+    {
+        .name = "handshake_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "2000",
+        .env = "WM_HANDSHAKE_TIMEOUT_MS",
+        .doc = "Time a new host has to send its Hello.",
+        .offset = AT(handshake_timeout_ms, uint64_t),
+        .min = 10,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "heartbeat_interval_ms",
+        .type = CONF_DURATION_MS,
+        .def = "5000",
+        .env = "WM_HEARTBEAT_INTERVAL_MS",
+        .doc = "Interval of heartbeats to an idle host.",
+        .offset = AT(heartbeat_interval_ms, uint64_t),
+        .min = 100,
+        .max = ONE_HOUR_MS,
+    },
+    {
+        .name = "heartbeat_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "2000",
+        .env = "WM_HEARTBEAT_TIMEOUT_MS",
+        .doc = "Time a host has to echo a heartbeat before it is killed.",
+        .offset = AT(heartbeat_timeout_ms, uint64_t),
+        .min = 10,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "idle_timeout_s",
+        .type = CONF_DURATION_S,
+        .def = "300",
+        .env = "WM_IDLE_TIMEOUT_S",
+        .doc = "Default time after which an idle host is stopped (started "
+               "again on the next event); 0 = never.",
+        .offset = AT(idle_timeout_s, uint64_t),
+        .min = 0,
+        .max = 30 * 86400,
+    },
+    {
+        .name = "shutdown_grace_ms",
+        .type = CONF_DURATION_MS,
+        .def = "10000",
+        .env = "WM_SHUTDOWN_GRACE_MS",
+        .doc = "Time hosts have to drain and exit after Shutdown before "
+               "SIGKILL.",
+        .offset = AT(shutdown_grace_ms, uint64_t),
+        .min = 0,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "restart_base_delay_ms",
+        .type = CONF_DURATION_MS,
+        .def = "200",
+        .env = "WM_RESTART_BASE_DELAY_MS",
+        .doc = "First delay before restarting a crashed host; doubled after "
+               "each crash.",
+        .offset = AT(restart_base_delay_ms, uint64_t),
+        .min = 1,
+        .max = ONE_HOUR_MS,
+    },
+    {
+        .name = "restart_max_delay_ms",
+        .type = CONF_DURATION_MS,
+        .def = "30000",
+        .env = "WM_RESTART_MAX_DELAY_MS",
+        .doc = "Cap of the restart delay.",
+        .offset = AT(restart_max_delay_ms, uint64_t),
+        .min = 1,
+        .max = ONE_DAY_MS,
+    },
+    {
+        .name = "crash_loop_max",
+        .type = CONF_UINT,
+        .def = "5",
+        .env = "WM_CRASH_LOOP_MAX",
+        .doc = "Restarts within crash_loop_window_s after which a worker is "
+               "left failed.",
+        .offset = AT(crash_loop_max, unsigned),
+        .min = 1,
+        .max = 1000,
+    },
+    {
+        .name = "crash_loop_window_s",
+        .type = CONF_DURATION_S,
+        .def = "60",
+        .env = "WM_CRASH_LOOP_WINDOW_S",
+        .doc = "Window in which crash_loop_max restarts mean a crash loop.",
+        .offset = AT(crash_loop_window_s, uint64_t),
+        .min = 1,
+        .max = 86400,
+    },
+    {
+        .name = "min_confinement",
+        .type = CONF_STRING,
+        .def = "none",
+        .env = "WM_MIN_CONFINEMENT",
+        .doc = "Lowest sandbox confinement level the daemon agrees to run "
+               "hosts under.",
+        .offset = AT(min_confinement, char *),
+        .check = conf_check_word,
+    },
+    {
+        .name = "user",
+        .type = CONF_STRING,
+        .def = "workmanager",
+        .env = "WM_USER",
+        .doc = "User the master becomes after start-up when started as root "
+               "(a name, or uid[:gid]); the launcher alone keeps root, to "
+               "start and confine hosts; root keeps the master privileged "
+               "(not recommended).",
+        .offset = AT(user, char *),
+        .check = conf_check_user,
+    },
+    {
+        .name = "cgroup_parent",
+        .type = CONF_STRING,
+        .def = "workmanager",
+        .env = "WM_CGROUP_PARENT",
+        .doc = "Directory under each cgroup hierarchy that holds this "
+               "daemon's groups (one per host).",
+        .offset = AT(cgroup_parent, char *),
+        .check = conf_check_word,
+    },
+    {
+        .name = "host_pids_max",
+        .type = CONF_UINT,
+        .def = "256",
+        .env = "WM_HOST_PIDS_MAX",
+        .doc = "Processes and threads one host may have (cgroup pids.max); "
+               "0 = no limit.",
+        .offset = AT(host_pids_max, unsigned),
+        .min = 0,
+        .max = 4194304,
+    },
+    {
+        .name = "host_uid_base",
+        .type = CONF_UINT,
+        .def = "3000000",
+        .env = "WM_HOST_UID_BASE",
+        .doc = "First uid (and gid) of the range hosts run as, one each, when "
+               "the daemon runs as root; 0 = hosts keep the daemon's user.",
+        .offset = AT(host_uid_base, unsigned),
+        .min = 0,
+        .max = 4000000000u,
+    },
+    {
+        .name = "host_uid_count",
+        .type = CONF_UINT,
+        .def = "65536",
+        .env = "WM_HOST_UID_COUNT",
+        .doc = "Size of that range: the most hosts that can run at once.",
+        .offset = AT(host_uid_count, unsigned),
+        .min = 1,
+        .max = 1000000,
+    },
+    {
+        .name = "host_cpu_percent",
+        .type = CONF_UINT,
+        .def = "0",
+        .env = "WM_HOST_CPU_PERCENT",
+        .doc = "CPU time one host may use, in percent of one CPU (cgroup cpu "
+               "quota); 0 = no limit.",
+        .offset = AT(host_cpu_percent, unsigned),
+        .min = 0,
+        .max = 102400,
+    },
+
+    /* Messages. */
+    {
+        .name = "lock_max_age_ms",
+        .type = CONF_DURATION_MS,
+        .def = "30000",
+        .env = "WM_LOCK_MAX_AGE_MS",
+        .doc = "Age after which a group lock with no write under its token "
+               "may be stolen; must exceed message_timeout_ms.",
+        .offset = AT(lock_max_age_ms, uint64_t),
+        .min = 100,
+        .max = ONE_DAY_MS,
+    },
+    {
+        .name = "group_lock_retry_base_delay_ms",
+        .type = CONF_DURATION_MS,
+        .def = "500",
+        .env = "WM_GROUP_LOCK_RETRY_BASE_DELAY_MS",
+        .env_alt = "GROUP_LOCK_RETRY_BASE_DELAY_MS",
+        .doc = "First delay between group lock attempts; doubled after "
+               "each.",
+        .offset = AT(group_lock_retry_base_delay_ms, uint64_t),
+        .min = 10,
+        .max = 60000,
+    },
+    {
+        .name = "group_lock_max_retries",
+        .type = CONF_UINT,
+        .def = "3",
+        .env = "WM_GROUP_LOCK_MAX_RETRIES",
+        .env_alt = "GROUP_LOCK_MAX_RETRIES",
+        .doc = "Group lock attempts before the event is nacked "
+               "(lock_contention).",
+        .offset = AT(group_lock_max_retries, unsigned),
+        .min = 1,
+        .max = 20,
+    },
+    {
+        .name = "redelivery_base_delay_ms",
+        .type = CONF_DURATION_MS,
+        .def = "200",
+        .env = "WM_REDELIVERY_BASE_DELAY_MS",
+        .doc = "First redelivery delay after a transient failure; doubled "
+               "each time, capped at 10 s.",
+        .offset = AT(redelivery_base_delay_ms, uint64_t),
+        .min = 1,
+        .max = 60000,
+    },
+    {
+        .name = "max_redeliveries",
+        .type = CONF_UINT,
+        .def = "3",
+        .env = "WM_MAX_REDELIVERIES",
+        .doc = "Redeliveries of an event before it is dead-lettered.",
+        .offset = AT(max_redeliveries, unsigned),
+        .min = 0,
+        .max = 100,
+    },
+    {
+        .name = "queue_max_events",
+        .type = CONF_UINT,
+        .def = "10000",
+        .env = "WM_QUEUE_MAX_EVENTS",
+        .doc = "Bound of each subscription's queue; an event that finds it "
+               "full is dead-lettered (backlog_overflow).",
+        .offset = AT(queue_max_events, unsigned),
+        .min = 1,
+        .max = 10000000,
+    },
+    {
+        .name = "allow_in_process_native",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_ALLOW_IN_PROCESS_NATIVE",
+        .doc = "Let native workers created with \"isolation\": \"in-process\" "
+               "run inside the daemon: faster calls, but a crash of such a "
+               "worker ends the daemon and a timeout cannot stop its call.",
+        .offset = AT(allow_in_process_native, bool),
+    },
+    {
+        .name = "retry_on_error",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_RETRY_ON_ERROR",
+        .doc = "Redeliver events whose worker reported an error, like a "
+               "transient failure, instead of acknowledging them.",
+        .offset = AT(retry_on_error, bool),
+    },
+
+    /* Limits. */
+    {
+        .name = "max_body_bytes",
+        .type = CONF_SIZE,
+        .def = "32MiB",
+        .env = "WM_MAX_BODY_BYTES",
+        .doc = "Largest admin API request body (code travels base64 in "
+               "it).",
+        .offset = AT(max_body_bytes, uint64_t),
+        .min = 1024,
+        .max = ONE_GIB,
+    },
+    {
+        .name = "max_frame_bytes",
+        .type = CONF_SIZE,
+        .def = "16MiB",
+        .env = "WM_MAX_FRAME_BYTES",
+        .doc = "Largest frame between the master and a host, size prefix "
+               "included.",
+        .offset = AT(max_frame_bytes, uint64_t),
+        .min = 4096,
+        .max = ONE_GIB,
+    },
+
+    /* Code and engines' policies. */
+    {
+        .name = "allowed_code_source_hosts",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_ALLOWED_CODE_SOURCE_HOSTS",
+        .env_alt = "ALLOWED_CODE_SOURCE_HOSTS",
+        .doc = "Hosts that code URLs may name; empty allows every host.",
+        .offset = AT(allowed_code_source_hosts, struct conf_list),
+    },
+    {
+        .name = "code_source_allow_http",
+        .type = CONF_BOOL,
+        .def = "false",
+        .env = "WM_CODE_SOURCE_ALLOW_HTTP",
+        .doc = "Let code URLs use http as well as https (no integrity or "
+               "secrecy in transit: give code.sha256).",
+        .offset = AT(code_source_allow_http, bool),
+    },
+    {
+        .name = "code_source_allowed_networks",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_ALLOWED_NETWORKS",
+        .doc = "Networks (CIDR, or single addresses) that code URLs may "
+               "reach although they are private, loopback, link-local, "
+               "CGNAT, unique-local or otherwise not public.",
+        .offset = AT(code_source_allowed_networks, struct conf_list),
+        .check = conf_check_networks,
+    },
+    {
+        .name = "code_source_ca_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_CA_FILE",
+        .doc = "PEM file of the certificate authorities trusted for https "
+               "code sources; empty means the system's.",
+        .offset = AT(code_source_ca_file, char *),
+    },
+    {
+        .name = "code_source_credentials_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_CODE_SOURCE_CREDENTIALS_FILE",
+        .doc = "File of `host = bearer TOKEN` or `host = basic "
+               "USER:PASSWORD` lines: the credentials sent to each code "
+               "source host (over https only); empty means none.",
+        .offset = AT(code_source_credentials_file, char *),
+    },
+    {
+        .name = "code_fetch_max_bytes",
+        .type = CONF_SIZE,
+        /* As max_body_bytes: what one create may make the master hold. */
+        .def = "32MiB",
+        .env = "WM_CODE_FETCH_MAX_BYTES",
+        .doc = "Largest code body fetched from a URL; a larger one is "
+               "refused.",
+        .offset = AT(code_fetch_max_bytes, uint64_t),
+        .min = 1024,
+        .max = ONE_GIB,
+    },
+    {
+        .name = "code_fetch_timeout_ms",
+        .type = CONF_DURATION_MS,
+        /* The create or reload waits for it: long enough for a large
+         * package over a slow link, short enough that a client's own
+         * timeout (often 60 s) has not given up first. */
+        .def = "30000",
+        .env = "WM_CODE_FETCH_TIMEOUT_MS",
+        .doc = "Time a code fetch may take, redirects included, from the "
+               "first connection to the last byte.",
+        .offset = AT(code_fetch_timeout_ms, uint64_t),
+        .min = 100,
+        .max = ONE_HOUR_MS,
+    },
+    {
+        .name = "python_allowed_packages",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_PYTHON_ALLOWED_PACKAGES",
+        .env_alt = "PYTHON_ALLOWED_PACKAGES",
+        .doc = "Packages Python workers may import beyond the safe standard "
+               "library set.",
+        .check = conf_check_modules,
+        .offset = AT(python_allowed_packages, struct conf_list),
+    },
+    {
+        .name = "python_blocked_modules",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_PYTHON_BLOCKED_MODULES",
+        .env_alt = "PYTHON_BLOCKED_MODULES",
+        .doc = "Modules Python workers may never import, even when "
+               "otherwise allowed.",
+        .check = conf_check_modules,
+        .offset = AT(python_blocked_modules, struct conf_list),
+    },
+    {
+        .name = "python_allowlist",
+        .type = CONF_BOOL,
+        .def = "true",
+        .env = "WM_PYTHON_ALLOWLIST",
+        /* Off only to test the sandbox: the kernel's answer is then what
+         * a worker's import of anything meets. */
+        .doc = "Enforce the Python import allowlist; off lets Python workers "
+               "import whatever the host has loaded (for sandbox tests: the "
+               "seccomp filter still refuses what it refuses).",
+        .offset = AT(python_allowlist, bool),
+    },
+    {
+        .name = "python_preload",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_PYTHON_PRELOAD",
+        .doc = "Modules the Python host imports before its sandbox without "
+               "allowing them (with python_allowlist off, workers can reach "
+               "them: for sandbox tests).",
+        .check = conf_check_modules,
+        .offset = AT(python_preload, struct conf_list),
+    },
+    {
+        .name = "engines_dir",
+        .type = CONF_PATH,
+        .def = WM_ENGINES_DIR,
+        .env = "WM_ENGINES_DIR",
+        .doc = "Directory of the engine descriptor files (*.engine).",
+        .offset = AT(engines_dir, char *),
+    },
+    {
+        .name = "libexec_dir",
+        .type = CONF_PATH,
+        .def = WM_LIBEXEC_DIR,
+        .env = "WM_LIBEXEC_DIR",
+        .doc = "Directory of the host binaries named by engine descriptors.",
+        .offset = AT(libexec_dir, char *),
+    },
+    {
+        .name = "instance",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_INSTANCE",
+        .doc = "Name of this daemon in the source of lifecycle events "
+               "(urn:workmanager:INSTANCE); empty means the host name.",
+        .offset = AT(instance, char *),
+        .check = conf_check_instance,
+    },
+    {
+        .name = "log_level",
+        .type = CONF_ENUM,
+        .def = "info",
+        .env = "WM_LOG_LEVEL",
+        .doc = "Least severe level logged.",
+        .offset = AT(log_level, int),
+        .words = level_words,
+    },
+};
+
+const size_t conf_key_count =
+    sizeof(conf_key_table) / sizeof(conf_key_table[0]);
+
+const struct conf_key *
+conf_keys(size_t *n)
+{
+    *n = conf_key_count;
+    return conf_key_table;
+}
+
+ssize_t
+conf_key_index(const char *name)
+{
+    for (size_t i = 0; i < conf_key_count; i++)
+        if (strcmp(conf_key_table[i].name, name) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+const struct conf_key *
+conf_key_find(const char *name)
+{
+    ssize_t i = conf_key_index(name);
+
+    return i < 0 ? NULL : &conf_key_table[i];
+}
