@@ -10,7 +10,10 @@
  *   word       [A-Za-z0-9._-]{1,max}          topics, tenants of a topic
  *                                             query, store key segments,
  *                                             state keys
- *   slug       [a-z0-9_-]{1,max}              engine names
+ *   slug       [a-z0-9_-]{1,max}              engine names and roles,
+ *                                             configuration words
+ *                                             (min_confinement,
+ *                                             cgroup_parent)
  *
  * A caller adds its own rules on top (no "." or ".." segment, not a UUID)
  * and says the rule in its error message.  Only ASCII counts: no locale is

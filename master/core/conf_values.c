@@ -24,6 +24,7 @@
 #include "master/core/conf_private.h"
 
 #include "lib/errbuf.h"
+#include "lib/name.h"
 #include "master/core/netrange.h"
 
 #include <ctype.h>
@@ -104,12 +105,6 @@ is_made_of(const char *v, size_t min, size_t max, int (*is)(int),
         if (!is((unsigned char)v[i]) && strchr(punct, v[i]) == NULL)
             return false;
     return true;
-}
-
-static int
-is_lower_or_digit(int c)
-{
-    return islower(c) || isdigit(c);
 }
 
 /* A group name as useradd(8) accepts it, or a numeric gid. */
@@ -235,7 +230,7 @@ conf_check_nats_url(const char *v, char *why, size_t whylen)
 int
 conf_check_word(const char *v, char *why, size_t whylen)
 {
-    if (is_made_of(v, 1, 32, is_lower_or_digit, "_-"))
+    if (name_slug_valid(v, 32))
         return 0;
     return errbuf_set(why, whylen,
                       "'%s' is not a word (1 to 32 lowercase letters, "

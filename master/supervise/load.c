@@ -26,34 +26,17 @@
 #include <unistd.h>
 
 #include "ipc/channel.h"
+#include "lib/hex.h"
 #include "master/core/conf.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
 #include "master/supervise/supervise_internal.h"
 
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The 32 bytes of a 64-digit hex SHA-256; -1 if it is not one. */
 static int
 sha256_bytes(const char *hex, uint8_t out[32])
 {
-    for (int i = 0; i < 32; i++) {
-        int hi = hex_digit(hex[2 * i]), lo;
-        if (hi < 0 || (lo = hex_digit(hex[2 * i + 1])) < 0)
-            return -1;
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return hex[64] == '\0' ? 0 : -1;
+    return hex_decode(hex, 32, out) == 0 && hex[64] == '\0' ? 0 : -1;
 }
 
 static void on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply,
