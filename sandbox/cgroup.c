@@ -14,6 +14,8 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/sysfile.h"
 
+#include "lib/name.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -212,16 +214,7 @@ enable_v2(const char *dir, unsigned ctls)
 static bool
 name_ok(const char *s, size_t max)
 {
-    size_t n = strlen(s);
-
-    if (n == 0 || n > max || s[0] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' ||
-              s[i] == '-'))
-            return false;
-    return true;
+    return name_word_valid(s, max) && s[0] != '.';
 }
 
 int

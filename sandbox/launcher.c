@@ -40,6 +40,8 @@
 #include "sandbox/sysfile.h"
 #include "sandbox/zygote.h"
 
+#include "lib/name.h"
+
 /* A host's descriptors and file size (creds.h): room for its channel,
  * memfds, eventfd, epoll and the worker's own; no core files. */
 #define HOST_NOFILE 256
@@ -124,17 +126,7 @@ say(const char *fmt, ...)
 static bool
 plain_word(const char *s, size_t n)
 {
-    size_t len = strnlen(s, n);
-
-    if (len == 0 || len == n)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return s[0] != '.';
+    return strnlen(s, n) < n && name_word_valid(s, n - 1) && s[0] != '.';
 }
 
 static const struct sandbox_launcher_engine *
