@@ -5,7 +5,10 @@
  * hosts share; it includes nothing of the project but itself).
  *
  * Only the type/subtype counts: blanks around it and parameters after ';'
- * are ignored, letters compare without case.
+ * are ignored, letters compare without case.  A type can be both
+ * (text/x+json): the two predicates stay apart because their callers
+ * differ on which wins (the master's codec takes JSON first, the Python
+ * host's decoding text first).
  */
 #ifndef WM_LIB_MEDIA_H
 #define WM_LIB_MEDIA_H

@@ -152,6 +152,8 @@ test_media(void)
     CHECK(is_text("text/"));
     CHECK(!is_text("text"));
     CHECK(!is_text("application/json"));
+    /* Both: each caller decides which wins. */
+    CHECK(is_json("text/x+json") && is_text("text/x+json"));
 }
 
 /* ---- names ------------------------------------------------------------ */
