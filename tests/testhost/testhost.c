@@ -250,19 +250,26 @@ pending_event(const struct pending *p, struct ipc_cloudevent *ce)
     }
 }
 
+/* Answers pending event p with one echo (its data replaced by data when
+ * not NULL), and forgets it. */
 static void
-on_sleep_done(evutil_socket_t fd, short what, void *arg)
+pending_answer(struct pending *p, const char *data)
 {
-    struct pending *p = arg;
     struct ipc_cloudevent ce;
 
-    (void)fd;
-    (void)what;
     pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, NULL);
+    reply_outputs(p->seq, &ce, 1, data);
     pending_free(p);
     answerable--;
     host_exit_if_done();
+}
+
+static void
+on_sleep_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pending_answer(arg, NULL);
 }
 
 static int64_t
@@ -278,7 +285,6 @@ static void
 on_span_done(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
     const char *worker = getenv("WM_WORKER_ID");
     char data[256];
 
@@ -294,11 +300,7 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
              (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
              worker ? worker : "", (unsigned)loaded_version,
              (unsigned)loaded_concurrency, p->queued);
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, data);
-    pending_free(p);
-    answerable--;
-    host_exit_if_done();
+    pending_answer(p, data);
 }
 
 /* gateway with gwsleep: the reply's data goes out after the sleep. */
@@ -306,15 +308,10 @@ static void
 on_gateway_after(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
 
     (void)fd;
     (void)what;
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, p->reply);
-    pending_free(p);
-    answerable--;
-    host_exit_if_done();
+    pending_answer(p, p->reply);
 }
 
 static void
@@ -322,7 +319,6 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
                  unsigned nfds, const char *error, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
     char *data = p->reply;
 
     (void)c;
@@ -363,11 +359,7 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
             host_die("gateway timer");
         return;
     }
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, data);
-    pending_free(p);
-    answerable--;
-    host_exit_if_done();
+    pending_answer(p, data);
 }
 
 /* Queues bytes to be written raw on the socket, past the channel. */
