@@ -23,6 +23,7 @@
 #include "hosts/common/host.h"
 #include "sandbox/sandbox.h"
 
+#ifdef WM_SANDBOX
 /* A step that failed: the host must not go on unconfined. */
 static void confine_fail(const struct host_ops *ops, const char *err)
     __attribute__((noreturn));
@@ -33,6 +34,7 @@ confine_fail(const struct host_ops *ops, const char *err)
     fprintf(stderr, "%s[%d]: confinement: %s\n", ops->name, (int)getpid(), err);
     _exit(1);
 }
+#endif
 
 const char *
 host_confine(const struct host_ops *ops, char *warn, size_t len)
