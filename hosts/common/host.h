@@ -23,8 +23,9 @@
  *   0   the master closed the channel (EOF), or Shutdown came and every
  *       event taken was answered, its frames written (up to
  *       HOST_EXIT_FLUSH_MS)
- *   1   host_die(): a failed system call, a failed confinement, or the
- *       channel closed for another reason than EOF (named on stderr)
+ *   1   a failed system call (host_die()), a confinement step that
+ *       failed, or the channel closed for another reason than EOF (each
+ *       named on stderr)
  *   4   the master sent a frame a host may not receive (named on stderr)
  *
  * Not thread-safe, as the channel is not: one thread at a time calls
@@ -134,9 +135,11 @@ void host_log(enum ipc_log_level level, const char *fmt, ...)
 void host_log_send(enum ipc_log_level level, const char *msg, size_t len);
 
 /* Sends f with the descriptors fds[0..nfds) (the channel's from here on).
- * A full queue is written first (up to HOST_SEND_WAIT_MS) and the frame
- * sent again.  Returns 0, or -1 with errno EMSGSIZE (f is over the frame
- * cap: the caller's to replace); any other failure is host_die(). */
+ * A full queue is written (up to HOST_SEND_WAIT_MS) and the frame sent
+ * again; with descriptors, which a refused send closes, whatever is
+ * queued is written first.  Returns 0, or -1 with errno EMSGSIZE (f is
+ * over the frame cap: the caller's to replace); any other failure is
+ * host_die(). */
 int host_frame_send(const struct ipc_frame *f, const int *fds, unsigned nfds);
 
 /* The Result of the Process seq: r's outputs and error; an r over the
