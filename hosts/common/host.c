@@ -149,14 +149,21 @@ host_log(enum ipc_log_level level, const char *fmt, ...)
     host_log_send(level, msg, strlen(msg));
 }
 
+/* *f zeroed, the answer of type to the frame seq. */
+static void
+answer_init(struct ipc_frame *f, enum ipc_body_type type, uint64_t seq)
+{
+    memset(f, 0, sizeof *f);
+    f->type = type;
+    f->reply_to = seq;
+}
+
 void
 host_result_send(uint64_t seq, const struct ipc_result *r)
 {
     struct ipc_frame f;
 
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_RESULT;
-    f.reply_to = seq;
+    answer_init(&f, IPC_BODY_RESULT, seq);
     f.u.result = *r;
     if (host_frame_send(&f, NULL, 0) == 0)
         return;
@@ -174,9 +181,7 @@ host_loaded_error(uint64_t seq, const struct ipc_error *e)
 {
     struct ipc_frame f;
 
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_LOADED;
-    f.reply_to = seq;
+    answer_init(&f, IPC_BODY_LOADED, seq);
     f.u.loaded.ok = e == NULL;
     f.u.loaded.library_fd = -1;
     if (e)
@@ -216,9 +221,7 @@ on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
     case IPC_BODY_HEARTBEAT:
         if (ops->heartbeat && !ops->heartbeat())
             break;
-        memset(&h, 0, sizeof h);
-        h.type = IPC_BODY_HEARTBEAT;
-        h.reply_to = f->seq;
+        answer_init(&h, IPC_BODY_HEARTBEAT, f->seq);
         (void)host_frame_send(&h, NULL, 0);
         break;
     case IPC_BODY_SHUTDOWN:
