@@ -5,7 +5,7 @@
  *
  * Steps: the spawner's as for the native host (role_native.c says why in
  * that order), then the host's own once the interpreter is initialised and
- * everything a worker may import is imported (hosts/python/pyhost.c):
+ * everything a worker may import is imported (hosts/python/interp.c):
  * no_new_privs; MDWE (CPython 3.11 has no JIT; no mapping is both
  * writable and executable); the filter on every thread.  The filter is in
  * before the worker's module is compiled, so no worker code ever runs

@@ -42,8 +42,11 @@
  * task without running its continuation there.
  *
  * Confinement (sandbox/role_dotnet.c): the role's own steps, the filter
- * included, are taken in main() before the channel exists and before the
- * runtime starts, so every thread CoreCLR makes inherits them.
+ * included, are taken by the hosts' skeleton (hosts/common/host.h,
+ * host_confine()) before the channel exists and before the runtime
+ * starts, so every thread CoreCLR makes inherits them.  The start, the
+ * Heartbeat and Shutdown arms, the sends and the exits are the
+ * skeleton's too; this file is the host's Load, Process and loop.
  */
 #include "config.h"
 
@@ -60,16 +63,14 @@
 
 #include <event2/event.h>
 
+#include "hosts/common/host.h"
 #include "hosts/dotnet/blobs.h"
 #include "hosts/dotnet/bridge.h"
 #include "hosts/dotnet/clr.h"
 #include "ipc/channel.h"
 #include "ipc/cloudevent.h"
-#ifdef WM_SANDBOX
 #include "sandbox/sandbox.h"
-#endif
 
-#define HOST_FD 3
 /* Events the master may hand us at once. */
 #define HOST_MAX_INFLIGHT 256
 /* A package's largest size (the master's cap is lower). */
@@ -110,12 +111,13 @@ struct job {
 };
 
 static struct event_base *base;
-static struct ipc_channel *ch;
 static struct dn_bridge bridge;
 static bool started;
 static unsigned inflight;
-static bool shutting_down;
 static int wake_fd;
+/* Why the runtime cannot start, found before the filter (clr_prepare()):
+ * logged once connected; the first Load fails with its own reason. */
+static char prep[512];
 static pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct msg *queue, **queue_tail = &queue;
 
@@ -132,29 +134,6 @@ static uint64_t running_seq;
 /* The bridge posted continuations for the loop thread (dn_wake_fn). */
 static atomic_bool posted;
 
-static void die(const char *what) __attribute__((noreturn));
-
-static void
-die(const char *what)
-{
-    fprintf(stderr, "wm-host-dotnet[%d]: %s: %s\n", (int)getpid(), what,
-            strerror(errno));
-    _exit(1);
-}
-
-static void
-send_frame(const struct ipc_frame *f)
-{
-    if (ipc_channel_send(ch, f, NULL, 0) < 0 && errno != EAGAIN)
-        die("send");
-}
-
-#define host_log(level, ...)                                                   \
-    do {                                                                       \
-        if (ipc_channel_log(ch, level, __VA_ARGS__) < 0 && errno != EAGAIN)    \
-            die("send a Log");                                                 \
-    } while (0)
-
 /* ---- from the runtime's threads --------------------------------------- */
 
 static char *
@@ -164,7 +143,7 @@ dup_str(const struct dn_str *s)
         return NULL;
     char *r = malloc((size_t)s->len + 1);
     if (r == NULL)
-        die("malloc");
+        host_die("malloc");
     memcpy(r, s->ptr, (size_t)s->len);
     r[s->len] = '\0';
     return r;
@@ -182,7 +161,7 @@ enqueue(struct msg *m)
     queue_tail = &m->next;
     pthread_mutex_unlock(&queue_mu);
     if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        die("eventfd");
+        host_die("eventfd");
 }
 
 /* A message from the worker: sent now when it comes from the loop thread
@@ -196,8 +175,8 @@ deliver(struct msg *m)
         return;
     }
     pthread_mutex_lock(&io_mu);
-    if (ipc_channel_queued(ch) >= HOST_FLUSH_AT)
-        (void)ipc_channel_flush(ch, HOST_FLUSH_MS);
+    if (ipc_channel_queued(host_channel()) >= HOST_FLUSH_AT)
+        (void)ipc_channel_flush(host_channel(), HOST_FLUSH_MS);
     handle(m);
     pthread_mutex_unlock(&io_mu);
 }
@@ -209,7 +188,7 @@ on_wake_request(void)
 
     atomic_store(&posted, true);
     if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
-        die("eventfd");
+        host_die("eventfd");
 }
 
 static void
@@ -227,7 +206,7 @@ msg_new(enum msg_kind kind, uint64_t seq)
     struct msg *m = calloc(1, sizeof *m);
 
     if (m == NULL)
-        die("malloc");
+        host_die("malloc");
     m->kind = kind;
     m->seq = seq;
     return m;
@@ -245,6 +224,24 @@ view(const struct dn_str *s)
     return r;
 }
 
+/* ce's attributes in the bridge's order (bridge.h: DN_ID ... DN_TIME). */
+static void
+attributes(struct ipc_cloudevent *ce, struct ipc_str *attr[DN_DATA])
+{
+    struct ipc_str *const all[DN_DATA] = {
+        [DN_ID] = &ce->id,
+        [DN_TYPE] = &ce->type,
+        [DN_SOURCE] = &ce->source,
+        [DN_SPECVERSION] = &ce->specversion,
+        [DN_DATACONTENTTYPE] = &ce->datacontenttype,
+        [DN_DATASCHEMA] = &ce->dataschema,
+        [DN_SUBJECT] = &ce->subject,
+        [DN_TIME] = &ce->time,
+    };
+
+    memcpy(attr, all, sizeof all);
+}
+
 /* The worker's outcome; the views die with the return, so the output is
  * encoded here into a buffer of the message's own. */
 static void
@@ -259,16 +256,10 @@ on_complete(uint64_t seq, const struct dn_event *out, const struct dn_str *err)
         struct ipc_cloudevent ce;
         struct ipc_pair *pairs = NULL;
         struct ipc_fb_builder b;
+        struct ipc_str *attr[DN_DATA];
 
         memset(&ce, 0, sizeof ce);
-        struct ipc_str *attr[] = { &ce.id,
-                                   &ce.type,
-                                   &ce.source,
-                                   &ce.specversion,
-                                   &ce.datacontenttype,
-                                   &ce.dataschema,
-                                   &ce.subject,
-                                   &ce.time };
+        attributes(&ce, attr);
         for (int i = 0; i < DN_DATA; i++)
             *attr[i] = view(&out->f[i]);
         if (out->f[DN_DATA].len >= 0) {
@@ -279,7 +270,7 @@ on_complete(uint64_t seq, const struct dn_event *out, const struct dn_str *err)
         if (out->next > 0) {
             pairs = calloc((size_t)out->next, sizeof *pairs);
             if (pairs == NULL)
-                die("malloc");
+                host_die("malloc");
             for (int64_t i = 0; i < out->next; i++) {
                 pairs[i].name = view(&out->ext[2 * i]);
                 pairs[i].value = view(&out->ext[2 * i + 1]);
@@ -289,7 +280,7 @@ on_complete(uint64_t seq, const struct dn_event *out, const struct dn_str *err)
         }
         ipc_fb_builder_init(&b);
         if (ipc_cloudevent_encode(&b, &ce) < 0)
-            die("encoding an output");
+            host_die("encoding an output");
         m->buf = b.buf; /* the builder's memory is the message's now */
         m->len = b.len;
         free(pairs);
@@ -323,7 +314,7 @@ on_gateway(uint64_t token, const struct dn_str *service,
     m->len = request->len > 0 ? (size_t)request->len : 0;
     m->buf = malloc(m->len ? m->len : 1);
     if (m->buf == NULL)
-        die("malloc");
+        host_die("malloc");
     if (m->len)
         memcpy(m->buf, request->ptr, m->len);
     /* Another thread gets io_mu only while the loop thread runs the
@@ -340,40 +331,32 @@ on_gateway(uint64_t token, const struct dn_str *service,
 
 /* ---- on the loop thread ------------------------------------------------ */
 
-static void
-maybe_exit(void)
+/* Every event taken is answered (dotnet_ops.idle).  The exit then runs
+ * no runtime shutdown: nothing of it needs to run (host.h: _exit). */
+static bool
+idle(void)
 {
-    if (shutting_down && inflight == 0) {
-        (void)ipc_channel_flush(ch, 2000);
-        _exit(0); /* no runtime shutdown: nothing of it needs to run */
-    }
+    return inflight == 0;
 }
 
 static void
 send_result(uint64_t seq, const struct ipc_cloudevent *out, const char *type,
             const char *message, const char *exc_type, const char *trace)
 {
-    struct ipc_frame f;
+    struct ipc_result r;
 
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_RESULT;
-    f.reply_to = seq;
+    memset(&r, 0, sizeof r);
     if (out) {
-        f.u.result.outputs.n = 1;
-        f.u.result.outputs.items = out;
+        r.outputs.n = 1;
+        r.outputs.items = out;
     }
     if (type) {
-        f.u.result.error.type = ipc_str_c(type);
-        f.u.result.error.message = ipc_str_c(message ? message : "");
-        f.u.result.error.exception_type = ipc_str_c(exc_type);
-        f.u.result.error.traceback = ipc_str_c(trace);
+        r.error.type = ipc_str_c(type);
+        r.error.message = ipc_str_c(message ? message : "");
+        r.error.exception_type = ipc_str_c(exc_type);
+        r.error.traceback = ipc_str_c(trace);
     }
-    if (ipc_channel_send(ch, &f, NULL, 0) < 0) {
-        if (errno != EMSGSIZE)
-            die("send a Result");
-        send_result(seq, NULL, "output_too_large",
-                    "the worker's output does not fit in a frame", NULL, NULL);
-    }
+    host_result_send(seq, &r);
 }
 
 static void
@@ -441,7 +424,7 @@ forward_call(struct msg *m)
     struct ipc_frame f;
 
     call_frame(m, &f);
-    if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply,
+    if (ipc_channel_call(host_channel(), &f, NULL, 0, on_gateway_reply,
                          (void *)(uintptr_t)m->seq) < 0) {
         const char *why = strerror(errno);
         bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
@@ -459,11 +442,11 @@ call_now(struct msg *m)
 {
     struct ipc_gateway_answer a;
 
-    if (ipc_channel_gateway_call(ch, ipc_str_c(m->s[0]), ipc_str_c(m->s[1]),
-                                 (struct ipc_bytes){ m->buf, (uint32_t)m->len },
-                                 &a) < 0) {
+    if (ipc_channel_gateway_call(
+            host_channel(), ipc_str_c(m->s[0]), ipc_str_c(m->s[1]),
+            (struct ipc_bytes){ m->buf, (uint32_t)m->len }, &a) < 0) {
         if (errno == EIO)
-            die("event_base_loop");
+            host_die("event_base_loop");
         const char *why = strerror(errno);
         pthread_mutex_unlock(&io_mu);
         bridge.gateway_reply(m->seq, 500, (const uint8_t *)why,
@@ -480,18 +463,13 @@ call_now(struct msg *m)
 static void
 handle(struct msg *m)
 {
-    struct ipc_frame f;
-
     switch (m->kind) {
     case MSG_RESULT:
         answer(m);
         break;
     case MSG_LOG:
-        memset(&f, 0, sizeof f);
-        f.type = IPC_BODY_LOG;
-        f.u.log.level = (enum ipc_log_level)m->level;
-        f.u.log.message = ipc_str_c(m->s[1]);
-        send_frame(&f);
+        host_log_send((enum ipc_log_level)m->level, m->s[1] ? m->s[1] : "",
+                      m->s[1] ? strlen(m->s[1]) : 0);
         break;
     case MSG_CALL:
         forward_call(m);
@@ -509,7 +487,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
     if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
-        die("eventfd");
+        host_die("eventfd");
     pthread_mutex_lock(&queue_mu);
     m = queue;
     queue = NULL;
@@ -520,23 +498,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
         handle(m);
         m = next;
     }
-    maybe_exit();
-}
-
-static void
-reply_loaded(uint64_t seq, const char *error)
-{
-    struct ipc_frame f;
-
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_LOADED;
-    f.reply_to = seq;
-    f.u.loaded.ok = error == NULL;
-    if (error) {
-        f.u.loaded.error.type = ipc_str_c("load_error");
-        f.u.loaded.error.message = ipc_str_c(error);
-    }
-    send_frame(&f);
+    host_exit_if_done();
 }
 
 /* The runtime's GC heap limit for a worker of memory_mb (0: none): three
@@ -548,50 +510,49 @@ heap_limit(uint32_t memory_mb)
     return ((uint64_t)memory_mb << 20) / 4 * 3;
 }
 
-/* Starts the runtime, reads the code and loads it.  NULL once loaded, or
+/* The runtime and the bridge, at the first Load (with its memory limit).
+ * NULL once started, or the reason. */
+static const char *
+start(const struct ipc_load *l, char *err, size_t errlen)
+{
+    uint32_t mb = l->limits.present ? l->limits.memory_mb : 0;
+    const struct dn_callbacks cbs = {
+        .complete = on_complete,
+        .log = on_log,
+        .gateway = on_gateway,
+        .wake = on_wake_request,
+        .devkit = wm_dn_devkit,
+        .devkit_len = wm_dn_devkit_end - wm_dn_devkit,
+    };
+
+    if (clr_start(heap_limit(mb), &bridge, err, errlen) < 0)
+        return err;
+    if (bridge.init(&cbs) != 0)
+        return "the bridge did not start";
+    started = true;
+    return NULL;
+}
+
+/* Reads the code, starts the runtime and loads it.  NULL once loaded, or
  * the reason. */
 static const char *
 load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
      size_t errlen)
 {
-    int fd, seals, need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    const char *why;
     char mime[128];
+    uint8_t *code;
+    size_t len;
 
     if (l->in_process)
         return "the .NET engine has no in-process path";
-    if (l->code_fd < 0 || (unsigned)l->code_fd >= nfds)
-        return "the Load carries no code";
-    fd = fds[l->code_fd];
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & need) != need)
-        return "the code memfd is not sealed";
-    if (l->code_len > HOST_CODE_MAX) {
-        snprintf(err, errlen, "the code has %llu bytes, over %u",
-                 (unsigned long long)l->code_len, HOST_CODE_MAX);
-        return err;
-    }
-    if (!started) {
-        uint32_t mb = l->limits.present ? l->limits.memory_mb : 0;
-        const struct dn_callbacks cbs = {
-            .complete = on_complete,
-            .log = on_log,
-            .gateway = on_gateway,
-            .wake = on_wake_request,
-            .devkit = wm_dn_devkit,
-            .devkit_len = wm_dn_devkit_end - wm_dn_devkit,
-        };
-        if (clr_start(heap_limit(mb), &bridge, err, errlen) < 0)
-            return err;
-        if (bridge.init(&cbs) != 0)
-            return "the bridge did not start";
-        started = true;
-    }
-    uint8_t *code = malloc(l->code_len ? l->code_len : 1);
+    code =
+        host_code_read(l, fds, nfds, HOST_CODE_MAX, "code", &len, err, errlen);
     if (code == NULL)
-        return "out of memory";
-    if (pread(fd, code, l->code_len, 0) != (ssize_t)l->code_len) {
+        return err;
+    if (!started && (why = start(l, err, errlen)) != NULL) {
         free(code);
-        return "the code memfd is shorter than Load.code_len";
+        return why;
     }
     snprintf(mime, sizeof mime, "%.*s", (int)l->mime.len,
              l->mime.ptr ? l->mime.ptr : "");
@@ -599,8 +560,7 @@ load(const struct ipc_load *l, const int *fds, unsigned nfds, char *err,
     int32_t conc = l->limits.present && l->limits.concurrency
                        ? (int32_t)l->limits.concurrency
                        : 1;
-    int rc =
-        bridge.load(&m, code, (int64_t)l->code_len, conc, err, (int32_t)errlen);
+    int rc = bridge.load(&m, code, (int64_t)len, conc, err, (int32_t)errlen);
     free(code);
     if (rc != 0)
         return err;
@@ -620,15 +580,10 @@ process(uint64_t seq, const uint8_t *event, size_t len)
 
     /* Verified by the channel already; decoded into views here. */
     if (ipc_cloudevent_read(event, len, &ce, &fe) < 0)
-        die("a verified event does not decode");
-    const struct ipc_str *attr[] = { &ce.id,
-                                     &ce.type,
-                                     &ce.source,
-                                     &ce.specversion,
-                                     &ce.datacontenttype,
-                                     &ce.dataschema,
-                                     &ce.subject,
-                                     &ce.time };
+        host_die("a verified event does not decode");
+    struct ipc_str *attr[DN_DATA];
+
+    attributes(&ce, attr);
     for (int i = 0; i < DN_DATA; i++) {
         ev.f[i].ptr = (const uint8_t *)attr[i]->ptr;
         ev.f[i].len = attr[i]->ptr ? (int64_t)attr[i]->len : -1;
@@ -658,7 +613,7 @@ queue_job(const struct ipc_process *pr, uint64_t seq)
     struct job *j = malloc(sizeof *j + pr->event.len);
 
     if (j == NULL)
-        die("malloc");
+        host_die("malloc");
     j->next = NULL;
     j->seq = seq;
     j->len = pr->event.len;
@@ -703,8 +658,11 @@ run_posted(void)
  * once rather than on the next turn (an epoll_wait less per event); what
  * the socket does not take at once is left to the loop. */
 static void
-serve(void)
+serve(struct event_base *b)
 {
+    base = b;
+    if (prep[0])
+        host_log(IPC_LOG_ERROR, "%s", prep);
     for (;;) {
         bool worked = false;
         if (atomic_exchange(&posted, false)) {
@@ -716,125 +674,80 @@ serve(void)
             worked = true;
         }
         if (worked) {
-            (void)ipc_channel_flush(ch, 0);
-            maybe_exit();
+            (void)ipc_channel_flush(host_channel(), 0);
+            host_exit_if_done();
             continue;
         }
         if (event_base_loop(base, EVLOOP_ONCE) < 0)
-            die("event_base_loop");
+            host_die("event_base_loop");
     }
 }
 
+/* A Load: answered at once (the runtime starts here the first time). */
 static void
-on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
-         unsigned nfds, void *arg)
+on_load(const struct ipc_frame *f, int *fds, unsigned nfds)
 {
-    struct ipc_frame h;
+    const struct ipc_load *l = &f->u.load;
     char err[2048];
-    const char *why;
+    const char *why = load(l, fds, nfds, err, sizeof err);
 
-    (void)c;
-    (void)arg;
-    switch (f->type) {
-    case IPC_BODY_LOAD:
-        why = load(&f->u.load, fds, nfds, err, sizeof err);
-        reply_loaded(f->seq, why);
-        if (why == NULL)
-            host_log(IPC_LOG_INFO, "loaded worker %.*s version %u (%.*s)",
-                     (int)f->u.load.worker_id.len, f->u.load.worker_id.ptr,
-                     (unsigned)f->u.load.version, (int)f->u.load.mime.len,
-                     f->u.load.mime.ptr);
-        break;
-    case IPC_BODY_PROCESS:
-        inflight++;
-        if (!started) {
-            send_result(f->seq, NULL, "worker_error", "no worker is loaded",
-                        NULL, NULL);
-            inflight--;
-        } else if (inline_run)
-            queue_job(&f->u.process, f->seq);
-        else
-            process(f->seq, f->u.process.event.ptr, f->u.process.event.len);
-        break;
-    case IPC_BODY_HEARTBEAT:
-        memset(&h, 0, sizeof h);
-        h.type = IPC_BODY_HEARTBEAT;
-        h.reply_to = f->seq;
-        send_frame(&h);
-        break;
-    case IPC_BODY_SHUTDOWN:
-        shutting_down = true;
-        maybe_exit();
-        break;
-    default:
-        fprintf(stderr, "wm-host-dotnet[%d]: unexpected %s frame\n",
-                (int)getpid(), ipc_body_name(f->type));
-        _exit(4);
-    }
+    host_loaded_reply(f->seq, why);
+    if (why == NULL)
+        host_log(IPC_LOG_INFO, "loaded worker %.*s version %u (%.*s)",
+                 (int)l->worker_id.len, l->worker_id.ptr, (unsigned)l->version,
+                 (int)l->mime.len, l->mime.ptr);
 }
 
+/* A Process: run here as a job, handed to the pool, or refused with no
+ * worker loaded. */
 static void
-on_close(struct ipc_channel *c, enum ipc_channel_status status,
-         const char *reason, void *arg)
+on_process(const struct ipc_frame *f)
 {
-    (void)c;
-    (void)arg;
-    if (status == IPC_CHANNEL_EOF)
-        _exit(0);
-    fprintf(stderr, "wm-host-dotnet[%d]: channel closed (%s): %s\n",
-            (int)getpid(), ipc_channel_status_name(status), reason);
-    _exit(1);
+    inflight++;
+    if (!started) {
+        send_result(f->seq, NULL, "worker_error", "no worker is loaded", NULL,
+                    NULL);
+        inflight--;
+    } else if (inline_run)
+        queue_job(&f->u.process, f->seq);
+    else
+        process(f->seq, f->u.process.event.ptr, f->u.process.event.len);
 }
 
-/* The dotnet role's own steps (sandbox/role_dotnet.c).  Returns the
- * confinement for the Hello; *warn says why it is less, or is empty. */
-static const char *
-confine(char *warn, size_t len)
+/* Before the filter: the loop's event base is the skeleton's; the wake-up
+ * eventfd, and the runtime found (a failure is said once connected and at
+ * the first Load). */
+static void
+prepare(struct event_base *b)
 {
-    warn[0] = '\0';
-#ifdef WM_SANDBOX
-    const char *debug = getenv(SANDBOX_DEBUG_ENV);
-    enum sandbox_mode mode = sandbox_mode_parse(debug);
-    char err[256] = "";
-    int level = sandbox_role_enter(&sandbox_role_dotnet, mode, err, sizeof err);
+    struct event *ev;
 
-    if (level < 0) {
-        fprintf(stderr, "wm-host-dotnet[%d]: confinement: %s\n", (int)getpid(),
-                err);
-        _exit(1);
-    }
-    if (level == SANDBOX_LEVEL_NONE) {
-        snprintf(warn, len, "running unconfined: %s", err);
-        return "none";
-    }
-    if (mode != SANDBOX_MODE_ENFORCE) {
-        snprintf(warn, len, "seccomp in %s mode (%s=%s)",
-                 sandbox_mode_name(mode), SANDBOX_DEBUG_ENV, debug);
-        if (mode == SANDBOX_MODE_LOG)
-            return "none";
-    }
-    return sandbox_level_name(sandbox_spawned_level((enum sandbox_level)level));
-#else
-    (void)len;
-    return "none";
-#endif
+    base = b;
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0)
+        host_die("start");
+    ev = event_new(base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
+    if (ev == NULL || event_add(ev, NULL) < 0)
+        host_die("event_new");
+    (void)clr_prepare(prep, sizeof prep);
 }
+
+static const struct host_ops dotnet_ops = {
+    .name = "wm-host-dotnet",
+    .engine = "dotnet",
+    .max_inflight = HOST_MAX_INFLIGHT,
+    .confine = host_confine,
+    .role = &sandbox_role_dotnet,
+    .prepare = prepare,
+    .load = on_load,
+    .process = on_process,
+    .idle = idle,
+    .serve = serve,
+};
 
 int
 main(int argc, char **argv)
 {
-    struct ipc_channel_config cfg = {
-        .role = IPC_CHANNEL_HOST,
-        .engine = "dotnet",
-        .max_inflight = HOST_MAX_INFLIGHT,
-    };
-    const struct ipc_channel_callbacks cb = {
-        .on_frame = on_frame,
-        .on_close = on_close,
-    };
-    struct event *ev;
-    char warn[512];
-
     /* For people and tests: what the runtime is started with, and where
      * it is found. */
     if (argc == 2 && strcmp(argv[1], "--runtimeconfig") == 0) {
@@ -856,39 +769,17 @@ main(int argc, char **argv)
                         "(started by workmanagerd with its channel on fd 3)\n");
         return 2;
     }
-    if (fcntl(HOST_FD, F_GETFD) < 0)
-        die("no channel on fd 3");
     /* The channel is this thread's from here on, but while it runs the
      * worker (run_job()). */
     on_loop = true;
     pthread_mutex_lock(&io_mu);
     /* Before the runtime: it keeps ignored dispositions (B5), and shutdown
-     * comes by frame, not by signal. */
-    signal(SIGPIPE, SIG_IGN);
+     * comes by frame, not by signal (SIGPIPE: host_run()). */
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     /* No diagnostic socket, no debugger or profiler attach, no dumps. */
     setenv("DOTNET_EnableDiagnostics", "0", 1);
     setenv("DOTNET_DbgEnableMiniDump", "0", 1);
     setenv("DOTNET_CLI_TELEMETRY_OPTOUT", "1", 1);
-    base = event_base_new();
-    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (base == NULL || wake_fd < 0)
-        die("start");
-    ev = event_new(base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
-    if (ev == NULL || event_add(ev, NULL) < 0)
-        die("event_new");
-    /* Before the filter: a failure is reported at the first Load. */
-    char prep[512] = "";
-    (void)clr_prepare(prep, sizeof prep);
-    cfg.confinement = confine(warn, sizeof warn);
-    ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
-    if (ch == NULL)
-        die("ipc_channel_new");
-    if (warn[0])
-        host_log(IPC_LOG_WARN, "%s", warn);
-    if (prep[0])
-        host_log(IPC_LOG_ERROR, "%s", prep);
-    serve();
-    return 0;
+    host_run(&dotnet_ops);
 }

@@ -20,9 +20,10 @@
  * sealed, back with the manifest's names.
  *
  * Confinement (sandbox/role_native.c): before anything of the worker's
- * runs, main() takes the native role's steps (no_new_privs, MDWE, the
- * stage-1 seccomp filter on every thread), starts the opener thread and
- * then loads the stricter stage-2 filter on the loop thread alone, so
+ * runs, the skeleton (hosts/common/host.h, host_confine()) takes the
+ * native role's steps (no_new_privs, MDWE, the stage-1 seccomp filter on
+ * every thread), this host starts the opener thread (native_ops.confined)
+ * and then the stricter stage-2 filter goes on the loop thread alone, so
  * that the pool threads it creates later inherit both.  The opener keeps
  * stage 1 only: it is where libraries are opened (dlopen needs openat of
  * /proc/self/fd/N and executable mappings), first and reloaded, while the
@@ -50,6 +51,7 @@
 
 #include <event2/event.h>
 
+#include "hosts/common/host.h"
 #include "hosts/native/loader.h"
 #include "hosts/native/package.h"
 #include "ipc/channel.h"
@@ -57,19 +59,15 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/zygote.h"
 
-#define HOST_FD 3
 /* Events the master may hand us at once; the pool takes them in turn. */
 #define HOST_MAX_INFLIGHT 256
 
-static struct event_base *base;
-static struct ipc_channel *ch;
 static struct native_loader *loader;
 static unsigned inflight; /* jobs handed to the pool, not answered */
 /* Jobs of the frames read in this loop turn, handed to the pool at once
  * by on_flush (one lock and wake-up per batch). */
 static struct native_job *pending, **pending_tail = &pending;
 static struct event *ev_flush;
-static bool shutting_down;
 
 /* A library to open on the opener thread (open_library). */
 struct open_call {
@@ -85,30 +83,6 @@ static pthread_mutex_t opener_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t opener_cv = PTHREAD_COND_INITIALIZER;
 static struct open_call *opener_call; /* under opener_mu */
 static bool opener_done;              /* under opener_mu */
-
-static void die(const char *what) __attribute__((noreturn));
-
-static void
-die(const char *what)
-{
-    fprintf(stderr, "wm-host-native[%d]: %s: %s\n", (int)getpid(), what,
-            strerror(errno));
-    exit(1);
-}
-
-static void
-send_frame(const struct ipc_frame *f, const int *fds, unsigned nfds)
-{
-    if (ipc_channel_send(ch, f, fds, nfds) < 0 && errno != EAGAIN)
-        die("send");
-}
-
-/* A log line of the host itself. */
-#define host_log(level, ...)                                                   \
-    do {                                                                       \
-        if (ipc_channel_log(ch, level, __VA_ARGS__) < 0 && errno != EAGAIN)    \
-            die("send a Log");                                                 \
-    } while (0)
 
 /* ---- the opener thread ------------------------------------------------ */
 
@@ -150,7 +124,7 @@ opener_start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         errno = rc;
-        die("pthread_create (the opener)");
+        host_die("pthread_create (the opener)");
     }
 }
 
@@ -175,34 +149,21 @@ open_library(struct open_call *c)
 static void
 answer(struct native_job *j)
 {
-    struct ipc_frame f;
+    struct ipc_result r;
     struct ipc_worker_response wr;
     char msg[4096];
     const char *type = native_job_outcome(j, &wr, msg, sizeof msg);
 
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_RESULT;
-    f.reply_to = j->seq;
+    memset(&r, 0, sizeof r);
     if (wr.has_result) {
-        f.u.result.outputs.n = 1;
-        f.u.result.outputs.items = &wr.result_event;
+        r.outputs.n = 1;
+        r.outputs.items = &wr.result_event;
     }
     if (type) {
-        f.u.result.error.type = ipc_str_c(type);
-        f.u.result.error.message = ipc_str_c(msg);
+        r.error.type = ipc_str_c(type);
+        r.error.message = ipc_str_c(msg);
     }
-    if (ipc_channel_send(ch, &f, NULL, 0) < 0) {
-        if (errno != EMSGSIZE)
-            die("send a Result");
-        struct ipc_frame e;
-        memset(&e, 0, sizeof e);
-        e.type = IPC_BODY_RESULT;
-        e.reply_to = j->seq;
-        e.u.result.error.type = ipc_str_c("output_too_large");
-        e.u.result.error.message =
-            ipc_str_c("the worker's output does not fit in a frame");
-        send_frame(&e, NULL, 0);
-    }
+    host_result_send(j->seq, &r);
     /* After the Result is encoded: FreeResult exactly once. */
     native_job_free(j);
     inflight--;
@@ -234,31 +195,26 @@ forward_call(struct native_call *c)
 {
     struct ipc_frame f;
 
-    memset(&f, 0, sizeof f);
     if (c->is_log) {
-        f.type = IPC_BODY_LOG;
-        f.u.log.level = (enum ipc_log_level)c->level;
-        f.u.log.message = ipc_str_c(c->text);
-        send_frame(&f, NULL, 0);
+        host_log_send((enum ipc_log_level)c->level, c->text, strlen(c->text));
         native_call_reply(c, 0, NULL, 0);
         return;
     }
+    memset(&f, 0, sizeof f);
     f.type = IPC_BODY_GATEWAY_CALL;
     f.u.gateway_call.service = ipc_str_c(c->text);
     f.u.gateway_call.method = ipc_str_c(c->method);
     f.u.gateway_call.request.ptr = c->req;
     f.u.gateway_call.request.len = (uint32_t)c->req_len;
-    if (ipc_channel_call(ch, &f, NULL, 0, on_gateway_reply, c) < 0)
+    if (ipc_channel_call(host_channel(), &f, NULL, 0, on_gateway_reply, c) < 0)
         native_call_reply(c, 500, NULL, 0);
 }
 
-static void
-maybe_exit(void)
+/* Every event handed to the pool is answered (native_ops.idle). */
+static bool
+idle(void)
 {
-    if (shutting_down && inflight == 0) {
-        (void)ipc_channel_flush(ch, 2000);
-        exit(0);
-    }
+    return inflight == 0;
 }
 
 static void
@@ -281,26 +237,10 @@ on_pool(evutil_socket_t fd, short what, void *arg)
         answer(jobs);
         jobs = next;
     }
-    maybe_exit();
+    host_exit_if_done();
 }
 
 /* ---- frames (loop thread) --------------------------------------------- */
-
-static void
-reply_loaded(uint64_t seq, const char *error)
-{
-    struct ipc_frame f;
-
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_LOADED;
-    f.reply_to = seq;
-    f.u.loaded.ok = error == NULL;
-    if (error) {
-        f.u.loaded.error.type = ipc_str_c("load_error");
-        f.u.loaded.error.message = ipc_str_c(error);
-    }
-    send_frame(&f, NULL, 0);
-}
 
 /* The in-process answer: the validated library, sealed, and its names
  * (the channel takes lfd). */
@@ -317,7 +257,8 @@ reply_library(uint64_t seq, const struct native_package *pkg, int lfd)
     f.u.loaded.library = ipc_str_c(pkg->manifest.library);
     f.u.loaded.entry_point = ipc_str_c(pkg->manifest.entry_point);
     f.u.loaded.free_result = ipc_str_c(pkg->manifest.free_result);
-    send_frame(&f, &lfd, 1);
+    if (host_frame_send(&f, &lfd, 1) < 0)
+        host_die("send a Loaded");
 }
 
 /* A NUL-terminated copy of v in buf. */
@@ -333,29 +274,14 @@ static const char *
 read_package(const struct ipc_load *l, const int *fds, unsigned nfds,
              struct native_package *pkg, char *err, size_t errlen)
 {
-    uint8_t *zip;
-    int fd, seals, need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    size_t len;
+    uint8_t *zip = host_code_read(l, fds, nfds, NATIVE_PACKAGE_MAX, "package",
+                                  &len, err, errlen);
 
-    if (l->code_fd < 0 || (unsigned)l->code_fd >= nfds)
-        return "the Load carries no code";
-    fd = fds[l->code_fd];
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & need) != need)
-        return "the code memfd is not sealed";
-    if (l->code_len > NATIVE_PACKAGE_MAX) {
-        snprintf(err, errlen, "the package has %llu bytes, over %u",
-                 (unsigned long long)l->code_len, NATIVE_PACKAGE_MAX);
-        return err;
-    }
-    zip = malloc(l->code_len ? l->code_len : 1);
     if (zip == NULL)
-        return "out of memory";
-    if (pread(fd, zip, l->code_len, 0) != (ssize_t)l->code_len) {
-        free(zip);
-        return "the code memfd is shorter than Load.code_len";
-    }
-    int rc = native_package_open(zip, l->code_len, native_rid(),
-                                 NATIVE_OS_LINUX, pkg, err, errlen);
+        return err;
+    int rc = native_package_open(zip, len, native_rid(), NATIVE_OS_LINUX, pkg,
+                                 err, errlen);
     free(zip);
     return rc == 0 ? NULL : err;
 }
@@ -436,12 +362,12 @@ load(uint64_t seq, const struct ipc_load *l, const int *fds, unsigned nfds,
     }
     if (native_loader_threads(loader, l->limits.present ? l->limits.concurrency
                                                         : 1) != 0)
-        die("pthread_create");
+        host_die("pthread_create");
     host_log(IPC_LOG_INFO, "loaded %s (%s, abi %d) for worker %.*s version %u",
              pkg.entry, pkg.manifest.entry_point, pkg.manifest.abi_version,
              (int)l->worker_id.len, l->worker_id.ptr, (unsigned)l->version);
     native_package_free(&pkg);
-    reply_loaded(seq, NULL);
+    host_loaded_reply(seq, NULL);
     return NULL;
 }
 
@@ -452,7 +378,7 @@ on_process(const struct ipc_frame *f)
     struct native_job *j = native_job_new(pr->event.ptr, pr->event.len);
 
     if (j == NULL)
-        die("malloc");
+        host_die("malloc");
     j->seq = f->seq;
     inflight++;
     if (!native_loader_ready(loader)) {
@@ -477,122 +403,47 @@ on_flush(evutil_socket_t fd, short what, void *arg)
     pending_tail = &pending;
 }
 
+/* A Load: validated, then opened here or handed back (see the top). */
 static void
-on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
-         unsigned nfds, void *arg)
+on_load(const struct ipc_frame *f, int *fds, unsigned nfds)
 {
-    struct ipc_frame h;
     char err[1024];
-    const char *why;
+    const char *why = load(f->seq, &f->u.load, fds, nfds, err, sizeof err);
 
-    (void)c;
-    (void)arg;
-    switch (f->type) {
-    case IPC_BODY_LOAD:
-        why = load(f->seq, &f->u.load, fds, nfds, err, sizeof err);
-        if (why)
-            reply_loaded(f->seq, why);
-        break;
-    case IPC_BODY_PROCESS:
-        on_process(f);
-        break;
-    case IPC_BODY_HEARTBEAT:
-        memset(&h, 0, sizeof h);
-        h.type = IPC_BODY_HEARTBEAT;
-        h.reply_to = f->seq;
-        send_frame(&h, NULL, 0);
-        break;
-    case IPC_BODY_SHUTDOWN:
-        shutting_down = true;
-        maybe_exit();
-        break;
-    default:
-        fprintf(stderr, "wm-host-native[%d]: unexpected %s frame\n",
-                (int)getpid(), ipc_body_name(f->type));
-        exit(4);
-    }
+    if (why)
+        host_loaded_reply(f->seq, why);
 }
 
 static void
-on_close(struct ipc_channel *c, enum ipc_channel_status status,
-         const char *reason, void *arg)
+prepare(struct event_base *base)
 {
-    (void)c;
-    (void)arg;
-    if (status == IPC_CHANNEL_EOF)
-        _exit(0); /* the master is gone or done with us */
-    fprintf(stderr, "wm-host-native[%d]: channel closed (%s): %s\n",
-            (int)getpid(), ipc_channel_status_name(status), reason);
-    _exit(1);
+    struct event *ev;
+
+    if ((loader = native_loader_new()) == NULL)
+        host_die("start");
+    ev = event_new(base, native_loader_fd(loader), EV_READ | EV_PERSIST,
+                   on_pool, NULL);
+    ev_flush = event_new(base, -1, 0, on_flush, NULL);
+    if (ev == NULL || ev_flush == NULL || event_add(ev, NULL) < 0)
+        host_die("event_new");
 }
 
-/*
- * The native role's confinement (see the top): stage 1 on every thread,
- * the opener started under it, stage 2 on this thread.  Returns the
- * confinement for the Hello; *warn says why it is less than the role's
- * (or that a debug mode is on), or is empty.
- */
-static const char *
-confine(char *warn, size_t len)
-{
-    warn[0] = '\0';
-#ifdef WM_SANDBOX
-    const char *debug = getenv(SANDBOX_DEBUG_ENV);
-    enum sandbox_mode mode = sandbox_mode_parse(debug);
-    const struct sandbox_role *role = &sandbox_role_native;
-    char err[256] = "";
-    int level = sandbox_role_enter(role, mode, err, sizeof err);
-
-    if (level < 0) {
-        fprintf(stderr, "wm-host-native[%d]: confinement: %s\n", (int)getpid(),
-                err);
-        exit(1);
-    }
-    opener_start();
-    if (level == SANDBOX_LEVEL_NONE) {
-        snprintf(warn, len, "running unconfined: %s", err);
-        return "none";
-    }
-    if (sandbox_filter_load(role->strict, mode, false, err, sizeof err) < 0) {
-        fprintf(stderr, "wm-host-native[%d]: confinement: %s\n", (int)getpid(),
-                err);
-        exit(1);
-    }
-    if (mode != SANDBOX_MODE_ENFORCE) {
-        snprintf(warn, len, "seccomp in %s mode (%s=%s): %s",
-                 sandbox_mode_name(mode), SANDBOX_DEBUG_ENV, debug,
-                 mode == SANDBOX_MODE_LOG
-                     ? "nothing is killed, the kernel's audit log names "
-                       "what would be"
-                     : "a refused call is named on stderr");
-        if (mode == SANDBOX_MODE_LOG)
-            return "none";
-    }
-    return sandbox_level_name(sandbox_spawned_level((enum sandbox_level)level));
-#else
-    (void)len;
-    opener_start();
-    return "none";
-#endif
-}
+static const struct host_ops native_ops = {
+    .name = "wm-host-native",
+    .engine = "native",
+    .max_inflight = HOST_MAX_INFLIGHT,
+    .confine = host_confine,
+    .role = &sandbox_role_native,
+    .confined = opener_start,
+    .prepare = prepare,
+    .load = on_load,
+    .process = on_process,
+    .idle = idle,
+};
 
 int
 main(int argc, char **argv)
 {
-    struct ipc_channel_config cfg = {
-        .role = IPC_CHANNEL_HOST,
-        .engine = "native",
-        .max_inflight = HOST_MAX_INFLIGHT,
-    };
-    const struct ipc_channel_callbacks cb = {
-        .on_frame = on_frame,
-        .on_close = on_close,
-    };
-    struct event *ev;
-    char warn[512];
-
-    if (fcntl(HOST_FD, F_GETFD) < 0)
-        die("no channel on fd 3");
     /* A zygote of native hosts (`spawn = zygote`, sandbox/zygote.h): it
      * has nothing of a worker's to make ready, but its hosts skip the
      * exec, the dynamic linking and the relocations.  Each returns from
@@ -603,23 +454,5 @@ main(int argc, char **argv)
         if (sandbox_zygote_serve(&ops) != 0)
             return 1;
     }
-    signal(SIGPIPE, SIG_IGN);
-    loader = native_loader_new();
-    base = event_base_new();
-    if (loader == NULL || base == NULL)
-        die("start");
-    ev = event_new(base, native_loader_fd(loader), EV_READ | EV_PERSIST,
-                   on_pool, NULL);
-    ev_flush = event_new(base, -1, 0, on_flush, NULL);
-    if (ev == NULL || ev_flush == NULL || event_add(ev, NULL) < 0)
-        die("event_new");
-    cfg.confinement = confine(warn, sizeof warn);
-    ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
-    if (ch == NULL)
-        die("ipc_channel_new");
-    if (warn[0])
-        host_log(IPC_LOG_WARN, "%s", warn);
-    if (event_base_dispatch(base) < 0)
-        die("event_base_dispatch");
-    return 0;
+    host_run(&native_ops);
 }

@@ -1,6 +1,6 @@
 /*
- * main.c — wm-host-python (pyhost.h), started by the launcher in one of
- * two ways (engines.d/python.engine's `spawn`):
+ * main.c — wm-host-python (pyhost.h, interp.h), started by the launcher in one
+ * of two ways (engines.d/python.engine's `spawn`):
  *
  *   wm-host-python --zygote   the zygote (sandbox/zygote.h): the
  *                             interpreter initialised once, then one host
@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hosts/python/interp.h"
 #include "hosts/python/pyhost.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/zygote.h"
@@ -32,7 +33,7 @@ main(int argc, char **argv)
     bool zygote = argc == 2 && strcmp(argv[1], SANDBOX_ZYGOTE_ARG) == 0;
     char err[1024];
 
-    if (pyhost_init(err, sizeof err) < 0) {
+    if (pyhost_interp_init(err, sizeof err) < 0) {
         if (zygote)
             sandbox_zygote_fail(err);
         fprintf(stderr, "wm-host-python[%d]: %s\n", (int)getpid(), err);
@@ -48,5 +49,5 @@ main(int argc, char **argv)
         if (sandbox_zygote_serve(&ops) != 0)
             return 1;
     }
-    return pyhost_serve();
+    pyhost_serve();
 }

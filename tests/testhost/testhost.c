@@ -20,12 +20,17 @@
  *     `span:<ms>`;
  *     any other type echoes.
  *
+ * It runs on the hosts' skeleton (hosts/common/host.h) as the engine
+ * hosts do, with no sandbox role: the start, Heartbeat, Shutdown, the
+ * exits and the sends are theirs, so the supervisor's tests exercise
+ * them too.
+ *
  * Invariants: every Process frame is answered exactly once, except `hang`
  * (never) and the kinds that end the process; frames are written by the
  * channel only, except the deliberate garbage of `malformed`/`oversize`,
  * which is written raw once the channel's queue is empty so that it starts
- * on a frame boundary; an orderly exit (Shutdown, refusal) waits for the
- * queue to drain, so that the last Results reach the master.
+ * on a frame boundary; the exit after Shutdown writes the queue first
+ * (host_exit_if_done()), so that the last Results reach the master.
  */
 #include "config.h"
 
@@ -44,13 +49,14 @@
 
 #include <event2/event.h>
 
+#include "hosts/common/host.h"
 #include "ipc/channel.h"
 
-/* The channel's descriptor, by the protocol (ipc/PROTOCOL.md). */
-#define HOST_FD 3
 /* Events processed at once: above 1, so that the master's requeue of the
  * other in-flight events after a deadline is exercised. */
 #define HOST_MAX_INFLIGHT 4
+/* The largest test code a Load may bring. */
+#define CODE_MAX (1024u * 1024)
 /* Log frames sent by `flood`. */
 #define FLOOD_LINES 1000
 /* The most outputs `many:<n>` returns (bounded so a typo cannot exhaust
@@ -58,7 +64,7 @@
 #define MANY_MAX 10000
 /* How long the child of `orphan` lives. */
 #define ORPHAN_MS 300
-/* How often an exit waiting for the send queue to drain looks again. */
+/* How often garbage waiting for the send queue to drain looks again. */
 #define DRAIN_POLL_MS 5
 
 /* An event whose answer comes later (sleep, gateway): its own copy of the
@@ -77,17 +83,14 @@ struct pending {
 };
 
 static struct event_base *base;
-static struct ipc_channel *ch;
 static struct pending *pendings;
 static struct event *poll_timer;
 /* Raw bytes to write once the queue is empty (malformed, oversize). */
 static uint8_t garbage[64];
 static size_t garbage_len;
-static bool shutting_down;
 static bool ignore_shutdown;
 static bool no_heartbeat;
-static bool log_events;    /* a Log frame "event <id> delivery <n>" per event */
-static int exit_code = -1; /* >= 0: exit with it once the queue drains */
+static bool log_events; /* a Log frame "event <id> delivery <n>" per event */
 static unsigned answerable;         /* events in flight that will be answered */
 static uint32_t loaded_version;     /* of the last Load answered ok (span) */
 static uint32_t loaded_concurrency; /* its limits.concurrency (span) */
@@ -103,42 +106,12 @@ static unsigned span_queued; /* serial_waiting when this event started */
 
 static void arm_poll(void);
 
-static void
-die(const char *what)
+/* Every event that will be answered is (the exit after Shutdown waits for
+ * it); never with ignore_shutdown. */
+static bool
+idle(void)
 {
-    fprintf(stderr, "wm-host-test[%d]: %s: %s\n", (int)getpid(), what,
-            strerror(errno));
-    exit(2);
-}
-
-static void
-send_or_die(const struct ipc_frame *f, const int *fds, unsigned nfds)
-{
-    if (ipc_channel_send(ch, f, fds, nfds) < 0)
-        die("ipc_channel_send");
-}
-
-/* A log line of the host: any failure to queue it ends the host. */
-#define host_log(level, ...)                                                   \
-    do {                                                                       \
-        if (ipc_channel_log(ch, level, __VA_ARGS__) < 0)                       \
-            die("ipc_channel_send");                                           \
-    } while (0)
-
-/* Exits with `code` once every queued frame is written. */
-static void
-exit_when_drained(int code)
-{
-    exit_code = code;
-    arm_poll();
-}
-
-/* After a Shutdown, exits once nothing answerable is in flight. */
-static void
-maybe_finish(void)
-{
-    if (shutting_down && !ignore_shutdown && answerable == 0)
-        exit_when_drained(0);
+    return !ignore_shutdown && answerable == 0;
 }
 
 static void
@@ -147,20 +120,17 @@ on_poll(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
-    if (ipc_channel_queued(ch) != 0) {
+    if (ipc_channel_queued(host_channel()) != 0) {
         arm_poll();
         return;
     }
     if (garbage_len) {
         /* The socket was made non-blocking by the channel; a short write
          * of under 64 bytes into an empty socket buffer cannot happen. */
-        if (write(HOST_FD, garbage, garbage_len) != (ssize_t)garbage_len)
-            die("write garbage");
+        if (write(HOST_CHANNEL_FD, garbage, garbage_len) !=
+            (ssize_t)garbage_len)
+            host_die("write garbage");
         garbage_len = 0;
-    }
-    if (exit_code >= 0) {
-        ipc_channel_free(ch);
-        exit(exit_code);
     }
 }
 
@@ -170,7 +140,7 @@ arm_poll(void)
     struct timeval tv = { 0, DRAIN_POLL_MS * 1000 };
 
     if (evtimer_add(poll_timer, &tv) < 0)
-        die("evtimer_add");
+        host_die("evtimer_add");
 }
 
 /* ---- events ---------------------------------------------------------- */
@@ -178,13 +148,7 @@ arm_poll(void)
 static void
 reply_result(uint64_t seq, const struct ipc_result *r)
 {
-    struct ipc_frame f;
-
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_RESULT;
-    f.reply_to = seq;
-    f.u.result = *r;
-    send_or_die(&f, NULL, 0);
+    host_result_send(seq, r);
     /* serial: the next waiting event runs on the next loop turn (not
      * from here, which may be inside on_process). */
     if (serial) {
@@ -208,7 +172,7 @@ reply_outputs(uint64_t seq, const struct ipc_cloudevent *in, uint32_t n,
     if (n) {
         outs = calloc(n, sizeof *outs);
         if (outs == NULL)
-            die("calloc");
+            host_die("calloc");
     }
     for (uint32_t i = 0; i < n; i++) {
         outs[i] = *in;
@@ -250,7 +214,7 @@ pending_new(uint64_t seq, const struct ipc_bytes *event)
     struct pending *p = calloc(1, sizeof *p);
 
     if (p == NULL || (p->buf = malloc(event->len ? event->len : 1)) == NULL)
-        die("malloc");
+        host_die("malloc");
     memcpy(p->buf, event->ptr, event->len);
     p->len = event->len;
     p->seq = seq;
@@ -282,23 +246,30 @@ pending_event(const struct pending *p, struct ipc_cloudevent *ce)
 
     if (ipc_cloudevent_read(p->buf, p->len, ce, &err) < 0) {
         errno = EINVAL;
-        die("re-reading an event");
+        host_die("re-reading an event");
     }
+}
+
+/* Answers pending event p with one echo (its data replaced by data when
+ * not NULL), and forgets it. */
+static void
+pending_answer(struct pending *p, const char *data)
+{
+    struct ipc_cloudevent ce;
+
+    pending_event(p, &ce);
+    reply_outputs(p->seq, &ce, 1, data);
+    pending_free(p);
+    answerable--;
+    host_exit_if_done();
 }
 
 static void
 on_sleep_done(evutil_socket_t fd, short what, void *arg)
 {
-    struct pending *p = arg;
-    struct ipc_cloudevent ce;
-
     (void)fd;
     (void)what;
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, NULL);
-    pending_free(p);
-    answerable--;
-    maybe_finish();
+    pending_answer(arg, NULL);
 }
 
 static int64_t
@@ -314,7 +285,6 @@ static void
 on_span_done(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
     const char *worker = getenv("WM_WORKER_ID");
     char data[256];
 
@@ -330,11 +300,7 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
              (long long)p->start_ns, (long long)realtime_ns(), (int)getpid(),
              worker ? worker : "", (unsigned)loaded_version,
              (unsigned)loaded_concurrency, p->queued);
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, data);
-    pending_free(p);
-    answerable--;
-    maybe_finish();
+    pending_answer(p, data);
 }
 
 /* gateway with gwsleep: the reply's data goes out after the sleep. */
@@ -342,15 +308,10 @@ static void
 on_gateway_after(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
 
     (void)fd;
     (void)what;
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, p->reply);
-    pending_free(p);
-    answerable--;
-    maybe_finish();
+    pending_answer(p, p->reply);
 }
 
 static void
@@ -358,7 +319,6 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
                  unsigned nfds, const char *error, void *arg)
 {
     struct pending *p = arg;
-    struct ipc_cloudevent ce;
     char *data = p->reply;
 
     (void)c;
@@ -368,7 +328,7 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
         return;
     if (reply->type != IPC_BODY_GATEWAY_REPLY) {
         errno = EPROTO;
-        die("GatewayCall answered with another body");
+        host_die("GatewayCall answered with another body");
     }
     const struct ipc_gateway_reply *g = &reply->u.gateway_reply;
     /* The error is the master's text: quote only what JSON allows
@@ -396,14 +356,10 @@ on_gateway_reply(struct ipc_channel *c, const struct ipc_frame *reply, int *fds,
         struct timeval tv = { p->after_ms / 1000, (p->after_ms % 1000) * 1000 };
         p->timer = evtimer_new(base, on_gateway_after, p);
         if (p->timer == NULL || evtimer_add(p->timer, &tv) < 0)
-            die("gateway timer");
+            host_die("gateway timer");
         return;
     }
-    pending_event(p, &ce);
-    reply_outputs(p->seq, &ce, 1, data);
-    pending_free(p);
-    answerable--;
-    maybe_finish();
+    pending_answer(p, data);
 }
 
 /* Queues bytes to be written raw on the socket, past the channel. */
@@ -451,7 +407,7 @@ on_process(const struct ipc_frame *f)
     /* The frame was verified, Process.event included. */
     if (ipc_cloudevent_read(pr->event.ptr, pr->event.len, &ce, &err) < 0) {
         errno = EPROTO;
-        die("a verified event failed to decode");
+        host_die("a verified event failed to decode");
     }
     behaviour(&ce, what, sizeof what);
     if (log_events)
@@ -464,13 +420,13 @@ on_process(const struct ipc_frame *f)
          * SIGSEGV death (signal 11 in the wait status). */
         struct sigaction sa;
         /* What was logged (log_events) reaches the master first. */
-        (void)ipc_channel_flush(ch, 1000);
+        (void)ipc_channel_flush(host_channel(), 1000);
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;
         if (sigaction(SIGSEGV, &sa, NULL) < 0)
-            die("sigaction");
+            host_die("sigaction");
         raise(SIGSEGV);
-        die("still alive after SIGSEGV");
+        host_die("still alive after SIGSEGV");
     } else if (strcmp(what, "hang") == 0) {
         host_log(IPC_LOG_WARN, "hanging on event %.*s", (int)ce.id.len,
                  ce.id.ptr);
@@ -480,7 +436,7 @@ on_process(const struct ipc_frame *f)
         struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
         p->timer = evtimer_new(base, on_sleep_done, p);
         if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
-            die("sleep timer");
+            host_die("sleep timer");
         answerable++;
     } else if (strcmp(what, "flood") == 0) {
         for (unsigned i = 0; i < FLOOD_LINES; i++)
@@ -497,14 +453,14 @@ on_process(const struct ipc_frame *f)
         struct ipc_frame b;
         memset(&b, 0, sizeof b);
         b.type = IPC_BODY_SHUTDOWN;
-        send_or_die(&b, NULL, 0);
+        (void)host_frame_send(&b, NULL, 0);
     } else if (strcmp(what, "orphan") == 0) {
         /* A child that outlives us briefly, holding fd 3 as a careless
          * host's child would: the master, a subreaper, inherits and reaps
          * it, and finalizes our exit without waiting for the socket. */
         pid_t pid = fork();
         if (pid < 0)
-            die("fork");
+            host_die("fork");
         if (pid == 0) {
             usleep(ORPHAN_MS * 1000);
             _exit(0);
@@ -521,7 +477,7 @@ on_process(const struct ipc_frame *f)
         p->queued = span_queued;
         p->timer = evtimer_new(base, on_span_done, p);
         if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
-            die("span timer");
+            host_die("span timer");
         answerable++;
     } else if (strcmp(what, "gateway") == 0) {
         /* The call from the gwservice, gwmethod and gwrequest extensions,
@@ -547,8 +503,9 @@ on_process(const struct ipc_frame *f)
         snprintf(sleep_ms, sizeof sleep_ms, "%.*s",
                  (int)(slp.len < 15 ? slp.len : 15), slp.ptr ? slp.ptr : "0");
         p->after_ms = strtol(sleep_ms, NULL, 10);
-        if (ipc_channel_call(ch, &g, NULL, 0, on_gateway_reply, p) < 0)
-            die("ipc_channel_call");
+        if (ipc_channel_call(host_channel(), &g, NULL, 0, on_gateway_reply, p) <
+            0)
+            host_die("ipc_channel_call");
         answerable++;
     } else if (serial) {
         char data[32];
@@ -595,7 +552,7 @@ serial_enqueue(const struct ipc_frame *f)
     const struct ipc_bytes *ev = &f->u.process.event;
 
     if (q == NULL || (q->buf = malloc(ev->len ? ev->len : 1)) == NULL)
-        die("malloc");
+        host_die("malloc");
     memcpy(q->buf, ev->ptr, ev->len);
     q->len = ev->len;
     q->seq = f->seq;
@@ -608,69 +565,18 @@ serial_enqueue(const struct ipc_frame *f)
 /* ---- load ------------------------------------------------------------ */
 
 static void
-reply_loaded(uint64_t seq, const char *error)
-{
-    struct ipc_frame f;
-
-    memset(&f, 0, sizeof f);
-    f.type = IPC_BODY_LOADED;
-    f.reply_to = seq;
-    f.u.loaded.ok = error == NULL;
-    if (error) {
-        f.u.loaded.error.type = ipc_str_c("load_error");
-        f.u.loaded.error.message = ipc_str_c(error);
-    }
-    send_or_die(&f, NULL, 0);
-}
-
-/* Reads the sealed code memfd.  Returns a malloc'd NUL-terminated copy, or
- * NULL with *why set. */
-static char *
-read_code(const struct ipc_load *l, const int *fds, unsigned nfds,
-          const char **why)
-{
-    const int need = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
-    char *code;
-    int seals;
-
-    if (l->code_fd < 0 || (unsigned)l->code_fd >= nfds) {
-        *why = "Load.code_fd names no descriptor of the frame";
-        return NULL;
-    }
-    int fd = fds[l->code_fd];
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & need) != need) {
-        *why = "the code memfd is not sealed";
-        return NULL;
-    }
-    if (l->code_len > 1024 * 1024) {
-        *why = "test code over 1 MiB";
-        return NULL;
-    }
-    code = malloc(l->code_len + 1);
-    if (code == NULL)
-        die("malloc");
-    ssize_t n = pread(fd, code, l->code_len, 0);
-    if (n != (ssize_t)l->code_len) {
-        free(code);
-        *why = "the code memfd is shorter than Load.code_len";
-        return NULL;
-    }
-    code[n] = '\0';
-    return code;
-}
-
-static void
-on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
+on_load(const struct ipc_frame *f, int *fds, unsigned nfds)
 {
     const struct ipc_load *l = &f->u.load;
-    const char *why = NULL;
-    char *code = read_code(l, fds, nfds, &why);
+    char why[256];
+    size_t len;
+    char *code = (char *)host_code_read(l, fds, nfds, CODE_MAX, "test code",
+                                        &len, why, sizeof why);
     char *save = NULL;
     bool reply = true;
 
     if (code == NULL) {
-        reply_loaded(f->seq, why);
+        host_loaded_reply(f->seq, why);
         return;
     }
     /* An empty program echoes. */
@@ -682,7 +588,7 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
             continue;
         } else if (strncmp(line, "load_fail", 9) == 0 &&
                    (line[9] == '\0' || line[9] == ' ')) {
-            reply_loaded(f->seq, line[9] ? line + 10 : "load failed");
+            host_loaded_reply(f->seq, line[9] ? line + 10 : "load failed");
             reply = false;
             break;
         } else if (strcmp(line, "hang_load") == 0) {
@@ -699,7 +605,7 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
         } else {
             char msg[300];
             snprintf(msg, sizeof msg, "unknown directive \"%.200s\"", line);
-            reply_loaded(f->seq, msg);
+            host_loaded_reply(f->seq, msg);
             reply = false;
             break;
         }
@@ -710,73 +616,65 @@ on_load(const struct ipc_frame *f, const int *fds, unsigned nfds)
                  (int)l->worker_id.len, l->worker_id.ptr, l->version);
         loaded_version = l->version;
         loaded_concurrency = l->limits.concurrency;
-        reply_loaded(f->seq, NULL);
+        host_loaded_reply(f->seq, NULL);
     }
 }
 
-/* ---- the channel ------------------------------------------------------ */
+/* ---- the host's operations ------------------------------------------ */
 
 static void
-on_frame(struct ipc_channel *c, const struct ipc_frame *f, int *fds,
-         unsigned nfds, void *arg)
+on_frame_process(const struct ipc_frame *f)
 {
-    struct ipc_frame h;
-
-    (void)c;
-    (void)arg;
-    switch (f->type) {
-    case IPC_BODY_LOAD:
-        on_load(f, fds, nfds);
-        break;
-    case IPC_BODY_PROCESS:
-        if (shutting_down) /* the master sends nothing after Shutdown */
-            exit(3);
-        if (serial && (serial_busy || serial_queue)) {
-            serial_enqueue(f);
-            break;
-        }
-        serial_busy = serial;
-        span_queued = 0;
-        on_process(f);
-        break;
-    case IPC_BODY_HEARTBEAT:
-        if (no_heartbeat)
-            break;
-        memset(&h, 0, sizeof h);
-        h.type = IPC_BODY_HEARTBEAT;
-        h.reply_to = f->seq;
-        send_or_die(&h, NULL, 0);
-        break;
-    case IPC_BODY_SHUTDOWN:
-        shutting_down = true;
-        if (ignore_shutdown)
-            host_log(IPC_LOG_WARN, "ignoring Shutdown");
-        maybe_finish();
-        break;
-    default:
-        /* Anything else is the master breaking the protocol. */
-        fprintf(stderr, "wm-host-test[%d]: unexpected %s frame\n",
-                (int)getpid(), ipc_body_name(f->type));
-        exit(4);
+    if (host_shutting_down()) /* the master sends nothing after Shutdown */
+        exit(3);
+    if (serial && (serial_busy || serial_queue)) {
+        serial_enqueue(f);
+        return;
     }
+    serial_busy = serial;
+    span_queued = 0;
+    on_process(f);
+}
+
+static bool
+answers_heartbeat(void)
+{
+    return !no_heartbeat;
 }
 
 static void
-on_close(struct ipc_channel *c, enum ipc_channel_status status,
-         const char *reason, void *arg)
+on_shutdown(void)
 {
-    (void)c;
-    (void)arg;
-    if (status == IPC_CHANNEL_EOF)
-        exit(0); /* the master is gone or done with us */
-    fprintf(stderr, "wm-host-test[%d]: channel closed (%s): %s\n",
-            (int)getpid(), ipc_channel_status_name(status), reason);
-    exit(1);
+    if (ignore_shutdown)
+        host_log(IPC_LOG_WARN, "ignoring Shutdown");
 }
 
-/* A host inherits 0, 1, 2 and the channel, nothing else (host.c's
- * promise): anything more is reported and ends the host (exit 5), so that
- * every test that starts one checks it. */
+static void
+prepare(struct event_base *b)
+{
+    base = b;
+    poll_timer = evtimer_new(base, on_poll, NULL);
+    serial_next = evtimer_new(base, on_serial_next, NULL);
+    if (poll_timer == NULL || serial_next == NULL)
+        host_die("evtimer_new");
+}
+
+/* The Hello's figures and protocol change with the spawn mode (main). */
+static struct host_ops test_ops = {
+    .name = "wm-host-test",
+    .engine = "test",
+    .max_inflight = HOST_MAX_INFLIGHT,
+    .prepare = prepare,
+    .load = on_load,
+    .process = on_frame_process,
+    .idle = idle,
+    .heartbeat = answers_heartbeat,
+    .shutdown = on_shutdown,
+};
+
+/* A host inherits 0, 1, 2 and the channel, nothing else (the spawner's
+ * promise, sandbox/spawn.c): anything more is reported and ends the host
+ * (exit 5), so that every test that starts one checks it. */
 static void
 check_inherited_fds(void)
 {
@@ -788,7 +686,7 @@ check_inherited_fds(void)
         return; /* no procfs: nothing to check with */
     while ((de = readdir(d)) != NULL) {
         int fd = atoi(de->d_name);
-        if (de->d_name[0] != '.' && fd > HOST_FD && fd != dirfd(d))
+        if (de->d_name[0] != '.' && fd > HOST_CHANNEL_FD && fd != dirfd(d))
             bad = fd;
     }
     closedir(d);
@@ -814,54 +712,24 @@ int
 main(int argc, char **argv)
 {
     const char *mode = spawn_mode(argc > 0 ? argv[0] : "");
-    struct ipc_channel_config cfg = {
-        .role = IPC_CHANNEL_HOST,
-        .engine = "test",
-        .max_inflight = HOST_MAX_INFLIGHT,
-        .confinement = "none",
-    };
-    const struct ipc_channel_callbacks cb = {
-        .on_frame = on_frame,
-        .on_close = on_close,
-    };
-    struct sigaction sa;
 
     /* inflight<N>: a deeper pipeline (benchmarks). */
     if (strncmp(mode, "inflight", 8) == 0 && atoi(mode + 8) > 0)
-        cfg.max_inflight = (uint32_t)atoi(mode + 8);
+        test_ops.max_inflight = (uint32_t)atoi(mode + 8);
     /* serial<N>: one event at a time, N more queued (a Python host). */
     if (strncmp(mode, "serial", 6) == 0 && atoi(mode + 6) > 0) {
         serial = true;
-        cfg.max_inflight = 1;
-        cfg.prefetch = (uint32_t)atoi(mode + 6);
+        test_ops.max_inflight = 1;
+        test_ops.prefetch = (uint32_t)atoi(mode + 6);
     }
-    if (fcntl(HOST_FD, F_GETFD) < 0)
-        die("no channel on fd 3");
+    if (strcmp(mode, "bad_protocol") == 0)
+        test_ops.protocol = 99;
+    /* Before host_run() opens anything of its own. */
     check_inherited_fds();
-    /* A master that dies leaves no writer: EPIPE, not a signal. */
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_IGN;
-    if (sigaction(SIGPIPE, &sa, NULL) < 0)
-        die("sigaction");
     if (strcmp(mode, "no_hello") == 0) {
         /* Say nothing; the master's handshake timer kills us. */
         for (;;)
             pause();
     }
-    if (strcmp(mode, "bad_protocol") == 0)
-        cfg.protocol = 99;
-
-    base = event_base_new();
-    if (base == NULL)
-        die("event_base_new");
-    poll_timer = evtimer_new(base, on_poll, NULL);
-    serial_next = evtimer_new(base, on_serial_next, NULL);
-    if (poll_timer == NULL || serial_next == NULL)
-        die("evtimer_new");
-    ch = ipc_channel_new(base, HOST_FD, &cfg, &cb, NULL);
-    if (ch == NULL)
-        die("ipc_channel_new");
-    if (event_base_dispatch(base) < 0)
-        die("event_base_dispatch");
-    return 0;
+    host_run(&test_ops);
 }
