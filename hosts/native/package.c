@@ -6,7 +6,6 @@
 
 #include "hosts/native/package.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,48 +13,27 @@
 #include <jansson.h>
 #include <zip.h>
 
+#include "lib/errbuf.h"
+#include "lib/name.h"
+
 /* The most entries a package may have (a zip bomb of names is refused). */
 #define MAX_ENTRIES 10000
 /* manifest.json is small. */
 #define MANIFEST_MAX (64u << 10)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int
 bad_library(const char *name, char *err, size_t errlen)
 {
-    return fail(err, errlen,
-                "manifest.json: library \"%.*s\" is not a library name "
-                "([A-Za-z0-9_.-], 1 to %d characters, no \"..\")",
-                NATIVE_LIBRARY_MAX, name, NATIVE_LIBRARY_MAX);
+    return errbuf_set(err, errlen,
+                      "manifest.json: library \"%.*s\" is not a library name "
+                      "([A-Za-z0-9_.-], 1 to %d characters, no \"..\")",
+                      NATIVE_LIBRARY_MAX, name, NATIVE_LIBRARY_MAX);
 }
 
 bool
 native_library_name_valid(const char *s)
 {
-    size_t n = strlen(s);
-
-    if (n == 0 || n > NATIVE_LIBRARY_MAX || strstr(s, "..") != NULL)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
+    return name_word_valid(s, NATIVE_LIBRARY_MAX) && strstr(s, "..") == NULL;
 }
 
 int
@@ -74,10 +52,10 @@ native_library_filename(const char *library, enum native_os os, char *out,
     if (!native_library_name_valid(library))
         return bad_library(library, err, errlen);
     if ((unsigned)os > NATIVE_OS_MACOS)
-        return fail(err, errlen, "unknown platform %d", (int)os);
+        return errbuf_set(err, errlen, "unknown platform %d", (int)os);
     n = snprintf(out, outlen, "%s%s%s", pre[os], library, suf[os]);
     if (n < 0 || (size_t)n >= outlen)
-        return fail(err, errlen, "library name %s is too long", library);
+        return errbuf_set(err, errlen, "library name %s is too long", library);
     return 0;
 }
 
@@ -119,12 +97,13 @@ take_symbol(json_t *root, const char *key, const char *def, char *out,
 
     if (v != NULL) {
         if (!json_is_string(v))
-            return fail(err, errlen, "manifest.json: %s must be a string", key);
+            return errbuf_set(err, errlen, "manifest.json: %s must be a string",
+                              key);
         s = json_string_value(v);
         if (!symbol_valid(s) || strlen(s) >= outlen)
-            return fail(err, errlen,
-                        "manifest.json: %s \"%.64s\" is not a C symbol name",
-                        key, s);
+            return errbuf_set(
+                err, errlen,
+                "manifest.json: %s \"%.64s\" is not a C symbol name", key, s);
     }
     snprintf(out, outlen, "%s", s);
     return 0;
@@ -140,32 +119,34 @@ native_manifest_parse(const uint8_t *json, size_t len,
 
     memset(m, 0, sizeof *m);
     if (root == NULL)
-        return fail(err, errlen, "manifest.json is not JSON: line %d: %s",
-                    je.line, je.text);
+        return errbuf_set(err, errlen, "manifest.json is not JSON: line %d: %s",
+                          je.line, je.text);
     if (!json_is_object(root)) {
-        fail(err, errlen, "manifest.json must hold a JSON object");
+        errbuf_set(err, errlen, "manifest.json must hold a JSON object");
         goto out;
     }
     json_t *abi = json_object_get(root, "abi_version");
     if (!json_is_integer(abi)) {
-        fail(err, errlen,
-             "manifest.json: abi_version (an integer) is required; "
-             "supported: %s",
-             NATIVE_ABI_SUPPORTED);
+        errbuf_set(err, errlen,
+                   "manifest.json: abi_version (an integer) is required; "
+                   "supported: %s",
+                   NATIVE_ABI_SUPPORTED);
         goto out;
     }
     if (json_integer_value(abi) != 1) {
-        fail(err, errlen,
-             "manifest.json: abi_version %lld is not supported; supported: "
-             "%s",
-             (long long)json_integer_value(abi), NATIVE_ABI_SUPPORTED);
+        errbuf_set(
+            err, errlen,
+            "manifest.json: abi_version %lld is not supported; supported: "
+            "%s",
+            (long long)json_integer_value(abi), NATIVE_ABI_SUPPORTED);
         goto out;
     }
     m->abi_version = 1;
     json_t *lib = json_object_get(root, "library");
     const char *name = json_string_value(lib);
     if (name == NULL) {
-        fail(err, errlen, "manifest.json: library (a string) is required");
+        errbuf_set(err, errlen,
+                   "manifest.json: library (a string) is required");
         goto out;
     }
     if (!native_library_name_valid(name)) {
@@ -194,14 +175,14 @@ read_entry(zip_t *za, zip_int64_t idx, const char *name, size_t max,
 
     if (zip_stat_index(za, (zip_uint64_t)idx, 0, &st) != 0 ||
         !(st.valid & ZIP_STAT_SIZE))
-        return fail(err, errlen, "%s: cannot read its size in the package",
-                    name);
+        return errbuf_set(err, errlen,
+                          "%s: cannot read its size in the package", name);
     if (st.size > max)
-        return fail(err, errlen, "%s: %llu bytes, over the limit of %zu", name,
-                    (unsigned long long)st.size, max);
+        return errbuf_set(err, errlen, "%s: %llu bytes, over the limit of %zu",
+                          name, (unsigned long long)st.size, max);
     *data = malloc(st.size ? (size_t)st.size : 1);
     if (*data == NULL)
-        return fail(err, errlen, "%s: out of memory", name);
+        return errbuf_set(err, errlen, "%s: out of memory", name);
     f = zip_fopen_index(za, (zip_uint64_t)idx, 0);
     zip_int64_t n = f ? zip_fread(f, *data, st.size) : -1;
     if (f)
@@ -209,8 +190,9 @@ read_entry(zip_t *za, zip_int64_t idx, const char *name, size_t max,
     if (n < 0 || (zip_uint64_t)n != st.size) {
         free(*data);
         *data = NULL;
-        return fail(err, errlen, "%s: cannot be read from the package (%s)",
-                    name, f ? "short read or bad data" : zip_strerror(za));
+        return errbuf_set(err, errlen,
+                          "%s: cannot be read from the package (%s)", name,
+                          f ? "short read or bad data" : zip_strerror(za));
     }
     *len = (size_t)st.size;
     return 0;
@@ -261,19 +243,20 @@ native_package_open(const uint8_t *zip, size_t len, const char *rid,
 
     memset(out, 0, sizeof *out);
     if (rid == NULL)
-        return fail(err, errlen,
-                    "this machine's architecture has no RID; supported: %s",
-                    NATIVE_RIDS_SUPPORTED);
+        return errbuf_set(
+            err, errlen,
+            "this machine's architecture has no RID; supported: %s",
+            NATIVE_RIDS_SUPPORTED);
     if (len > NATIVE_PACKAGE_MAX)
-        return fail(err, errlen, "the package has %zu bytes, over %u", len,
-                    NATIVE_PACKAGE_MAX);
+        return errbuf_set(err, errlen, "the package has %zu bytes, over %u",
+                          len, NATIVE_PACKAGE_MAX);
     zip_error_init(&ze);
     src = zip_source_buffer_create(zip, len, 0, &ze);
     if (src != NULL)
         za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     if (za == NULL) {
-        fail(err, errlen, "the package is not a zip archive: %s",
-             zip_error_strerror(&ze));
+        errbuf_set(err, errlen, "the package is not a zip archive: %s",
+                   zip_error_strerror(&ze));
         if (src)
             zip_source_free(src);
         zip_error_fini(&ze);
@@ -281,13 +264,13 @@ native_package_open(const uint8_t *zip, size_t len, const char *rid,
     }
     zip_error_fini(&ze);
     if (zip_get_num_entries(za, 0) > MAX_ENTRIES) {
-        fail(err, errlen, "the package has over %d entries", MAX_ENTRIES);
+        errbuf_set(err, errlen, "the package has over %d entries", MAX_ENTRIES);
         goto out;
     }
     zip_int64_t mi = zip_name_locate(za, "manifest.json", 0);
     if (mi < 0) {
-        fail(err, errlen,
-             "manifest.json is missing at the root of the package");
+        errbuf_set(err, errlen,
+                   "manifest.json is missing at the root of the package");
         goto out;
     }
     if (read_entry(za, mi, "manifest.json", MANIFEST_MAX, &manifest, &mlen, err,
@@ -301,10 +284,10 @@ native_package_open(const uint8_t *zip, size_t len, const char *rid,
     zip_int64_t li = zip_name_locate(za, out->entry, 0);
     if (li < 0) {
         list_rids(za, have, sizeof have);
-        fail(err, errlen,
-             "not supported on this architecture: the package has no %s "
-             "(its RIDs: %s; supported: %s)",
-             out->entry, have, NATIVE_RIDS_SUPPORTED);
+        errbuf_set(err, errlen,
+                   "not supported on this architecture: the package has no %s "
+                   "(its RIDs: %s; supported: %s)",
+                   out->entry, have, NATIVE_RIDS_SUPPORTED);
         goto out;
     }
     if (read_entry(za, li, out->entry, NATIVE_PACKAGE_MAX, &out->library,
