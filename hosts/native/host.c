@@ -56,6 +56,7 @@
 #include "hosts/native/package.h"
 #include "ipc/channel.h"
 #include "ipc/cloudevent.h"
+#include "lib/thread.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/zygote.h"
 
@@ -110,18 +111,9 @@ opener_main(void *arg)
 static void
 opener_start(void)
 {
-    static const int own[] = { SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
-                               SIGABRT, SIGTRAP, SIGSYS };
-    sigset_t all, old;
     pthread_t t;
-    int rc;
+    int rc = thread_start_quiet(&t, opener_main, NULL, true);
 
-    sigfillset(&all);
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        sigdelset(&all, own[i]);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = pthread_create(&t, NULL, opener_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         errno = rc;
         host_die("pthread_create (the opener)");

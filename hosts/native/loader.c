@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include "hosts/native/loader.h"
+#include "lib/thread.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -274,10 +275,7 @@ pool_main(void *arg)
 int
 native_loader_threads(struct native_loader *nl, unsigned n)
 {
-    sigset_t all, old;
     int rc = 0;
-    static const int own[] = { SIGSEGV, SIGBUS,  SIGFPE, SIGILL,
-                               SIGABRT, SIGTRAP, SIGSYS };
 
     if (n == 0)
         n = 1;
@@ -285,15 +283,12 @@ native_loader_threads(struct native_loader *nl, unsigned n)
         n = NATIVE_LOADER_MAX_THREADS;
     /* Asynchronous signals stay with the owner's threads; a worker's own
      * faults (and abort(), raise()) must still reach it. */
-    sigfillset(&all);
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        sigdelset(&all, own[i]);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
     while (nl->nthreads < n) {
         pthread_mutex_lock(&nl->mu);
         nl->alive++;
         pthread_mutex_unlock(&nl->mu);
-        rc = pthread_create(&nl->threads[nl->nthreads], NULL, pool_main, nl);
+        rc =
+            thread_start_quiet(&nl->threads[nl->nthreads], pool_main, nl, true);
         if (rc != 0) {
             pthread_mutex_lock(&nl->mu);
             nl->alive--;
@@ -302,7 +297,6 @@ native_loader_threads(struct native_loader *nl, unsigned n)
         }
         nl->nthreads++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0 && nl->nthreads == 0) {
         errno = rc;
         return -1;

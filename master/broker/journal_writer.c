@@ -30,6 +30,7 @@
 #include "master/broker/journal_private.h"
 
 #include "lib/errbuf.h"
+#include "lib/thread.h"
 #include "master/core/log.h"
 
 #include <errno.h>
@@ -364,19 +365,8 @@ jn_writer(void *arg)
 int
 journal_writer_start(struct journal *j, char *err, size_t errlen)
 {
-    sigset_t all, old;
-    int rc;
+    int rc = thread_start_quiet(&j->thread, jn_writer, j, false);
 
-    if (sigfillset(&all) != 0)
-        return errbuf_set(err, errlen, "journal: sigfillset: %s",
-                          strerror(errno));
-    rc = pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (rc != 0)
-        return errbuf_set(err, errlen, "journal: pthread_sigmask: %s",
-                          strerror(rc));
-    rc = pthread_create(&j->thread, NULL, jn_writer, j);
-    /* Restoring a mask read a moment ago cannot fail. */
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
         return errbuf_set(err, errlen,
                           "journal: starting the writer thread: %s",

@@ -40,6 +40,7 @@
 #include "master/store/store_file_private.h"
 
 #include "lib/errbuf.h"
+#include "lib/thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -568,22 +569,8 @@ sf_writer(void *arg)
 int
 store_file_writer_start(struct store_file *sf, char *err, size_t errlen)
 {
-    sigset_t all, old;
-    int rc;
+    int rc = thread_start_quiet(&sf->thread, sf_writer, sf, false);
 
-    if (sigfillset(&all) != 0) {
-        errbuf_set(err, errlen, "state store: sigfillset: %s", strerror(errno));
-        return -1;
-    }
-    rc = pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (rc != 0) {
-        errbuf_set(err, errlen, "state store: pthread_sigmask: %s",
-                   strerror(rc));
-        return -1;
-    }
-    rc = pthread_create(&sf->thread, NULL, sf_writer, sf);
-    /* Restoring a mask read a moment ago cannot fail. */
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         errbuf_set(err, errlen, "state store: starting the writer thread: %s",
                    strerror(rc));

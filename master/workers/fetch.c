@@ -51,6 +51,7 @@
 #include <openssl/evp.h>
 
 #include "lib/hex.h"
+#include "lib/thread.h"
 #include "master/core/conf.h"
 #include "master/core/log.h"
 
@@ -724,7 +725,6 @@ fetch_start(struct fetcher *f, const char *url, const char *sha256,
 {
     struct fetch_url u;
     enum fetch_status st;
-    sigset_t all, old;
 
     if (atomic_load(&f->cancelled))
         return fail(why, whylen, FETCH_CANCELLED,
@@ -744,10 +744,7 @@ fetch_start(struct fetcher *f, const char *url, const char *sha256,
     j->cb = cb;
     j->arg = arg;
     /* The thread takes no signal: the loop's handlers stay the loop's. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&j->thread, NULL, job_run, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = thread_start_quiet(&j->thread, job_run, j, false);
     if (rc != 0) {
         free(j);
         return fail(why, whylen, FETCH_FAILED, "cannot start a thread: %s",
