@@ -6,7 +6,32 @@ tests (STYLE §12), written once for every test_*.py here.
         tmp_path), started before the test and stopped after it: the stop
         must exit 0 and leave a clean log (wm.Daemon.check_clean: no ALERT
         line, no sanitizer report), even when the test stopped the daemon
-        itself.
+        itself, and no process of the daemon's tree may outlive it (no
+        orphaned host, zygote or launcher).
+
+After a test that passed, with its daemon still running, the fixture
+first brings the daemon back to where it started (wm.Daemon.settle): it
+closes the test's event streams and stops every worker, then waits until
+the daemon's processes are those of its start (the master, its launcher,
+the zygotes; besides them only the warm pools' hosts and their inits) and
+the master's and the launcher's descriptors are back to their start's,
+kind by kind (a socket for a socket; the launcher's start is read once it
+has set itself up).  The tolerance: journal segments (the journal opens
+them as it needs them; a deleted one still open is a leak), the memfd of
+an in-process library the master still maps (a library dlclose() cannot
+unload keeps its descriptor: hosts/native/loader.c), one socket in the
+master per pool host (its channel); the launcher's are not compared while
+pool hosts run.  So a host, channel, file or connection that a test's
+work leaves behind fails the test, which names it (pid and command line;
+descriptor and what it points at).  The fixture's stop thus stops a daemon
+whose workers are stopped: stopping a daemon with running hosts stays the
+business of the tests that stop their own daemons (test_daemon.py,
+test_recovery.py and the others' inline daemons).
+
+A test that leaves something on purpose says what and why, and is not
+settled (its stop is still checked):
+
+    @pytest.mark.leaves("what the daemon still holds after it, and why")
 
 What daemon a module (or one test) gets is its `wmd` marker's:
 
@@ -40,6 +65,22 @@ def pytest_configure(config):
         "markers",
         "wmd(make=wm.Daemon, params=None, ids=None, **kwargs): how the wmd "
         "fixture makes the test's daemon (tests/integration/conftest.py)")
+    config.addinivalue_line(
+        "markers",
+        "leaves(why): the test leaves its daemon holding more than at start "
+        "(why); the wmd fixture does not settle it")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # The outcome of the test's phases, for the fixture's teardown.
+    report = (yield).get_result()
+    setattr(item, f"wm_{report.when}", report)
+
+
+def _passed(node):
+    call = getattr(node, "wm_call", None)
+    return call is not None and call.passed
 
 
 def pytest_generate_tests(metafunc):
@@ -70,6 +111,11 @@ def wmd(request, wm_builddir, tmp_path):
     if d.proc is None:
         d.start()
     yield d
-    rc = d.stop()
-    d.check_clean()
+    try:
+        if (_passed(request.node) and d.proc.poll() is None
+                and request.node.get_closest_marker("leaves") is None):
+            d.settle()
+    finally:
+        rc = d.stop()
+        d.check_clean()
     assert rc == 0, d.log()
