@@ -11,6 +11,9 @@ Fixtures every Python test may use:
                (tests never pass vacuously, nor skip for want of a build).
   wm_python    Debian's interpreter, for the subprocesses a test starts.
 
+The integration tests' daemon, the wmd fixture (and its marker), is
+tests/integration/conftest.py's.
+
 The suite runs under Debian's /usr/bin/python3 only: python3-pytest and
 python3-flatbuffers are Debian packages, invisible to a pyenv python3 that may
 come first on PATH.  WM_ANY_PYTHON=1 lifts the check.

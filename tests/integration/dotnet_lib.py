@@ -1,7 +1,8 @@
 """Helpers of the .NET engine's tests (test_dotnet_*.py, issue 10): the
-engine descriptor of the build tree's wm-host-dotnet, the sample workers
-of tests/workers/dotnet built with the installed SDK (offline: the only
-package source is an empty folder), and nupkgs made of their output.
+engine descriptor of the build tree's wm-host-dotnet and a daemon with it,
+the sample workers of tests/workers/dotnet built with the installed SDK
+(offline: the only package source is an empty folder), and nupkgs made of
+their output.
 
 Without a .NET SDK (or a build without the host) the tests skip, named in
 tests/expected-skips; with DOTNET_MUST_WORK=1 (set where dotnet is
@@ -16,6 +17,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from wm import Daemon
 
 MIME = "application/x-dotnet-dll"
 WORKERS = Path(__file__).resolve().parent.parent / "workers" / "dotnet"
@@ -43,6 +46,14 @@ def dotnet_engine(host):
                              "language = C#\n"
                              f"host = {host}\n"
                              "spawn = exec\nrole = dotnet\nprotocol = 1\n"}
+
+
+def daemon(builddir, tmp_path, **options):
+    """A daemon with the build's .NET engine and those options, and
+    WM_SANDBOX_DEBUG passed on (skips as need_dotnet() does)."""
+    return Daemon(builddir, tmp_path, options=options,
+                  engines=dotnet_engine(need_dotnet(builddir)),
+                  env=sandbox_debug())
 
 
 def tfm(builddir):

@@ -79,11 +79,7 @@ def read(path):
     return Path(path).read_text().strip()
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path, host_pids_max=48)
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon, host_pids_max=48)
 
 
 def test_host_runs_in_its_own_group(wmd, attack_package):

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from dotnet_lib import (MIME, build_worker, dotnet_engine, need_dotnet,
-                        nupkg, sandbox_debug)
+from dotnet_lib import (MIME, build_worker, daemon, dotnet_engine,
+                        need_dotnet, nupkg)
 from wm import Daemon, b64
 
 
@@ -24,16 +24,9 @@ def echo_pkg(wm_builddir, tmp_path_factory):
     return nupkg(folder)
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    host = need_dotnet(wm_builddir)
-    d = Daemon(wm_builddir, tmp_path, options={
-        "restart_base_delay_ms": 20, "restart_max_delay_ms": 100,
-        "shutdown_grace_ms": 1000, "message_timeout_ms": 4000},
-        engines=dotnet_engine(host), env=sandbox_debug())
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(
+    make=daemon, restart_base_delay_ms=20, restart_max_delay_ms=100,
+    shutdown_grace_ms=1000, message_timeout_ms=4000)
 
 
 def create(d, package, expect=201, **fields):

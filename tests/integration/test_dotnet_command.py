@@ -7,9 +7,8 @@ worker's response type with data {"error": <the spec's text>}.
 
 import pytest
 
-from dotnet_lib import (MIME, build_worker, dotnet_engine, need_dotnet,
-                        nupkg, sandbox_debug)
-from wm import Daemon, b64
+from dotnet_lib import MIME, build_worker, daemon, need_dotnet, nupkg
+from wm import b64
 
 
 @pytest.fixture(scope="module")
@@ -20,16 +19,9 @@ def command_pkg(wm_builddir, tmp_path_factory):
     return nupkg(folder)
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    host = need_dotnet(wm_builddir)
-    d = Daemon(wm_builddir, tmp_path, options={
-        "restart_base_delay_ms": 20, "restart_max_delay_ms": 100,
-        "shutdown_grace_ms": 1000},
-        engines=dotnet_engine(host), env=sandbox_debug())
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(
+    make=daemon, restart_base_delay_ms=20, restart_max_delay_ms=100,
+    shutdown_grace_ms=1000)
 
 
 def create(d, package):

@@ -7,8 +7,8 @@ line and column; warnings (CS8509) reach the log.
 
 import pytest
 
-from dotnet_lib import dotnet_engine, need_dotnet, sandbox_debug
-from wm import Daemon, b64
+from dotnet_lib import daemon
+from wm import b64
 
 CS = "text/x-csharp"
 
@@ -43,14 +43,7 @@ public static class Echo
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    host = need_dotnet(wm_builddir)
-    d = Daemon(wm_builddir, tmp_path, options={"shutdown_grace_ms": 1000},
-               engines=dotnet_engine(host), env=sandbox_debug())
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon, shutdown_grace_ms=1000)
 
 
 def create(d, source, expect=201):

@@ -33,13 +33,7 @@ FAST = {
 }
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = Daemon(wm_builddir, tmp_path, options=FAST)
-    d.start()
-    yield d
-    rc = d.stop()
-    assert rc == 0, d.log()
+pytestmark = pytest.mark.wmd(options=FAST)
 
 
 def spans(events):

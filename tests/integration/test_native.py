@@ -46,15 +46,16 @@ def native_engine(builddir):
                              "spawn = exec\nprotocol = 1\n"}
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = Daemon(wm_builddir, tmp_path, options={
-        "restart_base_delay_ms": 20, "restart_max_delay_ms": 100,
-        "shutdown_grace_ms": 1000, "message_timeout_ms": 2000},
-        engines=native_engine(wm_builddir))
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+def native_daemon(builddir, tmp_path, **options):
+    """A daemon with the build's native engine and those options."""
+    return Daemon(builddir, tmp_path, options=options,
+                  engines=native_engine(builddir))
+
+
+pytestmark = pytest.mark.wmd(
+    make=native_daemon, restart_base_delay_ms=20,
+    restart_max_delay_ms=100, shutdown_grace_ms=1000,
+    message_timeout_ms=2000)
 
 
 def tagged_package(lib, version):

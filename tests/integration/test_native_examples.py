@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from test_native import MIME, native_engine
-from wm import Daemon, b64
+from test_native import MIME, native_daemon
+from wm import b64
 
 EXAMPLES = ("echo", "counter", "state")
 # The examples must build without a warning: they are what authors copy.
@@ -61,14 +61,8 @@ def packages(tmp_path_factory, wm_repo, wm_built):
     return out
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = Daemon(wm_builddir, tmp_path, options={
-        "shutdown_grace_ms": 1000, "message_timeout_ms": 5000},
-        engines=native_engine(wm_builddir))
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=native_daemon, shutdown_grace_ms=1000,
+                             message_timeout_ms=5000)
 
 
 def create(d, package, **fields):

@@ -55,11 +55,7 @@ def daemon(builddir, tmp, allow=True, in_process="yes", **options):
                   engines=engines(builddir, in_process))
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path).start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon)
 
 
 def create(d, package, expect=201, **fields):

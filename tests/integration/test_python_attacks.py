@@ -26,22 +26,20 @@ SIGSYS = int(signal.SIGSYS)
 MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
 
 
-@pytest.fixture(scope="module")
-def sandboxed(wm_builddir):
-    require_sandbox(wm_builddir)
-
-
 PRELOAD = "os,socket,ctypes,subprocess,threading"
 
 
-@pytest.fixture(params=["on", "off"])
-def wmd(request, wm_builddir, tmp_path, sandboxed):
-    d = daemon(wm_builddir, tmp_path, options={
-        "python_allowlist": request.param, "python_preload": PRELOAD})
-    d.start()
-    d.allowlist = request.param
-    yield d
-    assert d.stop() == 0, d.log()
+def attacked(builddir, tmp_path, allowlist):
+    """A daemon whose Python hosts have the import allowlist on or off
+    (allowlist), with the modules the attacks need preloaded."""
+    require_sandbox(builddir)
+    d = daemon(builddir, tmp_path, options={
+        "python_allowlist": allowlist, "python_preload": PRELOAD})
+    d.allowlist = allowlist
+    return d
+
+
+pytestmark = pytest.mark.wmd(make=attacked, params=["on", "off"])
 
 
 ATTACKS = """

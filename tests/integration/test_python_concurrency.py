@@ -38,12 +38,7 @@ CODE = """
 N = 9
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path)
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon)
 
 
 def burst(d, out, tag, n=N):

@@ -29,12 +29,8 @@ MIRROR = """
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path, options={"message_timeout_ms": 3000})
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon,
+                             options={"message_timeout_ms": 3000})
 
 
 def test_event_is_a_dict(wmd):

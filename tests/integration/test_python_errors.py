@@ -46,12 +46,8 @@ FAILING = """
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path, options={"message_timeout_ms": 3000})
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon,
+                             options={"message_timeout_ms": 3000})
 
 
 def test_exception_is_reported_with_type_and_traceback(wmd):

@@ -39,12 +39,7 @@ GATEWAY = """
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path)
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon)
 
 
 def test_log(wmd):

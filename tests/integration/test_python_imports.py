@@ -56,12 +56,7 @@ USES = """
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path)
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon)
 
 
 def test_safe_standard_library_works_under_the_filter(wmd):

@@ -27,14 +27,8 @@ CODE = """
 """
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = daemon(wm_builddir, tmp_path,
-               options={"message_timeout_ms": 1000, "max_redeliveries": 0,
-                        "log_level": "debug"})
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=daemon, options={
+    "message_timeout_ms": 1000, "max_redeliveries": 0, "log_level": "debug"})
 
 
 def test_the_host_says_its_prefetch(wmd):

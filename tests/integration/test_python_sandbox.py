@@ -17,21 +17,21 @@ UID_BASE = 3000000  # host_uid_base's default (workmanager.conf(5))
 MUST_WORK = os.environ.get("SANDBOX_MUST_WORK") == "1"
 
 
-@pytest.fixture(scope="module")
-def sandboxed(wm_builddir):
-    require_sandbox(wm_builddir)
-
-
-@pytest.fixture(params=[("on", "zygote"), ("off", "zygote"), ("on", "exec")],
-                ids=lambda p: "-".join(p))
-def wmd(request, wm_builddir, tmp_path, sandboxed):
-    allowlist, spawn = request.param
-    d = daemon(wm_builddir, tmp_path, spawn=spawn,
+def confined(builddir, tmp_path, param):
+    """A daemon whose Python hosts have the allowlist on or off and are
+    forked from the zygote or exec'd: param is (allowlist, spawn)."""
+    require_sandbox(builddir)
+    allowlist, spawn = param
+    d = daemon(builddir, tmp_path, spawn=spawn,
                options={"python_allowlist": allowlist})
     d.spawn = spawn
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+    return d
+
+
+pytestmark = pytest.mark.wmd(
+    make=confined,
+    params=[("on", "zygote"), ("off", "zygote"), ("on", "exec")],
+    ids=lambda p: "-".join(p))
 
 
 WORKER = """

@@ -34,18 +34,16 @@ WORKER = """
 
 
 def warm_daemon(builddir, tmp_path, warm, **options):
+    """A daemon started with `warm` pool hosts of the Python engine (its
+    hosts confined: skips without the sandbox)."""
+    require_sandbox(builddir)
     d = daemon(builddir, tmp_path, options=options)
     text = (d.engines / "python.engine").read_text()
     (d.engines / "python.engine").write_text(text + f"warm = {warm}\n")
     return d.start()
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    require_sandbox(wm_builddir)
-    d = warm_daemon(wm_builddir, tmp_path, 1)
-    yield d
-    assert d.stop() == 0, d.log()
+pytestmark = pytest.mark.wmd(make=warm_daemon, warm=1)
 
 
 def engine(d, name="python"):
@@ -246,7 +244,6 @@ SLOW = """
 def test_extra_processes_take_pool_hosts(wm_builddir, tmp_path):
     """A worker of several host processes (concurrency = processes) takes
     a pool host for each new one while the pool has one ready."""
-    require_sandbox(wm_builddir)
     d = warm_daemon(wm_builddir, tmp_path, 2)
     try:
         wait_ready(d, 2)

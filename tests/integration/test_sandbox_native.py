@@ -75,7 +75,9 @@ def attack_package(attack_lib):
     return make_package(attack_lib, library="attack")
 
 
-def daemon(builddir, tmp_path, env=None, spawn="exec"):
+def daemon(builddir, tmp_path, spawn="exec", env=None):
+    """A daemon whose native hosts are exec'd, or forked from a zygote
+    (sandbox/zygote.h) with spawn "zygote"."""
     host = Path(builddir) / "hosts" / "native" / "wm-host-native"
     return Daemon(builddir, tmp_path, env=env, options={
         "restart_base_delay_ms": 20, "restart_max_delay_ms": 100,
@@ -87,16 +89,10 @@ def daemon(builddir, tmp_path, env=None, spawn="exec"):
                                   f"spawn = {spawn}\nprotocol = 1\n"})
 
 
-@pytest.fixture
-def wmd(request, wm_builddir, tmp_path, sandboxed):
-    """A daemon whose native hosts are exec'd, or forked from a zygote
-    (sandbox/zygote.h) for the tests parametrized indirectly with
-    "zygote"."""
-    d = daemon(wm_builddir, tmp_path,
-               spawn=getattr(request, "param", "exec"))
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
+# wmd: hosts exec'd, or forked from a zygote for the tests parametrised
+# indirectly with "zygote"; every test here needs the sandbox.
+pytestmark = [pytest.mark.wmd(make=daemon),
+              pytest.mark.usefixtures("sandboxed")]
 
 
 def create(d, package):

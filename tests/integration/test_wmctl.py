@@ -17,14 +17,6 @@ from wm import Daemon, metric
 
 
 @pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = Daemon(wm_builddir, tmp_path)
-    d.start()
-    yield d
-    assert d.stop() == 0, d.log()
-
-
-@pytest.fixture
 def wmctl_bin(wm_built):
     return str(wm_built("cli/wmctl"))
 

@@ -22,19 +22,12 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-@pytest.fixture
-def wmd(wm_builddir, tmp_path):
-    d = Daemon(wm_builddir, tmp_path, options={
-        "handshake_timeout_ms": 1000,
-        "restart_base_delay_ms": 50,
-        "restart_max_delay_ms": 200,
-        "shutdown_grace_ms": 1000,
-    })
-    d.start()
-    yield d
-    rc = d.stop()
-    d.check_clean()
-    assert rc == 0, d.log()
+pytestmark = pytest.mark.wmd(options={
+    "handshake_timeout_ms": 1000,
+    "restart_base_delay_ms": 50,
+    "restart_max_delay_ms": 200,
+    "shutdown_grace_ms": 1000,
+})
 
 
 def test_create_and_start(wmd):

@@ -5,6 +5,12 @@ temp dir, runs in the foreground with its log captured to a file, and is
 stopped (SIGTERM, then SIGKILL) when the test ends.  After a test, the log
 must hold no ALERT line (STYLE §5).
 
+What the daemon holds is watched from /proc (STYLE §12): start() notes its
+process tree (the master, its launcher, the zygotes; by parent pid) and
+the descriptors of the master and the launcher; settle() stops what a test
+left running and waits until they are back to that (leftovers() says what
+is not); stop() fails when a process of the tree outlives the master.
+
 Lifecycle events are read from the log's `lifecycle: {json}` lines until
 the broker publishes them on workmanager.lifecycle.
 """
@@ -13,11 +19,13 @@ import base64
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections import Counter, namedtuple
 from pathlib import Path
 
 
@@ -82,6 +90,105 @@ def traversable(path):
             os.chmod(d, (mode & 0o7777) | 0o011)
 
 
+# ---- processes and descriptors, from /proc --------------------------------
+
+# starttime (in clock ticks since boot) tells a process from a later one
+# that was given its pid; state "Z" is a zombie, as good as gone.
+Process = namedtuple("Process", "pid ppid starttime state cmdline")
+
+
+def processes():
+    """Every process now, {pid: Process}."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        # comm, in parentheses, may hold anything: split after its end.
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(name)] = Process(
+            int(name), int(fields[1]), int(fields[19]), fields[0],
+            " ".join(a.decode(errors="replace") for a in argv))
+    return out
+
+
+def tree(root, table=None):
+    """root and its descendants (by parent pid), {pid: Process}."""
+    table = processes() if table is None else table
+    children = {}
+    for p in table.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in out:
+            out[pid] = table[pid]
+            todo += children.get(pid, [])
+    return out
+
+
+def alive(p, table):
+    """Whether process p (a Process) still runs: its pid, not reused."""
+    now = table.get(p.pid)
+    return now is not None and now.starttime == p.starttime and \
+        now.state != "Z"
+
+
+def descriptors(pid):
+    """{fd: what it is} of pid's open descriptors (readlink of
+    /proc/PID/fd/N); None when they cannot be read (gone, not ours)."""
+    out = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for name in names:
+        try:
+            out[int(name)] = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            pass  # closed meanwhile
+    return out
+
+
+def polling(pid):
+    """Whether pid sleeps in poll(2), by its wchan (the kernel function it
+    waits in); None when the kernel does not say (`0`) or pid is gone."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read().strip()
+    except OSError:
+        return None
+    return "poll" in wchan if wchan not in ("", "0") else None
+
+
+def kind(target):
+    """What a descriptor is, without its instance: `socket:[123]` is a
+    socket, `pipe:[9]` a pipe; a path is itself."""
+    return re.sub(r":\[\d+\]$", "", target)
+
+
+def grown(before, now, ignore=lambda target: False, spare=None):
+    """The descriptors of now (as descriptors() gives them) beyond those
+    of before, kind by kind; spare: {kind: how many more are fine}."""
+    extra = Counter(kind(t) for t in now.values() if not ignore(t))
+    extra.subtract(kind(t) for t in before.values() if not ignore(t))
+    extra.subtract(spare or {})
+    out = []
+    for k, n in sorted(extra.items()):
+        if n <= 0:
+            continue
+        new = [f"fd {fd} -> {t}" for fd, t in sorted(now.items())
+               if kind(t) == k and before.get(fd) != t]
+        out.append(f"{n} more {k} than at start: " + ", ".join(new))
+    return out
+
+
 class Daemon:
     def __init__(self, builddir, tmp, options=None, env=None, engines=None):
         self.builddir = Path(builddir)
@@ -97,6 +204,8 @@ class Daemon:
         self.options = dict(options or {})
         self.env = dict(env or {})
         self.proc = None
+        self.streams = []  # the Streams opened on it, closed by settle()
+        self.at_start = None  # (tree, {pid: descriptors}) once started
         self.engines.mkdir(parents=True, exist_ok=True)
         self.write_test_engine()
         for name, text in (engines or {}).items():
@@ -168,6 +277,7 @@ class Daemon:
                 try:
                     r = self.get("/health")
                     if not wait_healthy or r.status == 200:
+                        self.at_start = self.holdings(deadline)
                         return self
                 except OSError:
                     pass
@@ -250,9 +360,11 @@ class Daemon:
 
     def stop(self, timeout=20):
         """SIGTERM; returns the exit status once the log is checked clean
-        (no alert, no sanitizer report)."""
+        (no alert, no sanitizer report) and every process of the daemon's
+        tree is gone (no orphaned host, launcher or zygote)."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
+        before = tree(self.proc.pid)
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout)
@@ -261,7 +373,149 @@ class Daemon:
             self.proc.wait()
             raise AssertionError("workmanagerd ignored SIGTERM\n" + self.log())
         self.check_clean()
+        self.check_gone(before)
         return rc
+
+    def check_gone(self, before, timeout=5):
+        """Waits until no process of before (a tree() of the daemon) runs
+        any more: the master has exited, its launcher and the hosts follow
+        it within timeout, else AssertionError names the survivors."""
+        deadline = time.monotonic() + timeout
+        while True:
+            table = processes()
+            left = [p for p in before.values() if alive(p, table)]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    "processes of the daemon's tree outlive it:\n" +
+                    "\n".join(f"pid {p.pid} (parent {p.ppid}): {p.cmdline}"
+                              for p in left))
+            time.sleep(0.05)
+
+    # ---- back to where it started (STYLE §12) ----------------------------
+
+    def holdings(self, deadline=None):
+        """(tree, {pid: descriptors}): the daemon's processes and the
+        descriptors of the master and of its launcher (a child with the
+        master's command line: forked, not exec'd).  With a deadline,
+        first waits (until then) for the launcher to be ready: the master
+        answers before the launcher has set itself up (its signalfd,
+        filters, network namespaces, zygotes), and then it sleeps in its
+        poll loop.  A launcher read before that (a kernel that does not
+        say where a process sleeps) has None for its descriptors."""
+        while True:
+            procs = tree(self.proc.pid)
+            me = procs[self.proc.pid].cmdline
+            launchers = [p.pid for p in procs.values()
+                         if p.ppid == self.proc.pid and p.cmdline == me]
+            ready = [polling(pid) for pid in launchers]
+            if (deadline is None or all(ready) or None in ready
+                    or time.monotonic() > deadline):
+                break
+            time.sleep(0.01)
+        fds = {self.proc.pid: descriptors(self.proc.pid)}
+        for pid, ok in zip(launchers, ready):
+            fds[pid] = descriptors(pid) if deadline is None or ok else None
+        return procs, fds
+
+    def pool_hosts(self):
+        """The pids of the warm pools' hosts (engines.h `warm`) started
+        and not taken by a worker, from the log."""
+        log = self.log()
+        started = re.findall(r"engine \S+: pool host \S+ started, pid (\d+)",
+                             log)
+        taken = re.findall(r"takes host pid (\d+) from the \S+ pool", log)
+        return {int(p) for p in set(started) - set(taken)}
+
+    def journal_segment(self, target):
+        """Whether target (a descriptor's) is a journal segment: the
+        journal opens them as it needs them.  (A deleted one reads
+        `... (deleted)` and is none.)"""
+        return (target.startswith(str(self.state / "journal") + "/")
+                and target.endswith(".wmj"))
+
+    def resident_libraries(self):
+        """The memfds the master has mapped (/proc/PID/maps): an in-process
+        library that dlclose() cannot unload (C++ unique symbols) keeps
+        its descriptor for good (hosts/native/loader.c)."""
+        out = set()
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            for line in f:
+                fields = line.rstrip("\n").split(None, 5)
+                if len(fields) == 6 and fields[5].startswith("/memfd:"):
+                    out.add(fields[5])
+        return out
+
+    def leftovers(self):
+        """What the daemon holds now beyond what it held at start, as
+        lines (none when nothing).  Allowed beyond it: the engines'
+        zygotes (a `--zygote` process whose parent is none: the forks of
+        a zygote are its hosts), the warm pools' hosts with their inits,
+        one socket in the master per pool host (its channel), journal
+        segments, resident in-process libraries.  The launcher's
+        descriptors are compared while no pool host runs (it holds a pool
+        host's cgroup files and exit pipe)."""
+        start_procs, start_fds = self.at_start
+        procs, fds = self.holdings()
+
+        def zygote(p):
+            parent = procs.get(p.ppid)
+            return ("--zygote" in p.cmdline.split() and parent is not None
+                    and "--zygote" not in parent.cmdline.split())
+
+        kept = {pid for pid, p in procs.items()
+                if (pid in start_procs and alive(start_procs[pid], procs))
+                or zygote(p)}
+        pool = self.pool_hosts() & set(procs)
+        for pid in pool:
+            while pid in procs and pid not in kept:
+                kept.add(pid)
+                pid = procs[pid].ppid
+        out = [f"process {p.pid} (parent {p.ppid}): {p.cmdline[:160]}"
+               for pid, p in sorted(procs.items()) if pid not in kept]
+        for pid, before in start_fds.items():
+            now = fds.get(pid)
+            if before is None or now is None:
+                continue  # unreadable, or gone (reported above)
+            if pid == self.proc.pid:
+                resident = self.resident_libraries()
+                name = "the master"
+                what = grown(before, now,
+                             lambda t: self.journal_segment(t)
+                             or t in resident,
+                             {"socket": len(pool)})
+            elif not pool:
+                name = f"the launcher (pid {pid})"
+                what = grown(before, now)
+            else:
+                continue
+            out += [f"{name}: {line}" for line in what]
+        return out
+
+    def settle(self):
+        """Ends what a test left running — its event streams, every
+        worker's hosts (POST /v1/workers/{id}/stop) — and waits until the
+        daemon holds what it held at start (leftovers()), past the hosts'
+        shutdown grace; else AssertionError lists what it still holds."""
+        for s in self.streams:
+            s.close()
+        r = self.get("/v1/workers")
+        assert r.status == 200, r
+        for w in r.json["workers"]:
+            r = self.post(f"/v1/workers/{w['id']}/stop")
+            assert r.status == 200, r
+        grace = int(self.options.get("shutdown_grace_ms", 10000)) / 1000
+        deadline = time.monotonic() + grace + 10
+        while True:
+            left = self.leftovers()
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    "the daemon holds more than at start once its workers "
+                    "are stopped:\n" + "\n".join(left))
+            time.sleep(0.05)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -296,6 +550,7 @@ class Stream:
         assert first.startswith(b":"), first
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        daemon.streams.append(self)
 
     def _read(self):
         data = []
@@ -326,8 +581,10 @@ class Stream:
             f"{self.received}")
 
     def close(self):
+        """Ends the subscription (again: a no-op)."""
         try:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+            if self.conn.sock is not None:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.conn.close()

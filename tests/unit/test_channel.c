@@ -37,9 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <dirent.h>
 #include <event2/event.h>
 
+#include "check.h"
 #include "ipc/channel.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -78,22 +78,6 @@ failf(const char *fmt, ...)
 }
 
 /* ---- processes and descriptors ---------------------------------------- */
-
-static int
-count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
-}
 
 typedef int (*child_fn)(int fd, void *arg);
 
@@ -1109,34 +1093,6 @@ raw_case(enum raw_act act, unsigned timeout_ms, struct side *s,
 }
 
 static int
-case_eof_midframe(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_HALF_FRAME, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_EOF, "in the middle of a frame", NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_eof_boundary(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_CLEAN_EXIT, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_EOF, "peer closed the channel", NULL);
-    if (strstr(s.reason, "middle"))
-        failf("EOF at a frame boundary reported as \"%s\"", s.reason);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
 case_over_cap(void)
 {
     struct side s;
@@ -1168,98 +1124,91 @@ case_over_cap(void)
     return failure[0] ? -1 : 0;
 }
 
-static int
-case_under_min(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_TINY_PREFIX, 0, &s, NULL);
+/* The other raw peers' cases: what the peer does, the master's handshake
+ * timeout (0: none), and how the master's side must close: its status, the
+ * words its reason holds and one it must not. */
+static const struct raw_expect {
+    const char *name;
+    enum raw_act act;
+    unsigned timeout_ms;
+    enum ipc_channel_status status;
+    const char *want[2]; /* in the reason; the second may be NULL */
+    const char *not_want;
+} raw_expects[] = {
+    {
+        .name = "eof_midframe",
+        .act = RAW_HALF_FRAME,
+        .status = IPC_CHANNEL_EOF,
+        .want = { "in the middle of a frame" },
+    },
+    {
+        .name = "eof_boundary",
+        .act = RAW_CLEAN_EXIT,
+        .status = IPC_CHANNEL_EOF,
+        .want = { "peer closed the channel" },
+        .not_want = "middle", /* EOF at a frame boundary is no cut frame. */
+    },
+    {
+        .name = "under_min",
+        .act = RAW_TINY_PREFIX,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "below the 16-byte minimum" },
+    },
+    {
+        .name = "handshake_timeout",
+        .act = RAW_SILENT,
+        .timeout_ms = 200,
+        .status = IPC_CHANNEL_HANDSHAKE,
+        .want = { "handshake timed out after 200 ms" },
+    },
+    {
+        .name = "not_hello",
+        .act = RAW_NOT_HELLO,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "Heartbeat frame before the handshake" },
+    },
+    {
+        .name = "seq_repeat",
+        .act = RAW_SEQ_REPEAT,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "seq 1 after seq 1" },
+    },
+    {
+        .name = "garbage",
+        .act = RAW_GARBAGE,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "invalid frame: ", "at offset" },
+    },
+    {
+        .name = "fd_midframe",
+        .act = RAW_FD_MIDFRAME,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "in the middle of a frame" },
+    },
+    {
+        .name = "too_many_fds",
+        .act = RAW_TOO_MANY_FDS,
+        .status = IPC_CHANNEL_PROTOCOL,
+        .want = { "9 received, at most 8" },
+    },
+};
 
-    expect_close(&s, IPC_CHANNEL_PROTOCOL, "below the 16-byte minimum", NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
+/* One case of raw_expects: the master's side closed as e says, the peer
+ * exited 0, and a handshake timeout took its time (not less, and not
+ * seconds more). */
 static int
-case_handshake_timeout(void)
+case_raw_expect(const struct raw_expect *e)
 {
     struct side s;
     double t0 = now_ms();
-    int rc = raw_case(RAW_SILENT, 200, &s, NULL);
+    int rc = raw_case(e->act, e->timeout_ms, &s, NULL);
     double took = now_ms() - t0;
 
-    expect_close(&s, IPC_CHANNEL_HANDSHAKE, "handshake timed out after 200 ms",
-                 NULL);
-    if (took < 190 || took > 5000)
+    expect_close(&s, e->status, e->want[0], e->want[1], (const char *)NULL);
+    if (e->not_want != NULL && strstr(s.reason, e->not_want) != NULL)
+        failf("reason \"%s\" holds \"%s\"", s.reason, e->not_want);
+    if (e->timeout_ms != 0 && (took + 10 < e->timeout_ms || took > 5000))
         failf("timed out after %.0f ms", took);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_not_hello(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_NOT_HELLO, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_PROTOCOL,
-                 "Heartbeat frame before the handshake", NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_seq_repeat(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_SEQ_REPEAT, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_PROTOCOL, "seq 1 after seq 1", NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_garbage(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_GARBAGE, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_PROTOCOL, "invalid frame: ", "at offset",
-                 NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_fd_midframe(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_FD_MIDFRAME, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_PROTOCOL, "in the middle of a frame", NULL);
-    if (rc != 0)
-        failf("raw peer exited %d", rc);
-    side_fini(&s);
-    return failure[0] ? -1 : 0;
-}
-
-static int
-case_too_many_fds(void)
-{
-    struct side s;
-    int rc = raw_case(RAW_TOO_MANY_FDS, 0, &s, NULL);
-
-    expect_close(&s, IPC_CHANNEL_PROTOCOL, "9 received, at most 8", NULL);
     if (rc != 0)
         failf("raw peer exited %d", rc);
     side_fini(&s);
@@ -1987,18 +1936,9 @@ static const struct {
 } cases[] = {
     { "send_errors", case_send_errors },
     { "memfd", case_memfd },
-    { "eof_midframe", case_eof_midframe },
-    { "eof_boundary", case_eof_boundary },
     { "over_cap", case_over_cap },
-    { "under_min", case_under_min },
-    { "handshake_timeout", case_handshake_timeout },
     { "version_mismatch", case_version_mismatch },
     { "master_refuses", case_master_refuses },
-    { "not_hello", case_not_hello },
-    { "seq_repeat", case_seq_repeat },
-    { "garbage", case_garbage },
-    { "fd_midframe", case_fd_midframe },
-    { "too_many_fds", case_too_many_fds },
     { "unknown_reply", case_unknown_reply },
     { "duplicate_reply", case_duplicate_reply },
     { "pending_fail", case_pending_fail },
@@ -2010,6 +1950,41 @@ static const struct {
     { "bulk", case_bulk },
 };
 
+/* Whether the command line (argv[1..]) asks for the case name: every case
+ * when it names none. */
+static bool
+wanted(int argc, char **argv, const char *name)
+{
+    if (argc < 2)
+        return true;
+    for (int a = 1; a < argc; a++)
+        if (strcmp(argv[a], name) == 0)
+            return true;
+    return false;
+}
+
+/* Runs one case (fn, or raw_expects' e when fn is NULL) and prints its
+ * result; a case that passes must leave no descriptor open.  Returns 0
+ * when it passed. */
+static int
+run(const char *name, int (*fn)(void), const struct raw_expect *e)
+{
+    int fds_before = check_count_fds();
+    failure[0] = '\0';
+    last_close[0] = '\0';
+    int rc = fn != NULL ? fn() : case_raw_expect(e);
+    int fds_after = check_count_fds();
+    if (rc == 0 && fds_after != fds_before)
+        failf("%d descriptors before, %d after", fds_before, fds_after);
+    if (failure[0]) {
+        printf("FAIL %s: %s\n", name, failure);
+        return -1;
+    }
+    printf("ok   %s%s%s%s\n", name, last_close[0] ? " (" : "", last_close,
+           last_close[0] ? ")" : "");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2018,29 +1993,16 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
     alarm(300); /* a hung case fails the run instead of blocking make */
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bool wanted = argc < 2;
-        for (int a = 1; a < argc; a++)
-            if (strcmp(argv[a], cases[i].name) == 0)
-                wanted = true;
-        if (!wanted)
-            continue;
-        int fds_before = count_fds();
-        failure[0] = '\0';
-        last_close[0] = '\0';
-        int rc = cases[i].fn();
-        int fds_after = count_fds();
-        if (rc == 0 && fds_after != fds_before)
-            failf("%d descriptors before, %d after", fds_before, fds_after);
-        ran++;
-        if (failure[0]) {
-            printf("FAIL %s: %s\n", cases[i].name, failure);
-            failed++;
-        } else {
-            printf("ok   %s%s%s%s\n", cases[i].name, last_close[0] ? " (" : "",
-                   last_close, last_close[0] ? ")" : "");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (wanted(argc, argv, cases[i].name)) {
+            failed += run(cases[i].name, cases[i].fn, NULL) != 0;
+            ran++;
         }
-    }
+    for (size_t i = 0; i < sizeof raw_expects / sizeof raw_expects[0]; i++)
+        if (wanted(argc, argv, raw_expects[i].name)) {
+            failed += run(raw_expects[i].name, NULL, &raw_expects[i]) != 0;
+            ran++;
+        }
     printf("%d of %d cases passed\n", ran - failed, ran);
     return failed || ran == 0 ? 1 : 0;
 }
