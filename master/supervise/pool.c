@@ -334,9 +334,12 @@ sv_pool_init(struct supervisor *sv, const struct engines *engines)
     if (want && (sv->pools = calloc(want, sizeof *sv->pools)) == NULL)
         return -1;
     for (size_t i = 0; i < engines->n; i++) {
-        struct pool *pool = &sv->pools[sv->npools];
+        struct pool *pool;
         if (engines->v[i].warm == 0)
             continue;
+        /* Only here: with no warm engine, sv->pools is NULL, and even
+         * &NULL[0] is undefined (UBSan's "zero offset to null pointer"). */
+        pool = &sv->pools[sv->npools];
         pool->sv = sv;
         pool->e = &engines->v[i];
         TAILQ_INIT(&pool->procs);
