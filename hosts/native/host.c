@@ -144,17 +144,8 @@ answer(struct native_job *j)
     struct ipc_result r;
     struct ipc_worker_response wr;
     char msg[4096];
-    const char *type = native_job_outcome(j, &wr, msg, sizeof msg);
 
-    memset(&r, 0, sizeof r);
-    if (wr.has_result) {
-        r.outputs.n = 1;
-        r.outputs.items = &wr.result_event;
-    }
-    if (type) {
-        r.error.type = ipc_str_c(type);
-        r.error.message = ipc_str_c(msg);
-    }
+    (void)native_job_result(j, &r, &wr, msg, sizeof msg);
     host_result_send(j->seq, &r);
     /* After the Result is encoded: FreeResult exactly once. */
     native_job_free(j);

@@ -573,6 +573,24 @@ native_job_outcome(const struct native_job *j, struct ipc_worker_response *wr,
     return NULL;
 }
 
+const char *
+native_job_result(const struct native_job *j, struct ipc_result *r,
+                  struct ipc_worker_response *wr, char *msg, size_t msglen)
+{
+    const char *type = native_job_outcome(j, wr, msg, msglen);
+
+    memset(r, 0, sizeof *r);
+    if (wr->has_result) {
+        r->outputs.n = 1;
+        r->outputs.items = &wr->result_event;
+    }
+    if (type) {
+        r->error.type = ipc_str_c(type);
+        r->error.message = ipc_str_c(msg);
+    }
+    return type;
+}
+
 /* Frees what the loader holds; no thread is left to use it. */
 static void
 loader_destroy(struct native_loader *nl)

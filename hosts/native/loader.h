@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "ipc/cloudevent.h"
+#include "ipc/frame.h"
 #include "workmanager/worker_api.h"
 
 /* The most pool threads one library gets (limits.concurrency). */
@@ -123,6 +124,15 @@ void native_loader_take(struct native_loader *nl, struct native_job **jobs,
 const char *native_job_outcome(const struct native_job *j,
                                struct ipc_worker_response *wr, char *msg,
                                size_t msglen);
+
+/* The same outcome as the body of a Result frame (ipc/frame.h), for the
+ * host's channel and the in-process path alike: *r is zeroed, then holds
+ * the output event (a view into *wr) and, on failure, the error type and
+ * msg.  Returns what native_job_outcome() returns; *r and *wr are valid
+ * until native_job_free(j), msg as long as the caller keeps it. */
+const char *native_job_result(const struct native_job *j, struct ipc_result *r,
+                              struct ipc_worker_response *wr, char *msg,
+                              size_t msglen);
 
 /* Frees j: FreeResult on its non-NULL output first, exactly once. */
 void native_job_free(struct native_job *j);

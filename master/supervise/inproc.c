@@ -49,17 +49,8 @@ deliver(struct inproc *ip, struct native_job *j)
     struct ipc_worker_response wr;
     struct ipc_result r;
     char msg[4096];
-    const char *type = native_job_outcome(j, &wr, msg, sizeof msg);
+    const char *type = native_job_result(j, &r, &wr, msg, sizeof msg);
 
-    memset(&r, 0, sizeof r);
-    if (wr.has_result) {
-        r.outputs.n = 1;
-        r.outputs.items = &wr.result_event;
-    }
-    if (type) {
-        r.error.type = ipc_str_c(type);
-        r.error.message = ipc_str_c(msg);
-    }
     ip->hooks.result(j->ctx, &r, type, type ? msg : NULL, ip->arg);
 }
 
