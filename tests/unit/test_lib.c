@@ -1,7 +1,7 @@
 /*
  * test_lib.c — unit tests of lib/ (the leaf library): base64, hex, content
- * types, the alphabets of names, UUIDv4, RFC 3339 timestamps and the error
- * buffer.
+ * types, the alphabets of names, UUIDv4, RFC 3339 timestamps, the error
+ * buffer and helper threads' signal masks.
  *
  * Each rule is checked on its edges (the longest name, the first byte
  * outside an alphabet, a padding bit set) and, where a reference exists,
@@ -10,6 +10,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "lib/hex.h"
 #include "lib/media.h"
 #include "lib/name.h"
+#include "lib/thread.h"
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "tests/unit/check.h"
@@ -340,6 +343,46 @@ test_errbuf(void)
     CHECK(err[0] == 'x');
 }
 
+/* ---- threads ---------------------------------------------------------- */
+
+/* The new thread's own mask, read from inside it. */
+static void *
+read_mask(void *arg)
+{
+    (void)pthread_sigmask(SIG_SETMASK, NULL, arg);
+    return NULL;
+}
+
+static void
+test_thread_start_quiet(void)
+{
+    sigset_t before, after, seen;
+    pthread_t t;
+
+    CHECK(pthread_sigmask(SIG_SETMASK, NULL, &before) == 0);
+    CHECK(!sigismember(&before, SIGTERM));
+
+    sigemptyset(&seen);
+    CHECK(thread_start_quiet(&t, read_mask, &seen, false) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(sigismember(&seen, SIGTERM) == 1);
+    CHECK(sigismember(&seen, SIGCHLD) == 1);
+    CHECK(sigismember(&seen, SIGSEGV) == 1);
+
+    sigemptyset(&seen);
+    CHECK(thread_start_quiet(&t, read_mask, &seen, true) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(sigismember(&seen, SIGTERM) == 1);
+    CHECK(sigismember(&seen, SIGSEGV) == 0);
+    CHECK(sigismember(&seen, SIGABRT) == 0);
+    CHECK(sigismember(&seen, SIGSYS) == 0);
+
+    /* The caller's own mask is as it was. */
+    CHECK(pthread_sigmask(SIG_SETMASK, NULL, &after) == 0);
+    CHECK(sigismember(&after, SIGTERM) == 0);
+    CHECK(sigismember(&after, SIGSEGV) == 0);
+}
+
 int
 main(void)
 {
@@ -351,5 +394,6 @@ main(void)
     RUN(test_uuid_from_random);
     RUN(test_timestamp);
     RUN(test_errbuf);
+    RUN(test_thread_start_quiet);
     return check_result();
 }
