@@ -126,8 +126,11 @@ def test_hot_reload_and_history(wmd):
 
 
 def test_reload_that_fails_to_load_keeps_the_old_version(wmd):
+    """...in the same host, which goes on serving (issue 27)."""
     w = wmd.create()
     wid = w["id"]
+    assert wmd.invoke(wid).status == 200
+    pid = wmd.get(f"/v1/workers/{wid}").json["pid"]
     r = wmd.put(f"/v1/workers/{wid}/code",
                 {"code": {"content": b64("load_fail syntax error line 3")}})
     assert r.status == 422 and r.code == "load_failed", r
@@ -136,6 +139,8 @@ def test_reload_that_fails_to_load_keeps_the_old_version(wmd):
     assert g["version"] == 1
     assert len(wmd.get(f"/v1/workers/{wid}/history").json["versions"]) == 1
     assert wmd.invoke(wid).status == 200
+    g = wmd.get(f"/v1/workers/{wid}").json
+    assert g["pid"] == pid and g["state"] == "running", g
 
 
 def test_create_that_fails_to_load_leaves_nothing(wmd):
