@@ -249,6 +249,9 @@ class Daemon:
             "engines_dir": str(self.engines),
             "log_level": "debug",
             "token_file": str(self.tmp / "token"),
+            # Each test's own: the machine-wide default would make every
+            # daemon of concurrent test runs refuse the others' ranges.
+            "host_uid_lock_dir": str(self.tmp / "uids"),
         }
         if os.geteuid() == 0:
             opts["user"] = str(MASTER_USER)
