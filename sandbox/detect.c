@@ -10,6 +10,14 @@
  * no stdio), so forking a threaded process is safe.  They are waited for
  * by pid, so a caller's reaper must not be running yet (sandbox.h).
  *
+ * A mount namespace is only worth having if the private root (root.h) can
+ * be built in it, which can fail where unshare succeeds: in a chroot whose
+ * / is not a mount point, "making the mounts private" answers EINVAL.  So
+ * a child builds the whole root, every step the spawner takes, and
+ * reports the step that failed and its errno through a pipe; where it
+ * fails, the mount namespace is not offered (hosts then get none, and a
+ * Landlock domain instead of the root) and root_error says why.
+ *
  * What needs no child: the seccomp actions (SECCOMP_GET_ACTION_AVAIL
  * changes nothing), the Landlock ABI (landlock_create_ruleset's version
  * query), cgroup hierarchies (statfs of their mounts, their controllers
@@ -20,6 +28,7 @@
 
 #include "sandbox/creds.h"
 #include "sandbox/kernel.h"
+#include "sandbox/root.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sysfile.h"
 
@@ -191,6 +200,25 @@ child_unshare(void)
     _exit(unshare(child_ns_flag) == 0 ? 0 : 1);
 }
 
+/* The private root, built as the spawner builds it; on failure the errno
+ * then the step's name go to root_pipe. */
+static int root_pipe[2] = { -1, -1 };
+
+static void
+child_private_root(void)
+{
+    const char *step = "unsharing the mount namespace";
+    int e;
+
+    (void)close(root_pipe[0]);
+    if (unshare(CLONE_NEWNS) == 0 && sandbox_root_enter(-1, &step) == 0)
+        _exit(0);
+    e = errno;
+    if (write(root_pipe[1], &e, sizeof e) == (ssize_t)sizeof e)
+        (void)write(root_pipe[1], step, strlen(step));
+    _exit(1);
+}
+
 /* MDWE must refuse a mapping both writable and executable. */
 static void
 child_mdwe(void)
@@ -326,6 +354,33 @@ cgroups(struct sandbox_support *s)
     }
 }
 
+/* What child_private_root() wrote, as "STEP: strerror" into s. */
+static void
+root_failure(struct sandbox_support *s)
+{
+    char buf[sizeof s->root_error];
+    size_t got = 0;
+    ssize_t n;
+    int e = 0;
+
+    while (got < sizeof buf - 1 &&
+           (n = read(root_pipe[0], buf + got, sizeof buf - 1 - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    if (got < sizeof e) {
+        snprintf(s->root_error, sizeof s->root_error, "building it failed");
+        return;
+    }
+    memcpy(&e, buf, sizeof e);
+    snprintf(s->root_error, sizeof s->root_error, "%s: %s", buf + sizeof e,
+             strerror(e));
+}
+
 static enum sandbox_level
 level_of(const struct sandbox_support *s)
 {
@@ -346,10 +401,15 @@ level_of(const struct sandbox_support *s)
 void
 sandbox_detect(struct sandbox_support *s)
 {
-    pid_t nnp, sec, mdwe, ns[SANDBOX_NS_COUNT];
+    pid_t nnp, sec, mdwe, root = -1, ns[SANDBOX_NS_COUNT];
     int st;
 
     memset(s, 0, sizeof *s);
+    if (pipe2(root_pipe, O_CLOEXEC) == 0)
+        root = child_start(child_private_root);
+    if (root_pipe[1] >= 0)
+        (void)close(root_pipe[1]);
+    root_pipe[1] = -1;
     nnp = child_start(child_no_new_privs);
     sec = child_start(child_seccomp);
     mdwe = child_start(child_mdwe);
@@ -369,6 +429,14 @@ sandbox_detect(struct sandbox_support *s)
     for (size_t i = 0; i < SANDBOX_NS_COUNT; i++)
         if (exited_zero(child_wait(ns[i])))
             s->namespaces |= 1u << i;
+    st = child_wait(root);
+    if ((s->namespaces & SANDBOX_NS_MOUNT) && !exited_zero(st)) {
+        root_failure(s);
+        s->namespaces &= ~SANDBOX_NS_MOUNT;
+    }
+    if (root_pipe[0] >= 0)
+        (void)close(root_pipe[0]);
+    root_pipe[0] = -1;
     s->level = level_of(s);
 }
 
@@ -434,6 +502,8 @@ sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
     } else {
         put(&o, ", no namespaces");
     }
+    if (s->root_error[0])
+        put(&o, ", no private root (%s)", s->root_error);
     if (s->landlock_abi > 0)
         put(&o, ", landlock abi %d", s->landlock_abi);
     else
@@ -477,6 +547,14 @@ sandbox_missing(const struct sandbox_support *s, enum sandbox_level want,
     if (want >= SANDBOX_LEVEL_NS) {
         unsigned lack = SANDBOX_NS_ISOLATE & ~s->namespaces;
 
+        if (s->root_error[0]) {
+            MISSING("no private root for hosts: building it in a new mount "
+                    "namespace failed at %s (is / a mount point? in a "
+                    "chroot, bind-mount its directory onto itself before "
+                    "entering it: mount --bind DIR DIR)",
+                    s->root_error);
+            lack &= ~SANDBOX_NS_MOUNT;
+        }
         if (lack) {
             put(&o, "%sno ", sep);
             put_bits(&o, lack, SANDBOX_NS_COUNT, sandbox_ns_name);

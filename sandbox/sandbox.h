@@ -102,8 +102,12 @@ struct sandbox_support {
     bool no_new_privs;     /* PR_SET_NO_NEW_PRIVS took */
     bool seccomp;          /* a filter loaded and its kill-process killed */
     unsigned seccomp_acts; /* SANDBOX_ACT_* */
-    unsigned namespaces;   /* SANDBOX_NS_* */
-    int landlock_abi;      /* 0: none */
+    unsigned namespaces;   /* SANDBOX_NS_*; mount only where a host's
+                              private root (root.h) could be built */
+    /* Why the private root could not be built in a new mount namespace
+     * ("making the mounts private: Invalid argument"), or "". */
+    char root_error[160];
+    int landlock_abi; /* 0: none */
     enum sandbox_cgroup cgroup;
     unsigned cgroup_ctls; /* SANDBOX_CG_*, of that flavour */
     char cgroup_path[64]; /* v2: the unified mount; v1: its parent */

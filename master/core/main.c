@@ -357,6 +357,13 @@ sandbox_check(struct daemon *d)
                               : " (built --without-sandbox: hosts unconfined)");
     if (!d->sandbox_built)
         d->sandbox.level = SANDBOX_LEVEL_NONE;
+    else if (d->sandbox.root_error[0])
+        log_warning("sandbox: hosts get no private root and no mount "
+                    "namespace (building the root failed at %s): is / a "
+                    "mount point? a chroot's directory must be one (mount "
+                    "--bind DIR DIR before chroot); confinement is %s",
+                    d->sandbox.root_error,
+                    sandbox_level_name(d->sandbox.level));
     if (sandbox_level_parse(d->conf->min_confinement, &min) != 0) {
         log_err("min_confinement: '%s' is not a confinement level (none, "
                 "seccomp, ns, full)",

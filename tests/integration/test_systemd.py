@@ -6,6 +6,7 @@ first start, one range of host uids per daemon (uidlock.h)."""
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -207,3 +208,76 @@ def test_overlapping_uid_ranges_refused(wm_builddir, tmp_path):
     b = uid_daemon(wm_builddir, tmp_path / "b2", locks,
                    host_uid_base=3200050, host_uid_count=100).start()
     assert b.stop() == 0
+
+
+# ---- confinement probed step by step ---------------------------------------
+
+CHROOT = r"""set -e
+R=$1; CHROOT=$2; shift 2
+for d in usr etc proc sys dev tmp work run var; do
+    [ -d /$d ] || continue
+    mkdir -p "$R/$d"
+    mount --rbind "/$d" "$R/$d"
+done
+for l in bin lib lib64 sbin; do
+    [ -e "$R/$l" ] || ln -s "usr/$l" "$R/$l"
+done
+exec "$CHROOT" "$R" "$@"
+"""
+
+
+class ChrootDaemon(Daemon):
+    """The daemon in a mount namespace of its own (unshare -m), chrooted
+    into a directory that is not a mount point but sees the machine's
+    /usr, /tmp, /work... through binds: a chroot as an operator makes one,
+    where unshare(CLONE_NEWNS) works and making / private does not."""
+
+    def argv(self):
+        root = self.tmp / "root"
+        root.mkdir(exist_ok=True)
+        return [tool("unshare"), "-m", "--propagation", "private", "sh",
+                "-c", CHROOT, "sh", str(root), tool("chroot")] + super().argv()
+
+
+def tool(name):
+    return shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+def chroot_daemon(builddir, tmp, **options):
+    if os.geteuid() != 0:
+        pytest.skip("a chroot and mounts need root")
+    if not (tool("unshare") and tool("chroot")):
+        pytest.skip("no unshare(1) or chroot(8) (util-linux, coreutils)")
+    return ChrootDaemon(builddir, tmp, options=options)
+
+
+def test_chroot_without_a_mounted_root_confines_less_and_says_why(
+        wm_builddir, tmp_path):
+    """In such a chroot the private root cannot be built: detection finds
+    it at start-up, /health says seccomp (not full) and why, and hosts
+    spawn without the root instead of every spawn failing."""
+    d = chroot_daemon(wm_builddir, tmp_path).start()
+    try:
+        sb = d.get("/health").json["sandbox"]
+        assert sb["level"] == "seccomp", sb
+        assert "mnt" not in sb["namespaces"], sb
+        why = sb["missing"]["ns"]
+        assert "no private root" in why, why
+        assert "making the mounts private: Invalid argument" in why, why
+        assert "mount --bind DIR DIR" in why, why
+        assert "hosts get no private root" in d.log()
+        w = d.create()
+        r = d.invoke(w["id"])
+        assert r.status == 200, r
+    finally:
+        assert d.stop() == 0
+
+
+def test_chroot_below_min_confinement_refuses_to_start(wm_builddir,
+                                                        tmp_path):
+    d = chroot_daemon(wm_builddir, tmp_path, min_confinement="ns")
+    with pytest.raises(AssertionError) as e:
+        d.start()
+    msg = str(e.value)
+    assert "min_confinement is ns but hosts would run under seccomp" in msg
+    assert "making the mounts private: Invalid argument" in msg, msg
