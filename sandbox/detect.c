@@ -264,6 +264,8 @@ exited_zero(int st)
 
 /* ---- probes in this process ------------------------------------------- */
 
+static enum sandbox_level level_of(const struct sandbox_support *s);
+
 static unsigned
 seccomp_actions(void)
 {
@@ -301,7 +303,8 @@ is_fs(const char *path, long magic)
 static unsigned
 v2_controllers(const char *dir)
 {
-    char path[128], buf[512];
+    char path[sizeof((struct sandbox_support *)0)->cgroup_path + 32];
+    char buf[512];
     unsigned bits = 0;
 
     snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
@@ -316,42 +319,114 @@ v2_controllers(const char *dir)
     return access(path, W_OK) == 0 ? bits : 0;
 }
 
-/* v2 at /sys/fs/cgroup (pure v2), or v1 hierarchies (legacy and hybrid),
- * or v2 at /sys/fs/cgroup/unified (hybrid) when it has our controllers. */
-static void
-cgroups(struct sandbox_support *s)
+/*
+ * This process's own group in the unified hierarchy mounted at mount, from
+ * the "0::/path" line of /proc/self/cgroup, into s->cgroup_path: 0, or -1
+ * (no such line, or a path that does not fit).  Under systemd that is the
+ * service's group, the subtree Delegate=yes hands over; the hierarchy's
+ * root is only ever this process's where nothing put it elsewhere.
+ */
+static int
+v2_own_group(struct sandbox_support *s, const char *mount)
+{
+    char buf[4096];
+    char *line;
+
+    if (sandbox_sysfile_read("/proc/self/cgroup", buf, sizeof buf) <= 0)
+        return -1;
+    for (line = buf; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, "0::/", 4) == 0)
+            break;
+    }
+    if (line == NULL || *line == '\0')
+        return -1;
+    line += 3;
+    line[strcspn(line, "\n")] = '\0';
+    const char *group = strcmp(line, "/") == 0 ? "" : line;
+    int n =
+        snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s%s", mount, group);
+    return n < 0 || (size_t)n >= sizeof s->cgroup_path ? -1 : 0;
+}
+
+/* The unified hierarchy at mount, in this process's own group: true with
+ * s filled when its controllers include one of ours (any is enough when
+ * any_ok). */
+static bool
+v2_use(struct sandbox_support *s, const char *mount, bool any_ok)
+{
+    char path[sizeof s->cgroup_path + 32];
+
+    if (!is_fs(mount, CGROUP2_SUPER_MAGIC) || v2_own_group(s, mount) < 0)
+        return false;
+    snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroup_path);
+    if (access(path, W_OK) != 0)
+        return false; /* no group this process may make there */
+    s->cgroup_ctls = v2_controllers(s->cgroup_path);
+    if (s->cgroup_ctls == 0 && !any_ok)
+        return false;
+    s->cgroup = SANDBOX_CGROUP_V2;
+    return true;
+}
+
+/* The v1 hierarchies of our controllers this process may write. */
+static bool
+v1_use(struct sandbox_support *s)
 {
     static const char root[] = "/sys/fs/cgroup";
-    static const char unified[] = "/sys/fs/cgroup/unified";
     char path[128];
     unsigned v1 = 0;
 
-    if (is_fs(root, CGROUP2_SUPER_MAGIC)) {
-        s->cgroup_ctls = v2_controllers(root);
-        if (s->cgroup_ctls) {
-            s->cgroup = SANDBOX_CGROUP_V2;
-            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
-        }
-        return;
-    }
     for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++) {
         snprintf(path, sizeof path, "%s/%s", root, cg_names[i]);
         if (is_fs(path, CGROUP_SUPER_MAGIC) && access(path, W_OK) == 0)
             v1 |= 1u << i;
     }
-    if (v1) {
-        s->cgroup = SANDBOX_CGROUP_V1;
-        s->cgroup_ctls = v1;
-        snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+    if (v1 == 0)
+        return false;
+    s->cgroup = SANDBOX_CGROUP_V1;
+    s->cgroup_ctls = v1;
+    snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+    return true;
+}
+
+/* As want says: auto is v2 at /sys/fs/cgroup (pure v2), or v1 hierarchies
+ * (legacy and hybrid), or v2 at /sys/fs/cgroup/unified (hybrid) when it
+ * has our controllers; v2 is the unified hierarchy wherever it is
+ * mounted. */
+static void
+cgroups(struct sandbox_support *s, enum sandbox_cgroup_want want)
+{
+    static const char root[] = "/sys/fs/cgroup";
+    static const char unified[] = "/sys/fs/cgroup/unified";
+    bool v2_only = want == SANDBOX_CGWANT_V2;
+
+    s->cgroup = SANDBOX_CGROUP_NONE;
+    s->cgroup_ctls = 0;
+    s->cgroup_path[0] = '\0';
+    if (want == SANDBOX_CGWANT_NONE)
+        return;
+    if (want == SANDBOX_CGWANT_V1) {
+        (void)v1_use(s);
         return;
     }
-    if (is_fs(unified, CGROUP2_SUPER_MAGIC)) {
-        s->cgroup_ctls = v2_controllers(unified);
-        if (s->cgroup_ctls) {
-            s->cgroup = SANDBOX_CGROUP_V2;
-            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", unified);
-        }
+    if (is_fs(root, CGROUP2_SUPER_MAGIC)) {
+        if (!v2_use(s, root, v2_only))
+            s->cgroup_ctls = 0;
+        return;
     }
+    if ((v2_only || !v1_use(s)) && !v2_use(s, unified, v2_only)) {
+        s->cgroup = SANDBOX_CGROUP_NONE;
+        s->cgroup_ctls = 0;
+    }
+}
+
+void
+sandbox_detect_cgroups(struct sandbox_support *s, enum sandbox_cgroup_want want)
+{
+    cgroups(s, want);
+    s->level = level_of(s);
 }
 
 /* What child_private_root() wrote, as "STEP: strerror" into s. */
@@ -419,7 +494,7 @@ sandbox_detect(struct sandbox_support *s)
     }
     s->seccomp_acts = seccomp_actions();
     s->landlock_abi = landlock_abi();
-    cgroups(s);
+    cgroups(s, SANDBOX_CGWANT_AUTO);
     sandbox_creds_caps(s->capabilities, sizeof s->capabilities);
 
     s->no_new_privs = exited_zero(child_wait(nnp));

@@ -350,7 +350,15 @@ sandbox_check(struct daemon *d)
 #ifdef WM_SANDBOX
     d->sandbox_built = true;
 #endif
+    static const enum sandbox_cgroup_want cg_want[] = {
+        [CONF_CGROUP_AUTO] = SANDBOX_CGWANT_AUTO,
+        [CONF_CGROUP_V1] = SANDBOX_CGWANT_V1,
+        [CONF_CGROUP_V2] = SANDBOX_CGWANT_V2,
+        [CONF_CGROUP_NONE] = SANDBOX_CGWANT_NONE,
+    };
     sandbox_detect(&d->sandbox);
+    if (d->conf->cgroup_hierarchy != CONF_CGROUP_AUTO)
+        sandbox_detect_cgroups(&d->sandbox, cg_want[d->conf->cgroup_hierarchy]);
     log_info("sandbox: machine offers %s%s",
              sandbox_support_summary(&d->sandbox, summary, sizeof summary),
              d->sandbox_built ? ""

@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -281,3 +282,91 @@ def test_chroot_below_min_confinement_refuses_to_start(wm_builddir,
     msg = str(e.value)
     assert "min_confinement is ns but hosts would run under seccomp" in msg
     assert "making the mounts private: Invalid argument" in msg, msg
+
+
+# ---- cgroup v2: inside the daemon's own (delegated) group ----------------
+
+UNIFIED = "/sys/fs/cgroup/unified"
+V2_PARENT = "wmtest"
+
+
+def v2_mount():
+    for path in ("/sys/fs/cgroup", UNIFIED):
+        try:
+            with open("/proc/self/mounts") as f:
+                if any(l.split()[1] == path and l.split()[2] == "cgroup2"
+                       for l in f):
+                    return path
+        except OSError:
+            pass
+    return None
+
+
+def own_v2_group(pid):
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return line[3:].rstrip("\n")
+    return None
+
+
+class DelegatedDaemon(Daemon):
+    """The daemon started inside a v2 group the test made, as systemd
+    starts a service with Delegate=yes inside the service's group."""
+
+    def __init__(self, builddir, tmp, group, **kw):
+        super().__init__(builddir, tmp, **kw)
+        self.group = group
+
+    def argv(self):
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
+                str(self.group)] + super().argv()
+
+
+def remove_groups(top):
+    """rmdir of top's tree, deepest first."""
+    for sub in sorted((p for p in top.rglob("*") if p.is_dir()),
+                      key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir()
+    top.rmdir()
+
+
+@pytest.fixture
+def v2_group(tmp_path):
+    mount = v2_mount()
+    if os.geteuid() != 0 or mount is None:
+        pytest.skip("needs root and a cgroup2 mount")
+    base = own_v2_group(os.getpid()) or "/"
+    top = Path(mount + base.rstrip("/")) / f"wmtest-{os.getpid()}-" \
+        f"{tmp_path.name}"
+    top.mkdir()
+    yield top
+    remove_groups(top)
+
+
+def test_v2_groups_live_in_the_daemons_own_group(wm_builddir, tmp_path,
+                                                 v2_group):
+    """cgroup_hierarchy = v2: the daemon moves into G/daemon of its own
+    group G (never the hierarchy's root), hosts get G/PARENT/d<pid>/<leaf>
+    beside it, and the daemon's directory goes with the daemon."""
+    mount = v2_mount()
+    rel = "/" + str(v2_group.relative_to(mount))
+    d = DelegatedDaemon(wm_builddir, tmp_path, v2_group, options={
+        "cgroup_hierarchy": "v2", "cgroup_parent": V2_PARENT}).start()
+    try:
+        sb = d.get("/health").json["sandbox"]
+        assert sb["cgroup"] == "v2", sb
+        assert own_v2_group(d.proc.pid) == f"{rel}/daemon"
+        w = d.create()
+        pid = d.get(f"/v1/workers/{w['id']}").json["pid"]
+        host = own_v2_group(pid)
+        assert host.startswith(
+            f"{rel}/{V2_PARENT}/d{d.proc.pid}/{w['id']}-"), host
+        assert d.invoke(w["id"]).status == 200
+        # Nothing of the daemon's at the hierarchy's root.
+        assert not (Path(mount) / V2_PARENT / f"d{d.proc.pid}").exists()
+        mine = v2_group / V2_PARENT / f"d{d.proc.pid}"
+        assert mine.is_dir()
+    finally:
+        assert d.stop() == 0
+    assert not mine.exists()
