@@ -8,21 +8,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import stat
 from pathlib import Path
 
 import pytest
 
-from wm import Daemon, MASTER_USER
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from wm import Daemon, MASTER_USER, free_port
 
 
 def tcp(port, path, token=None, method="GET"):

@@ -62,6 +62,15 @@ class Response:
         return f"<{self.status} {self.raw[:300]!r}>"
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on (for `listen`)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def b64(text):
     if isinstance(text, str):
         text = text.encode()
