@@ -10,12 +10,11 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 
 import pytest
 
-from wm import Daemon, b64
+from wm import Daemon, b64, free_port
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                   r"[0-9a-f]{12}$")
@@ -389,19 +388,11 @@ def test_sigterm_stops_hosts_and_exits_0(wmd):
     wmd.start()  # the fixture stops it again
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_tcp_needs_the_token(wm_builddir, tmp_path):
     import http.client
     token = "s3cret-token-0123456789"
     (tmp_path / "token").write_text(token + "\n")
-    port = _free_port()
+    port = free_port()
     d = Daemon(wm_builddir, tmp_path, options={"listen": f"127.0.0.1:{port}"})
     d.start()
     try:
