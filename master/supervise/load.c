@@ -271,7 +271,9 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     } else if (was_running) {
         /* A failed hot reload: a host keeps running the version it had
          * (ipc/PROTOCOL.md, Loaded), which the undone change made the
-         * worker's again; the events that waited for the Load go on. */
+         * worker's again; the events that waited for the Load go on.
+         * The refused version is not sent to it again. */
+        p->refused_version = p->code_version;
         sv_host_kick(h);
     } else {
         sv_host_set_failed(h, "load_error", msg);
