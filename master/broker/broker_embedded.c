@@ -650,23 +650,81 @@ msg_unpublish(struct broker *b, struct msg *m)
     free(m);
 }
 
+/* The first durable subscription of t that takes new events, keeps its
+ * oldest (not drop_oldest) and cannot queue n more; NULL when none. */
+static struct broker_sub *
+full_sub(const struct broker *b, const struct topic *t, size_t n)
+{
+    struct broker_sub *s;
+
+    if (t == NULL)
+        return NULL;
+    LIST_FOREACH (s, &t->subs, link)
+        if (!s->spec.live && s->mode != BROKER_SUB_CLOSED &&
+            !s->spec.drop_oldest && dsub_backlog(s->ds) + n > b->queue_max)
+            return s;
+    return NULL;
+}
+
+int
+broker_admit(struct broker *b, const char *tenant, const char *topic, size_t n,
+             struct broker_sub **full)
+{
+    struct broker_sub *s = full_sub(b, topic_find(b, tenant, topic), n);
+
+    if (full)
+        *full = s;
+    if (s == NULL)
+        return 0;
+    errno = EAGAIN;
+    return -1;
+}
+
+/* A drop_oldest subscription one past its bound (the event just queued):
+ * its oldest waiting event leaves through the overflow callback, settled
+ * as dropped.  It is taken out of the queue first (counted out, as an
+ * orphan would be) so that the callback cannot free it under us. */
+static void
+sub_drop_oldest(struct broker *b, struct broker_sub *s)
+{
+    struct dsub *ds = s->ds;
+    struct dl *d = TAILQ_FIRST(&ds->queue); /* the new event at least */
+
+    TAILQ_REMOVE(&ds->queue, d, q);
+    ds->nqueued--;
+    d->where = DL_OUT;
+    ds->nout++;
+    ds->hold++;
+    b->st.overflowed++;
+    if (s->spec.overflow)
+        s->spec.overflow(s, d->m->ev, d->m->len, s->spec.arg);
+    dl_settle(b, d); /* kicks the subscription, if it is still there */
+    ds->hold--;
+    dsub_free_if_unused(ds);
+}
+
 int
 broker_publish(struct broker *b, const char *tenant, const char *topic,
                const uint8_t *event, size_t len, broker_publish_cb cb,
                void *arg)
 {
     struct topic *t = topic_find(b, tenant, topic);
-    uint64_t gen = ++b->publish_gen;
+    uint64_t gen;
     struct msg *m = NULL;
     struct broker_sub *s, *next;
     uint64_t lsn;
 
+    /* Backpressure (broker.h): refused whole before anything is queued. */
+    if (full_sub(b, t, 1) != NULL) {
+        errno = EAGAIN;
+        return -1;
+    }
+    gen = ++b->publish_gen;
     /* Durable subscriptions first: the journal decides whether the event
      * is accepted at all. */
     if (t) {
         LIST_FOREACH (s, &t->subs, link) {
-            if (s->spec.live || s->mode == BROKER_SUB_CLOSED ||
-                dsub_backlog(s->ds) >= b->queue_max)
+            if (s->spec.live || s->mode == BROKER_SUB_CLOSED)
                 continue;
             if (m == NULL && (m = msg_new(b, t, event, len)) == NULL)
                 goto nomem;
@@ -690,20 +748,20 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
         return -1;
     }
     b->st.published++;
-    /* Then everyone else: overflowing durable subscriptions, live ones.
-     * Callbacks may unsubscribe themselves (not others). */
+    /* Then the queues past their bound (drop_oldest ones only) and the
+     * live subscriptions.  Callbacks may unsubscribe themselves (not
+     * others). */
     if (t) {
         for (s = LIST_FIRST(&t->subs); s; s = next) {
             next = LIST_NEXT(s, link);
-            if (s->spec.live) {
+            if (s->spec.live)
                 deliver_live(s, t, event, len);
-            } else if (s->queued_gen == gen) {
+            else if (s->queued_gen != gen)
+                continue;
+            else if (dsub_backlog(s->ds) > b->queue_max)
+                sub_drop_oldest(b, s);
+            else
                 sub_kick(s);
-            } else if (s->mode != BROKER_SUB_CLOSED) {
-                b->st.overflowed++;
-                if (s->spec.overflow)
-                    s->spec.overflow(s, event, len, s->spec.arg);
-            }
         }
     }
     for (s = LIST_FIRST(&b->wild); s; s = next) {
@@ -852,6 +910,12 @@ size_t
 broker_sub_backlog(const struct broker_sub *s)
 {
     return s->ds ? dsub_backlog(s->ds) : 0;
+}
+
+const char *
+broker_sub_name(const struct broker_sub *s)
+{
+    return s->name;
 }
 
 /* ---- replay, compaction, recovery ------------------------------------ */

@@ -193,6 +193,31 @@ conf_check_modules(const char *v, char *why, size_t whylen)
     }
 }
 
+/* drop_oldest_topics: topic names ([A-Za-z0-9_.-], at most 128) in which
+ * `*` and `?` may stand for characters (fnmatch(3) without brackets), so
+ * that a typo stops start-up instead of matching no topic. */
+int
+conf_check_topic_patterns(const char *v, char *why, size_t whylen)
+{
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*?";
+    const char *p = v;
+
+    for (;;) {
+        p += strspn(p, ", \t");
+        if (*p == '\0')
+            return 0;
+        size_t len = strcspn(p, ", \t");
+        if (len > 128 || strspn(p, ok) < len)
+            return errbuf_set(why, whylen,
+                              "'%.*s' is not a topic pattern (letters, "
+                              "digits, '_', '.', '-', and '*' or '?'; at "
+                              "most 128)",
+                              (int)(len > 64 ? 64 : len), p);
+        p += len;
+    }
+}
+
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */
 int
 conf_check_nats_url(const char *v, char *why, size_t whylen)
