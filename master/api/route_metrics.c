@@ -239,8 +239,8 @@ api_metrics_route(struct api_req *rq)
     head(&t, "workmanager_publish_refused_total", "counter",
          "Publishes and invokes refused with 503 at the door, by reason.");
     for (int r = 0; r < ADMIT_NREASONS; r++)
-        add(&t, "workmanager_publish_refused_total{reason=\"%s\"} %" PRIu64
-                "\n",
+        add(&t,
+            "workmanager_publish_refused_total{reason=\"%s\"} %" PRIu64 "\n",
             admit_reason_name(r), admit_refused(r));
     scalar(&t, "workmanager_events_dropped_total", "counter",
            "Pending events dropped with their deleted subscriber.", bs.dropped);

@@ -188,8 +188,8 @@ api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    evhttp_add_header(evhttp_request_get_output_headers(rq->req),
-                      "Retry-After", "1");
+    evhttp_add_header(evhttp_request_get_output_headers(rq->req), "Retry-After",
+                      "1");
     api_error_extra(rq, 503, code, extra, "%s", msg);
 }
 

@@ -37,8 +37,8 @@ admit_drop_oldest(const struct conf *c, const char *topic)
 }
 
 int
-admit_publish(struct daemon *d, const char *tenant, const char *topic,
-              size_t n, char *why, size_t whylen, char *who, size_t wholen)
+admit_publish(struct daemon *d, const char *tenant, const char *topic, size_t n,
+              char *why, size_t whylen, char *who, size_t wholen)
 {
     struct broker_sub *full;
     unsigned max = d->conf->queue_max_events;
@@ -61,14 +61,12 @@ admit_publish(struct daemon *d, const char *tenant, const char *topic,
         snprintf(why, whylen,
                  "the queue of worker %s (%s) on %s/%s holds %zu of "
                  "queue_max_events (%u)",
-                 w ? w->name : name, name, tenant, topic, backlog,
-                 max);
+                 w ? w->name : name, name, tenant, topic, backlog, max);
     }
     if (n > max) {
         size_t len = strlen(why);
         snprintf(why + len, whylen - len,
-                 "; a batch of %zu events never fits: send at most %u", n,
-                 max);
+                 "; a batch of %zu events never fits: send at most %u", n, max);
     } else {
         size_t len = strlen(why);
         snprintf(why + len, whylen - len,

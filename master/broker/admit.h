@@ -39,8 +39,7 @@ bool admit_drop_oldest(const struct conf *c, const char *topic);
  * full worker (or group) and queue_max_events, and the subscription's
  * name (a worker id, or group:<name>) in who. */
 int admit_publish(struct daemon *d, const char *tenant, const char *topic,
-                  size_t n, char *why, size_t whylen, char *who,
-                  size_t wholen);
+                  size_t n, char *why, size_t whylen, char *who, size_t wholen);
 
 /* Counts one request refused at the door for reason r. */
 void admit_note_refused(enum admit_reason r);
