@@ -175,6 +175,7 @@ struct conf {
     uint64_t redelivery_base_delay_ms;
     unsigned max_redeliveries;
     unsigned queue_max_events;
+    struct conf_list drop_oldest_topics;
     bool retry_on_error;
     bool allow_in_process_native;
 

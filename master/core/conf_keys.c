@@ -73,7 +73,8 @@
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
  * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
  * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
- * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; an event that finds it full is dead-lettered (backlog_overflow). |
+ * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; a publish that a full queue cannot hold is refused whole (503 subscriber_full with Retry-After) unless its topic is in drop_oldest_topics. |
+ * | `drop_oldest_topics` | list | empty | `WM_DROP_OLDEST_TOPICS` | Topics (names or patterns with * and ?, in every tenant) whose full queues drop their oldest waiting event, dead-lettered with reason backlog_overflow, instead of refusing publishes; empty means none. |
  * | `allow_in_process_native` | bool | `false` | `WM_ALLOW_IN_PROCESS_NATIVE` | Let native workers created with "isolation": "in-process" run inside the daemon: faster calls, but a crash of such a worker ends the daemon and a timeout cannot stop its call. |
  * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
@@ -616,11 +617,25 @@ const struct conf_key conf_key_table[] = {
         .type = CONF_UINT,
         .def = "10000",
         .env = "WM_QUEUE_MAX_EVENTS",
-        .doc = "Bound of each subscription's queue; an event that finds it "
-               "full is dead-lettered (backlog_overflow).",
+        .doc = "Bound of each subscription's queue; a publish that a full "
+               "queue cannot hold is refused whole (503 subscriber_full with "
+               "Retry-After) unless its topic is in drop_oldest_topics.",
         .offset = AT(queue_max_events, unsigned),
         .min = 1,
         .max = 10000000,
+    },
+    {
+        .name = "drop_oldest_topics",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_DROP_OLDEST_TOPICS",
+        .doc = "Topics (names or patterns with * and ?, in every tenant) "
+               "whose full queues drop their oldest waiting event, "
+               "dead-lettered with reason backlog_overflow, instead of "
+               "refusing publishes; empty means none.",
+        .offset = AT(drop_oldest_topics, struct conf_list),
+        .check = conf_check_topic_patterns,
     },
     {
         .name = "allow_in_process_native",
