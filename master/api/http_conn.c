@@ -265,8 +265,9 @@ blank(char ch)
 
 /* The headers as the handler sees them: NUL-terminated in the buffer (the
  * byte after a name is its ':', after a value a blank or line break, all
- * parsed already). */
-static void
+ * parsed already).  Returns -1 for a value holding a NUL byte (which the
+ * parser lets through and C strings cannot carry). */
+static int
 finish_headers(struct http_conn *c)
 {
     char *m = c->in + c->msg_start;
@@ -285,13 +286,17 @@ finish_headers(struct http_conn *c)
         size_t n = o->value_len;
         while (n && blank(v[n - 1]))
             n--;
-        for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
+            if (v[k] == '\0')
+                return -1;
             if (v[k] == '\r' || v[k] == '\n')
                 v[k] = ' ';
+        }
         v[n] = '\0';
         h->value = v;
         h->value_len = n;
     }
+    return 0;
 }
 
 static const char *
@@ -321,7 +326,11 @@ head_done(struct http_conn *c)
 
     /* Paused on the head's last line feed, not yet consumed. */
     c->head_end = c->in_pos + 1 - c->msg_start;
-    finish_headers(c);
+    if (finish_headers(c) != 0) {
+        http_conn_refuse(c, 400, "bad_request",
+                         "a header value holds a NUL byte");
+        return -1;
+    }
     *req = (struct http_request){
         .headers = c->hdrs,
         .nheaders = c->nhdr,
