@@ -855,6 +855,14 @@ http_conn_lost(struct http_conn *c)
     /* HANDLER: freed when the handler answers (http_conn_answered). */
 }
 
+/* The read event back after a full pipeline stopped it. */
+static void
+reading_on(struct http_conn *c)
+{
+    if (!c->reading && event_add(c->rev, NULL) == 0)
+        c->reading = true;
+}
+
 void
 http_conn_answered(struct http_conn *c)
 {
@@ -889,8 +897,7 @@ http_conn_answered(struct http_conn *c)
         return;
     }
     c->state = HTTP_CONN_HEAD;
-    if (!c->reading && event_add(c->rev, NULL) == 0)
-        c->reading = true;
+    reading_on(c);
     http_conn_timer_update(c);
     if (!c->in_process && c->in_pos < c->in_len)
         event_active(c->rev, EV_READ, 1);
@@ -904,8 +911,7 @@ http_conn_linger(struct http_conn *c)
         return;
     }
     c->state = HTTP_CONN_LINGER;
-    if (!c->reading && event_add(c->rev, NULL) == 0)
-        c->reading = true;
+    reading_on(c);
     http_conn_timer_update(c);
 }
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/hex.h"
 #include "lib/timestamp.h"
 #include "master/api/http_server.h"
 #include "master/core/audit.h"
@@ -39,18 +40,6 @@ req_free(struct api_req *rq)
     free(rq);
 }
 
-static int
-hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s[0, len) into out (at least len + 1 bytes), '+' as a
  * blank when plus; a '%' not followed by two hex digits stays as it is.
  * Returns -1 for an encoded NUL. */
@@ -60,8 +49,9 @@ uri_decode(const char *s, size_t len, bool plus, char *out)
     char *o = out;
     for (size_t i = 0; i < len; i++) {
         int hi, lo;
-        if (s[i] == '%' && i + 2 < len && (hi = hex_digit(s[i + 1])) >= 0 &&
-            (lo = hex_digit(s[i + 2])) >= 0) {
+        if (s[i] == '%' && i + 2 < len &&
+            (hi = hex_digit_value(s[i + 1])) >= 0 &&
+            (lo = hex_digit_value(s[i + 2])) >= 0) {
             if (hi == 0 && lo == 0)
                 return -1;
             *o++ = (char)(hi * 16 + lo);
