@@ -271,9 +271,9 @@ takes_events(const struct worker *w)
 static enum broker_sub_mode
 mode_of(const struct worker *w)
 {
-    return takes_events(w)                   ? BROKER_SUB_ACTIVE
+    return takes_events(w)               ? BROKER_SUB_ACTIVE
            : w->status != WORKER_STOPPED ? BROKER_SUB_PAUSED
-                                             : BROKER_SUB_CLOSED;
+                                         : BROKER_SUB_CLOSED;
 }
 
 /* Deliveries out at once for a worker: more than its concurrency, so that

@@ -259,8 +259,8 @@ sv_proc_finalize(struct proc *p)
     else
         log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
                   "host pid %d of worker %s exited: %s, reason %s%s%s",
-                  sv_proc_pid(p), p->worker_id, how, reason,
-                  killed ? ": " : "", killed ? p->kill_msg : "");
+                  sv_proc_pid(p), p->worker_id, how, reason, killed ? ": " : "",
+                  killed ? p->kill_msg : "");
     LIST_REMOVE(p, link);
     sv->nprocs--;
     if (h == NULL) {
@@ -297,8 +297,7 @@ sv_proc_finalize(struct proc *p)
     /* (A death not the worker's is not its last exit: the log says it.) */
     if (p->blameless == NULL) {
         w->last_exit.present = true;
-        snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s",
-                 reason);
+        snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
         w->last_exit.signal = sig;
         w->last_exit.code = code;
         w->last_exit.syscall = nr;
