@@ -457,7 +457,11 @@ zygote_fork(const struct sandbox_launcher_engine *e, uint32_t seq, int chan,
     int fds[ZYGOTE_FDS_MAX];
     unsigned n = 0;
 
-    if (zygote_up(e, err, errlen) < 0) {
+    /* A zygote killed as it started (or just before a fork was asked of
+     * it: nothing of this spawn reached it yet) is not the worker's
+     * failure: a second one is tried once.  One that cannot start fails
+     * twice. */
+    if (zygote_up(e, err, errlen) < 0 && zygote_up(e, err, errlen) < 0) {
         errno = EAGAIN;
         return -1;
     }
