@@ -28,6 +28,14 @@
  * running, or failed once crash_loop_max restarts happened within
  * crash_loop_window_s (no more restarts until a load or an apply of
  * "running" resets it).
+ *
+ * A death that is not the worker's fault (p->blameless) is not charged:
+ * a host killed with its zygote (the launcher's death report says so), a
+ * host of a launcher that died, a pool host that died killed before it
+ * answered its first Load (died_in_pool()).  Its events go back to the
+ * queue uncounted, its Load waiters wait for the next host, the crash-loop
+ * window and last_exit are left alone, and the pump starts another host
+ * at once (host_after_blameless()).  The log line says so.
  */
 #include "config.h"
 

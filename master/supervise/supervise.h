@@ -20,7 +20,9 @@
  * them, over which its events are spread.  Hosts start lazily (on the first
  * event, or when a create or reload must validate code), are reaped after
  * the worker's idle timeout, and are restarted with exponential backoff
- * after a crash, up to a crash-loop cap.  The supervisor owns struct host
+ * after a crash, up to a crash-loop cap; a death that is not the worker's
+ * fault (with its zygote or the launcher, a pool host's before its Load)
+ * is restarted at once and charges nothing (exits.c).  The supervisor owns struct host
  * and writes the observed fields of struct worker (state, pid: the first
  * host's, restarts, last_exit); it never touches the desired status or the
  * store.
