@@ -22,10 +22,10 @@
  * the worker's idle timeout, and are restarted with exponential backoff
  * after a crash, up to a crash-loop cap; a death that is not the worker's
  * fault (with its zygote or the launcher, a pool host's before its Load)
- * is restarted at once and charges nothing (exits.c).  The supervisor owns struct host
- * and writes the observed fields of struct worker (state, pid: the first
- * host's, restarts, last_exit); it never touches the desired status or the
- * store.
+ * is restarted at once and charges nothing (exits.c).  The supervisor owns
+ * struct host and writes the observed fields of struct worker (state, pid: the
+ * first host's, restarts, last_exit); it never touches the desired status or
+ * the store.
  *
  * The warm pool: for an engine whose descriptor says `warm = N`
  * (engines.h), N hosts are kept started, confined and handshaken with no
