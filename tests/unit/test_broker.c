@@ -239,6 +239,49 @@ test_redelivery(void)
     broker_close(b);
 }
 
+/* A release (a delivery that never reached the worker) comes back after
+ * its delay with the same count, and a restart finds that count too:
+ * nothing was journaled for it. */
+static void
+test_release(void)
+{
+    char dir[256];
+    struct seen a = { 0 };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    REQUIRE(sub(b, "q", "w1", &a, false));
+    pub(b, "q", "e1");
+    spin(20);
+    REQUIRE(a.n == 1);
+    broker_nack(a.d[0], 0); /* a real attempt: count 2 */
+    spin(20);
+    REQUIRE(a.n == 2);
+    CHECK_EQ(a.count[1], 2);
+    broker_release(a.d[1], 50);
+    spin(20);
+    CHECK_EQ(a.n, 2); /* not before its delay */
+    spin(60);
+    REQUIRE(a.n == 3);
+    CHECK_EQ(a.count[2], 2);
+    broker_release(a.d[2], 0);
+    spin(20);
+    REQUIRE(a.n == 4);
+    CHECK_EQ(a.count[3], 2);
+    struct broker_stats st;
+    broker_stats(b, &st);
+    CHECK_EQ(st.nacked, 1);
+    broker_close(b); /* out when the "crash" comes */
+
+    struct seen r = { .ack = true };
+    b = reopen(dir, NULL, 1, &r);
+    REQUIRE(b);
+    REQUIRE(r.n == 1);
+    CHECK_EQ(r.count[0], 2);
+    broker_close(b);
+}
+
 static void
 test_bound_and_modes(void)
 {
@@ -478,6 +521,7 @@ main(void)
         return 99;
     RUN(test_fanout);
     RUN(test_redelivery);
+    RUN(test_release);
     RUN(test_bound_and_modes);
     RUN(test_restart);
     RUN(test_replay_verified);
