@@ -895,6 +895,8 @@ api_workers_route(struct api_req *rq)
         api_invoke_route(rq, w);
     else if (is(rq, "PUT") && strcmp(action, "code") == 0)
         reload(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "logs") == 0)
+        api_logs_route(rq, w);
     else if (is(rq, "GET") && strcmp(action, "history") == 0)
         history(rq, w);
     else if (is(rq, "GET") && strcmp(action, "tags") == 0)

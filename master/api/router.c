@@ -353,6 +353,7 @@ api_stop_listening(struct api *api)
 {
     /* Followers of topics get the end of their stream. */
     api_topics_close_streams();
+    api_logs_close_streams();
     if (api->unix_sock) {
         evhttp_del_accept_socket(api->http, api->unix_sock);
         api->unix_sock = NULL;
