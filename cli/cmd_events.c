@@ -372,8 +372,8 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
         rc = WMCTL_EXIT_FAILED;
         goto out;
     }
-    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(), &r, err,
-                           sizeof err) != 0) {
+    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(),
+                           &r, err, sizeof err) != 0) {
         rc = wmctl_unreachable(ctl, err);
         goto out;
     }

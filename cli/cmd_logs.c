@@ -58,8 +58,8 @@ follow(struct wmctl *ctl, const char *path)
     char err[CURL_ERROR_SIZE + 64];
     int rc = WMCTL_EXIT_OK;
 
-    if (http_client_stream(ctl->http, path, sse_feed, &s,
-                           sse_stop_on_signals(), &r, err, sizeof err) != 0) {
+    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(),
+                           &r, err, sizeof err) != 0) {
         sse_free(&s);
         return wmctl_unreachable(ctl, err);
     }

@@ -326,8 +326,7 @@ static char *
 last_error_brief(const json_t *e)
 {
     const char *type = json_string_value(json_object_get(e, "type"));
-    const char *what =
-        json_string_value(json_object_get(e, "exception_type"));
+    const char *what = json_string_value(json_object_get(e, "exception_type"));
     char buf[LAST_ERROR_MAX + 1];
 
     if (type == NULL)
@@ -413,8 +412,7 @@ worker_show(const json_t *answer)
     if (state && strcmp(state, "failed") == 0 && name) {
         char text[160];
         snprintf(text, sizeof text,
-                 "failed (no more restarts: `wmctl start %s` clears it)",
-                 name);
+                 "failed (no more restarts: `wmctl start %s` clears it)", name);
         json_object_set_new(w, "state", json_string(text));
     }
     json_incref(e);

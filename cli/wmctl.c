@@ -247,9 +247,9 @@ wmctl_error_print(struct wmctl *ctl, long status, const char *body)
     if (ctl->json) {
         json_t *made = NULL;
         if (!json_is_object(e) || code == NULL) /* not the API's shape */
-            e = made = json_pack(
-                "{s:s, s:s%}", "code", "http_error", "message",
-                body ? body : "", body ? strcspn(body, "\r\n") : (size_t)0);
+            e = made = json_pack("{s:s, s:s%}", "code", "http_error", "message",
+                                 body ? body : "",
+                                 body ? strcspn(body, "\r\n") : (size_t)0);
         error_json_print(e, status);
         json_decref(made);
     } else if (code) {
@@ -268,9 +268,9 @@ int
 wmctl_unreachable(struct wmctl *ctl, const char *reason)
 {
     if (ctl->json) {
-        json_t *e = json_pack("{s:s, s:s, s:s}", "code", "unreachable",
-                              "message", reason, "target",
-                              http_client_target(ctl->http));
+        json_t *e =
+            json_pack("{s:s, s:s, s:s}", "code", "unreachable", "message",
+                      reason, "target", http_client_target(ctl->http));
         error_json_print(e, 0);
         json_decref(e);
     } else {
