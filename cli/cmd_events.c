@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cli/sse.h"
 #include "cli/wmctl.h"
 #include "lib/uuid.h"
@@ -343,9 +341,6 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
     };
     struct event_opts eo;
     struct counted counted = { 0 };
-    struct sse s = { .event = on_event, .arg = &counted };
-    struct http_reply r;
-    char err[CURL_ERROR_SIZE + 64];
     char *path = NULL;
     int rc = event_opts_parse(ctl, argc, argv, opts, &eo);
 
@@ -372,22 +367,9 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
         rc = WMCTL_EXIT_FAILED;
         goto out;
     }
-    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(),
-                           &r, err, sizeof err) != 0) {
-        rc = wmctl_unreachable(ctl, err);
-        goto out;
-    }
-    if (r.status != 200) {
-        wmctl_error_print(ctl, r.status, r.body);
-        rc = WMCTL_EXIT_FAILED;
-    } else if (s.failed) {
-        fprintf(stderr, "wmctl: out of memory\n");
-        rc = WMCTL_EXIT_FAILED;
-    }
-    http_reply_free(&r);
+    rc = sse_follow(ctl, path, on_event, &counted);
 out:
     free(path);
-    sse_free(&s);
     json_decref(eo.ext);
     return rc;
 }

@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cli/sse.h"
 #include "cli/wmctl.h"
 
@@ -48,31 +46,6 @@ on_line(const char *data, size_t len, void *arg)
     fflush(stdout);
     json_decref(l);
     return 0;
-}
-
-static int
-follow(struct wmctl *ctl, const char *path)
-{
-    struct sse s = { .event = on_line, .arg = ctl };
-    struct http_reply r;
-    char err[CURL_ERROR_SIZE + 64];
-    int rc = WMCTL_EXIT_OK;
-
-    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(),
-                           &r, err, sizeof err) != 0) {
-        sse_free(&s);
-        return wmctl_unreachable(ctl, err);
-    }
-    if (r.status != 200) {
-        wmctl_error_print(ctl, r.status, r.body);
-        rc = WMCTL_EXIT_FAILED;
-    } else if (s.failed) {
-        fprintf(stderr, "wmctl: out of memory\n");
-        rc = WMCTL_EXIT_FAILED;
-    }
-    http_reply_free(&r);
-    sse_free(&s);
-    return rc;
 }
 
 int
@@ -122,7 +95,7 @@ cmd_logs(struct wmctl *ctl, int argc, char **argv)
         return WMCTL_EXIT_FAILED;
     }
     if (following) {
-        rc = follow(ctl, path);
+        rc = sse_follow(ctl, path, on_line, ctl);
         free(path);
         return rc;
     }

@@ -8,8 +8,13 @@
 
 #include "cli/sse.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <curl/curl.h>
+
+#include "cli/wmctl.h"
 
 static int
 grow(char **buf, size_t *cap, size_t need)
@@ -111,4 +116,30 @@ sse_stop_on_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     return &stopping;
+}
+
+int
+sse_follow(struct wmctl *ctl, const char *path,
+           int (*event)(const char *data, size_t len, void *arg), void *arg)
+{
+    struct sse s = { .event = event, .arg = arg };
+    struct http_reply r;
+    char err[CURL_ERROR_SIZE + 64];
+    int rc = WMCTL_EXIT_OK;
+
+    if (http_client_stream(ctl->http, path, sse_feed, &s, sse_stop_on_signals(),
+                           &r, err, sizeof err) != 0) {
+        sse_free(&s);
+        return wmctl_unreachable(ctl, err);
+    }
+    if (r.status != 200) {
+        wmctl_error_print(ctl, r.status, r.body);
+        rc = WMCTL_EXIT_FAILED;
+    } else if (s.failed) {
+        fprintf(stderr, "wmctl: out of memory\n");
+        rc = WMCTL_EXIT_FAILED;
+    }
+    http_reply_free(&r);
+    sse_free(&s);
+    return rc;
 }

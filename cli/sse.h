@@ -31,4 +31,14 @@ void sse_free(struct sse *s);
  * flag to give http_client_stream() as its stop. */
 const volatile sig_atomic_t *sse_stop_on_signals(void);
 
+struct wmctl;
+
+/* Streams GET path, calling event (as struct sse's) for each event, until
+ * the daemon ends the stream, event returns -1, or SIGINT or SIGTERM;
+ * returns wmctl's exit code (an error answer or an unreachable daemon
+ * printed). */
+int sse_follow(struct wmctl *ctl, const char *path,
+               int (*event)(const char *data, size_t len, void *arg),
+               void *arg);
+
 #endif
