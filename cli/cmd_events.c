@@ -11,13 +11,11 @@
 #include "config.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
+#include "cli/sse.h"
 #include "cli/wmctl.h"
 #include "lib/uuid.h"
 
@@ -306,115 +304,29 @@ out:
 
 /* ---- subscribe --------------------------------------------------------- */
 
-/* Set by SIGINT and SIGTERM: the stream ends and wmctl exits 0. */
-static volatile sig_atomic_t stopping;
-
-static void
-on_signal(int sig)
-{
-    (void)sig;
-    stopping = 1;
-}
-
-/* A Server-Sent Events parser: lines are gathered across chunks; `data:`
- * lines make the event, a blank line ends it, comments (":") and the
- * other fields are skipped. */
-struct sse {
-    char *line;
-    size_t len, cap;
-    char *data;
-    size_t dlen, dcap;
+/* What subscribe counts of the stream. */
+struct counted {
     unsigned long seen, max; /* events printed; 0: no limit */
-    int failed;
 };
 
+/* Prints one event's data as one JSON line.  Returns -1 once enough events
+ * are printed. */
 static int
-grow(char **buf, size_t *cap, size_t need)
+on_event(const char *data, size_t len, void *arg)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 1024;
-    while (n < need)
-        n *= 2;
-    char *p = realloc(*buf, n);
-    if (p == NULL)
-        return -1;
-    *buf = p;
-    *cap = n;
-    return 0;
-}
-
-/* Prints one event's data as one JSON line. */
-static void
-sse_emit(struct sse *s)
-{
-    json_t *j = json_loadb(s->data, s->dlen, JSON_DECODE_ANY, NULL);
+    struct counted *c = arg;
+    json_t *j = json_loadb(data, len, JSON_DECODE_ANY, NULL);
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 
     if (text)
         printf("%s\n", text);
     else
-        printf("%.*s\n", (int)s->dlen, s->data);
+        printf("%.*s\n", (int)len, data);
     fflush(stdout);
     free(text);
     json_decref(j);
-    s->dlen = 0;
-    s->seen++;
-}
-
-/* One complete line (without its newline).  Returns -1 once enough events
- * are printed. */
-static int
-sse_line(struct sse *s, char *line, size_t len)
-{
-    if (len > 0 && line[len - 1] == '\r')
-        len--;
-    if (len == 0) {
-        if (s->dlen == 0)
-            return 0;
-        sse_emit(s);
-        return s->max && s->seen >= s->max ? -1 : 0;
-    }
-    if (len < 5 || strncmp(line, "data:", 5) != 0)
-        return 0;
-    line += 5;
-    len -= 5;
-    if (len > 0 && *line == ' ') {
-        line++;
-        len--;
-    }
-    /* Several data lines join with a newline. */
-    if (grow(&s->data, &s->dcap, s->dlen + len + 2) != 0) {
-        s->failed = 1;
-        return -1;
-    }
-    if (s->dlen)
-        s->data[s->dlen++] = '\n';
-    memcpy(s->data + s->dlen, line, len);
-    s->dlen += len;
-    return 0;
-}
-
-static int
-on_chunk(const char *data, size_t len, void *arg)
-{
-    struct sse *s = arg;
-
-    for (size_t i = 0; i < len; i++) {
-        if (data[i] != '\n') {
-            if (grow(&s->line, &s->cap, s->len + 1) != 0) {
-                s->failed = 1;
-                return -1;
-            }
-            s->line[s->len++] = data[i];
-            continue;
-        }
-        size_t n = s->len;
-        s->len = 0;
-        if (sse_line(s, s->line, n) != 0)
-            return -1;
-    }
-    return 0;
+    c->seen++;
+    return c->max && c->seen >= c->max ? -1 : 0;
 }
 
 int
@@ -427,11 +339,8 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
         { "help", no_argument, NULL, WMCTL_OPT_HELP },
         { NULL, 0, NULL, 0 },
     };
-    struct sigaction sa = { .sa_handler = on_signal };
     struct event_opts eo;
-    struct sse s = { 0 };
-    struct http_reply r;
-    char err[CURL_ERROR_SIZE + 64];
+    struct counted counted = { 0 };
     char *path = NULL;
     int rc = event_opts_parse(ctl, argc, argv, opts, &eo);
 
@@ -444,8 +353,8 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
     if (eo.count) {
         char *end;
         errno = 0;
-        s.max = strtoul(eo.count, &end, 10);
-        if (errno || end == eo.count || *end || s.max == 0 ||
+        counted.max = strtoul(eo.count, &end, 10);
+        if (errno || end == eo.count || *end || counted.max == 0 ||
             *eo.count == '-') {
             rc = wmctl_usage_error(ctl,
                                    "--count %s: expected a positive "
@@ -458,28 +367,9 @@ cmd_subscribe(struct wmctl *ctl, int argc, char **argv)
         rc = WMCTL_EXIT_FAILED;
         goto out;
     }
-    /* No SA_RESTART: a signal wakes curl's wait, which then sees
-     * `stopping` in its progress callback. */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    if (http_client_stream(ctl->http, path, on_chunk, &s, &stopping, &r, err,
-                           sizeof err) != 0) {
-        rc = wmctl_unreachable(ctl, err);
-        goto out;
-    }
-    if (r.status != 200) {
-        wmctl_error_print(r.status, r.body);
-        rc = WMCTL_EXIT_FAILED;
-    } else if (s.failed) {
-        fprintf(stderr, "wmctl: out of memory\n");
-        rc = WMCTL_EXIT_FAILED;
-    }
-    http_reply_free(&r);
+    rc = sse_follow(ctl, path, on_event, &counted);
 out:
     free(path);
-    free(s.line);
-    free(s.data);
     json_decref(eo.ext);
     return rc;
 }

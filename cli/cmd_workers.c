@@ -349,14 +349,38 @@ out:
 
 /* ---- list, show, the status changes, delete -------------------------- */
 
+/* The compact form of a worker's last error for list: its type and what
+ * names it best (the exception class, the signal, the system call), cut
+ * to LAST_ERROR_MAX characters; NULL (printed "-") when none. */
+#define LAST_ERROR_MAX 24
+
+static char *
+last_error_brief(const json_t *e)
+{
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *what = json_string_value(json_object_get(e, "exception_type"));
+    char buf[LAST_ERROR_MAX + 1];
+
+    if (type == NULL)
+        return NULL;
+    if (what == NULL)
+        what = json_string_value(json_object_get(e, "syscall_name"));
+    if (what == NULL)
+        what = json_string_value(json_object_get(e, "signal_name"));
+    snprintf(buf, sizeof buf, "%s%s%s", type, what ? " " : "",
+             what ? what : "");
+    return strdup(buf);
+}
+
 int
 cmd_list(struct wmctl *ctl, int argc, char **argv)
 {
-    static const char *const header[] = {
-        "NAME",   "ID",    "TENANT",  "TOPIC",    "GROUP",
-        "STATUS", "STATE", "VERSION", "RESTARTS",
+    enum { NCOLS = 11 };
+    static const char *const header[NCOLS] = {
+        "NAME",  "ID",      "TENANT",   "TOPIC",  "GROUP",      "STATUS",
+        "STATE", "VERSION", "RESTARTS", "FAILED", "LAST_ERROR",
     };
-    static const char *const keys[] = {
+    static const char *const keys[NCOLS - 2] = {
         "name",   "id",    "tenant",  "topic",    "group",
         "status", "state", "version", "restarts",
     };
@@ -374,15 +398,18 @@ cmd_list(struct wmctl *ctl, int argc, char **argv)
         json_decref(answer);
         return rc;
     }
-    struct table *t = table_new(9, header);
+    struct table *t = table_new(NCOLS, header);
     json_array_foreach(json_object_get(answer, "workers"), i, w)
     {
-        char *cells[9];
-        for (size_t k = 0; k < 9; k++)
+        char *cells[NCOLS];
+        for (size_t k = 0; k < NCOLS - 2; k++)
             cells[k] = wmctl_value_text(json_object_get(w, keys[k]));
+        cells[NCOLS - 2] = wmctl_value_text(
+            json_object_get(json_object_get(w, "events"), "failed"));
+        cells[NCOLS - 1] = last_error_brief(json_object_get(w, "last_error"));
         if (t)
             table_row_add(t, (const char *const *)cells);
-        for (size_t k = 0; k < 9; k++)
+        for (size_t k = 0; k < NCOLS; k++)
             free(cells[k]);
     }
     if (t)
@@ -390,6 +417,58 @@ cmd_list(struct wmctl *ctl, int argc, char **argv)
     table_free(t);
     json_decref(answer);
     return rc;
+}
+
+/* show's readable worker: the limits in force in place of the asked ones
+ * (0 meaning the daemon's default), what ends a failed state, then the
+ * last error with its traceback, one member a line. */
+static void
+worker_show(const json_t *answer)
+{
+    json_t *w = json_deep_copy(answer);
+    json_t *limits = json_object_get(w, "limits_in_force");
+    json_t *e = json_object_get(w, "last_error");
+    const char *state = json_string_value(json_object_get(w, "state"));
+    const char *name = json_string_value(json_object_get(w, "name"));
+    const char *key;
+    json_t *v;
+
+    if (w == NULL)
+        return;
+    if (json_is_object(limits)) {
+        if (json_is_null(json_object_get(limits, "memory_mb")))
+            json_object_set_new(limits, "memory_mb", json_string("unlimited"));
+        json_object_set(w, "limits", limits);
+        json_object_del(w, "limits_in_force");
+    }
+    if (state && strcmp(state, "failed") == 0 && name) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "failed (no more restarts: `wmctl start %s` clears it)", name);
+        json_object_set_new(w, "state", json_string(text));
+    }
+    json_incref(e);
+    json_object_del(w, "last_error");
+    wmctl_object_print(w, NULL);
+    if (!json_is_object(e)) {
+        printf("last_error: -\n");
+    } else {
+        printf("last_error:\n");
+        json_object_foreach(e, key, v)
+        {
+            if (json_is_null(v) || strcmp(key, "traceback") == 0)
+                continue;
+            char *t = wmctl_value_text(v);
+            printf("  %s: %s\n", key, t ? t : "?");
+            free(t);
+        }
+        const char *tb = json_string_value(json_object_get(e, "traceback"));
+        if (tb && *tb)
+            printf("  traceback:\n%s%s", tb,
+                   tb[strlen(tb) - 1] == '\n' ? "" : "\n");
+    }
+    json_decref(e);
+    json_decref(w);
 }
 
 int
@@ -401,8 +480,12 @@ cmd_show(struct wmctl *ctl, int argc, char **argv)
 
     if (worker == NULL)
         return rc;
-    if ((rc = worker_call(ctl, "GET", worker, "", NULL, &answer)) == 0)
-        worker_print(ctl, answer, true);
+    if ((rc = worker_call(ctl, "GET", worker, "", NULL, &answer)) == 0) {
+        if (ctl->json)
+            wmctl_json_print(answer);
+        else
+            worker_show(answer);
+    }
     json_decref(answer);
     return rc;
 }

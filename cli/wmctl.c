@@ -48,6 +48,7 @@ static const struct wmctl_command commands[] = {
     },
     { .name = "list", .synopsis = "", .run = cmd_list },
     { .name = "show", .synopsis = "WORKER", .run = cmd_show },
+    { .name = "logs", .synopsis = "WORKER [-f] [-n N]", .run = cmd_logs },
     { .name = "start", .synopsis = "WORKER", .run = cmd_status },
     { .name = "stop", .synopsis = "WORKER", .run = cmd_status },
     { .name = "suspend", .synopsis = "WORKER", .run = cmd_status },
@@ -150,6 +151,8 @@ command_find(const char *name)
 
 /* ---- shared by the commands ------------------------------------------ */
 
+static void error_json_print(json_t *error, long status);
+
 int
 wmctl_usage_command(struct wmctl *ctl)
 {
@@ -166,6 +169,20 @@ wmctl_usage_error(struct wmctl *ctl, const char *fmt, ...)
         ctl->command ? command_find(ctl->command) : NULL;
     va_list ap;
 
+    if (ctl->json) {
+        char msg[1024], use[1024] = "wmctl --help";
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (c)
+            snprintf(use, sizeof use, "wmctl %s%s%s", c->name,
+                     *c->synopsis ? " " : "", c->synopsis);
+        json_t *e = json_pack("{s:s, s:s, s:s}", "code", "usage", "message",
+                              msg, "usage", use);
+        error_json_print(e, 0);
+        json_decref(e);
+        return WMCTL_EXIT_USAGE;
+    }
     fputs("wmctl: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -205,27 +222,63 @@ wmctl_getopt_short(struct wmctl *ctl, int argc, char **argv,
     return c;
 }
 
+/* An error as JSON on stderr: {"error": {"code", "message", ...}} with
+ * the HTTP status when there was one (0: none). */
+static void
+error_json_print(json_t *error, long status)
+{
+    json_t *j = json_pack("{s:O}", "error", error);
+    if (status)
+        json_object_set_new(j, "status", json_integer(status));
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (text)
+        fprintf(stderr, "%s\n", text);
+    free(text);
+    json_decref(j);
+}
+
 void
-wmctl_error_print(long status, const char *body)
+wmctl_error_print(struct wmctl *ctl, long status, const char *body)
 {
     json_t *j = body ? json_loads(body, 0, NULL) : NULL;
     json_t *e = json_object_get(j, "error");
     const char *code = json_string_value(json_object_get(e, "code"));
     const char *message = json_string_value(json_object_get(e, "message"));
+    const char *tb = json_string_value(json_object_get(e, "traceback"));
 
-    if (code)
+    if (ctl->json) {
+        json_t *made = NULL;
+        if (!json_is_object(e) || code == NULL) /* not the API's shape */
+            e = made = json_pack("{s:s, s:s%}", "code", "http_error", "message",
+                                 body ? body : "",
+                                 body ? strcspn(body, "\r\n") : (size_t)0);
+        error_json_print(e, status);
+        json_decref(made);
+    } else if (code) {
         fprintf(stderr, "wmctl: %s: %s\n", code, message ? message : "");
-    else
+        /* A worker's error (invoke): where it failed. */
+        if (tb && *tb)
+            fprintf(stderr, "%s%s", tb, tb[strlen(tb) - 1] == '\n' ? "" : "\n");
+    } else {
         fprintf(stderr, "wmctl: http_%ld: %.*s\n", status,
                 body ? (int)strcspn(body, "\r\n") : 0, body ? body : "");
+    }
     json_decref(j);
 }
 
 int
 wmctl_unreachable(struct wmctl *ctl, const char *reason)
 {
-    fprintf(stderr, "wmctl: cannot reach %s: %s\n",
-            http_client_target(ctl->http), reason);
+    if (ctl->json) {
+        json_t *e =
+            json_pack("{s:s, s:s, s:s}", "code", "unreachable", "message",
+                      reason, "target", http_client_target(ctl->http));
+        error_json_print(e, 0);
+        json_decref(e);
+    } else {
+        fprintf(stderr, "wmctl: cannot reach %s: %s\n",
+                http_client_target(ctl->http), reason);
+    }
     return WMCTL_EXIT_UNREACHABLE;
 }
 
@@ -246,7 +299,7 @@ wmctl_call_raw(struct wmctl *ctl, const char *method, const char *path,
     if (status)
         *status = r.status;
     if (r.status < 200 || r.status > 299) {
-        wmctl_error_print(r.status, r.body);
+        wmctl_error_print(ctl, r.status, r.body);
         rc = WMCTL_EXIT_FAILED;
     } else if (answer && r.len > 0) {
         json_error_t je;
@@ -550,7 +603,7 @@ cmd_health(struct wmctl *ctl, int argc, char **argv)
         return wmctl_unreachable(ctl, err);
     json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
     if (json_object_get(j, "error") || !json_is_object(j)) {
-        wmctl_error_print(r.status, r.body);
+        wmctl_error_print(ctl, r.status, r.body);
     } else if (ctl->json) {
         wmctl_json_print(j);
     } else {

@@ -50,8 +50,8 @@ int wmctl_getopt(struct wmctl *ctl, int argc, char **argv,
 int wmctl_getopt_short(struct wmctl *ctl, int argc, char **argv,
                        const char *shortopts, const struct option *opts);
 
-/* Prints "wmctl: <message>" and the command's synopsis on stderr; returns
- * WMCTL_EXIT_USAGE. */
+/* Prints "wmctl: <message>" and the command's synopsis on stderr (with
+ * --json, an error object of code "usage"); returns WMCTL_EXIT_USAGE. */
 int wmctl_usage_error(struct wmctl *ctl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -71,11 +71,13 @@ int wmctl_call_raw(struct wmctl *ctl, const char *method, const char *path,
                    const char *content_type, const char *body, size_t len,
                    long *status, json_t **answer);
 
-/* Prints the error of a non-2xx answer ("wmctl: <code>: <message>"). */
-void wmctl_error_print(long status, const char *body);
+/* Prints the error of a non-2xx answer on stderr: "wmctl: <code>:
+ * <message>" and a worker error's traceback when it has one; with --json
+ * the answer's error object as JSON, {"error": {...}, "status": N}. */
+void wmctl_error_print(struct wmctl *ctl, long status, const char *body);
 
-/* Prints "wmctl: cannot reach <target>: <reason>"; returns
- * WMCTL_EXIT_UNREACHABLE. */
+/* Prints "wmctl: cannot reach <target>: <reason>" (with --json, an error
+ * object of code "unreachable"); returns WMCTL_EXIT_UNREACHABLE. */
 int wmctl_unreachable(struct wmctl *ctl, const char *reason);
 
 /* "<prefix><escaped seg><suffix>" (free() it); NULL when out of memory. */
@@ -109,6 +111,8 @@ int wmctl_json_parse(struct wmctl *ctl, const char *opt, const char *text,
 int cmd_create(struct wmctl *ctl, int argc, char **argv);
 int cmd_list(struct wmctl *ctl, int argc, char **argv);
 int cmd_show(struct wmctl *ctl, int argc, char **argv);
+/* cmd_logs.c */
+int cmd_logs(struct wmctl *ctl, int argc, char **argv);
 int cmd_status(struct wmctl *ctl, int argc, char **argv);
 int cmd_delete(struct wmctl *ctl, int argc, char **argv);
 int cmd_reload(struct wmctl *ctl, int argc, char **argv);

@@ -6,7 +6,8 @@
  * a bearer token.  router.c holds the listeners, the gate and the route
  * table; request.c a request's life (reading its body, answering, the
  * audit trail); one route_*.c per resource (workers, with worker_body.c
- * for a worker's JSON both ways and route_invoke.c for invoke; topics;
+ * for a worker's JSON both ways, route_invoke.c for invoke and
+ * route_logs.c for a worker's log lines; topics;
  * health, engines and recover; metrics); events.c and events_json.c the
  * CloudEvents codec of the edges (events.h).  A handler either answers at
  * once or keeps its struct api_req until an asynchronous step (a store
@@ -153,6 +154,10 @@ void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
 /* POST /v1/workers/{id}/invoke of worker w (route_invoke.c). */
 void api_invoke_route(struct api_req *rq, struct worker *w);
+/* GET /v1/workers/{id}/logs of worker w (route_logs.c), and the end of
+ * every stream following a worker's lines (shutdown). */
+void api_logs_route(struct api_req *rq, struct worker *w);
+void api_logs_close_streams(void);
 /* Open event streams, and events they dropped (route_topics.c). */
 uint64_t api_topics_streams(void);
 /* Ends every stream (shutdown). */

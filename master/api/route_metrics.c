@@ -2,8 +2,10 @@
  * route_metrics.c — GET /metrics: the Prometheus text exposition format
  * (version 0.0.4) of the daemon's counters (DESIGN §8).
  *
- * Per worker (labels worker = id, name, tenant): events processed, failed,
- * published, redelivered, dead-lettered, host restarts.  Daemon-wide:
+ * Per worker (labels worker = id, name, tenant): attempts that succeeded
+ * (processed) and that failed, each delivery or invoke counted once in
+ * one of them; events published, redelivered, dead-lettered; host
+ * restarts.  Daemon-wide:
  * workers by status and by host state, host processes, the processing
  * latency histogram, the broker's counters and journal size, group lock
  * acquisitions, steals, contention and waits, event streams.
@@ -178,10 +180,12 @@ api_metrics_route(struct api_req *rq)
     }
 
     per_worker(&t, d->registry, "workmanager_worker_events_processed_total",
-               "Events a worker completed (deliveries and invokes).",
+               "Attempts (deliveries and invokes) a worker completed "
+               "successfully.",
                offsetof(struct worker_counters, processed));
     per_worker(&t, d->registry, "workmanager_worker_events_failed_total",
-               "Events that ended in an error on a worker.",
+               "Attempts (deliveries and invokes) of a worker that ended "
+               "in an error; a redelivered event counts once per attempt.",
                offsetof(struct worker_counters, failed));
     per_worker(&t, d->registry, "workmanager_worker_events_published_total",
                "Output events a worker published.",

@@ -95,7 +95,7 @@ static void op_persist(struct op *op);
 static void
 worker_answer(struct api_req *rq, int status, const struct worker *w)
 {
-    api_reply(rq, status, worker_body_json(w));
+    api_reply(rq, status, worker_body_json(w, rq->d->conf));
 }
 
 static void
@@ -644,7 +644,8 @@ list(struct api_req *rq)
     json_t *arr = json_array();
     struct registry *r = rq->d->registry;
     for (size_t i = 0; i < registry_count(r); i++)
-        json_array_append_new(arr, worker_body_json(registry_at(r, i)));
+        json_array_append_new(arr,
+                              worker_body_json(registry_at(r, i), rq->d->conf));
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
 
@@ -894,6 +895,8 @@ api_workers_route(struct api_req *rq)
         api_invoke_route(rq, w);
     else if (is(rq, "PUT") && strcmp(action, "code") == 0)
         reload(rq, w);
+    else if (is(rq, "GET") && strcmp(action, "logs") == 0)
+        api_logs_route(rq, w);
     else if (is(rq, "GET") && strcmp(action, "history") == 0)
         history(rq, w);
     else if (is(rq, "GET") && strcmp(action, "tags") == 0)

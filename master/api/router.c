@@ -499,6 +499,7 @@ api_stop_listening(struct api *api)
 {
     /* Followers of topics get the end of their stream. */
     api_topics_close_streams();
+    api_logs_close_streams();
     http_listener_free(api->unix_sock);
     api->unix_sock = NULL;
     http_listener_free(api->tcp_sock);

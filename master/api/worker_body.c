@@ -14,6 +14,7 @@
 
 #include "master/api/worker_body.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,9 +22,11 @@
 #include "lib/name.h"
 #include "lib/uuid.h"
 #include "master/api/api.h"
+#include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
@@ -68,8 +71,51 @@ exit_json(const struct worker_exit *e)
     return j;
 }
 
+/* The worker's last error (activity.h), or null. */
+static json_t *
+last_error_json(const struct worker *w)
+{
+    const struct activity_error *e = activity_error_last(w);
+    const char *abbrev = e && e->signal ? sigabbrev_np(e->signal) : NULL;
+    char sig[24];
+
+    if (e == NULL)
+        return json_null();
+    snprintf(sig, sizeof sig, "SIG%s", abbrev ? abbrev : "?");
+    return json_pack(
+        "{s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "at",
+        api_json_time(e->at_ms), "type", e->type, "message", e->message,
+        "exception_type",
+        e->exception_type ? json_string(e->exception_type) : json_null(),
+        "traceback", e->traceback ? json_string(e->traceback) : json_null(),
+        "signal", e->signal ? json_integer(e->signal) : json_null(),
+        "signal_name", e->signal ? json_string(sig) : json_null(), "exit_code",
+        e->exit_code >= 0 ? json_integer(e->exit_code) : json_null(), "syscall",
+        e->syscall >= 0 ? json_integer(e->syscall) : json_null(),
+        "syscall_name",
+        e->syscall >= 0 && e->syscall_name[0] ? json_string(e->syscall_name)
+                                              : json_null());
+}
+
+/* The limits the worker runs under: its own, or the daemon's defaults
+ * where it sets none (memory_mb null: no limit). */
+static json_t *
+limits_in_force_json(const struct worker *w, const struct conf *c)
+{
+    const struct worker_limits *l = &w->limits;
+
+    return json_pack(
+        "{s:I, s:o, s:I, s:I}", "timeout_ms",
+        (json_int_t)(l->timeout_ms ? l->timeout_ms : c->message_timeout_ms),
+        "memory_mb", l->memory_mb ? json_integer(l->memory_mb) : json_null(),
+        "concurrency", (json_int_t)(l->concurrency ? l->concurrency : 1),
+        "idle_timeout_s",
+        (json_int_t)(w->idle_timeout_s ? w->idle_timeout_s
+                                       : c->idle_timeout_s));
+}
+
 json_t *
-worker_body_json(const struct worker *w)
+worker_body_json(const struct worker *w, const struct conf *c)
 {
     json_t *j = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:o, s:I, s:o}", "id",
@@ -108,6 +154,16 @@ worker_body_json(const struct worker *w)
                                   (json_int_t)w->limits.memory_mb,
                                   "concurrency",
                                   (json_int_t)w->limits.concurrency));
+    json_object_set_new(j, "limits_in_force", limits_in_force_json(w, c));
+    json_object_set_new(
+        j, "events",
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "processed",
+                  (json_int_t)w->counters.processed, "failed",
+                  (json_int_t)w->counters.failed, "dead_lettered",
+                  (json_int_t)w->counters.dead_lettered, "published",
+                  (json_int_t)w->counters.published, "redelivered",
+                  (json_int_t)w->counters.redelivered));
+    json_object_set_new(j, "last_error", last_error_json(w));
     json_object_set_new(j, "isolation",
                         json_string(w->in_process ? "in-process" : "process"));
     if (w->in_process)

@@ -19,11 +19,14 @@
 #include <jansson.h>
 
 struct api_req;
+struct conf;
 struct worker;
 struct worker_pair;
 
-/* The worker's object as GET /v1/workers/{id} answers it (new reference). */
-json_t *worker_body_json(const struct worker *w);
+/* The worker's object as GET /v1/workers/{id} answers it (new
+ * reference): with its limits in force under the daemon's configuration
+ * c, its event counts and its last error. */
+json_t *worker_body_json(const struct worker *w, const struct conf *c);
 /* n pairs as a JSON object of strings (new reference). */
 json_t *worker_body_pairs_json(const struct worker_pair *p, size_t n);
 

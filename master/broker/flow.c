@@ -36,6 +36,7 @@
 #include "master/core/log.h"
 #include "master/store/grouplock.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/worker.h"
 
@@ -739,6 +740,37 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
     }
 }
 
+/* An attempt of j on w that ended in error_type (not a requeue).  A
+ * worker's own error (an exception, a worker error) becomes its last
+ * error, a line of its log and a lifecycle error event, the same for a
+ * delivery and an invoke; a host's death is recorded where its exit is
+ * classified (exits.c), which knows the signal.  The event carries the
+ * input's wmhops + 1 (lifecycle.h). */
+static void
+attempt_failed(struct job *j, struct worker *w, const char *error_type,
+               const char *message, const struct ipc_error *e)
+{
+    w->counters.failed++;
+    if (!outcome_is_worker_error(error_type))
+        return;
+    activity_error_note(w, error_type, message, e);
+    activity_log(w, LOG_WARNING, "%s of event %.*s failed: %s",
+                 j->d ? "a delivery" : "an invoke", (int)j->in.id.len,
+                 j->in.id.ptr ? j->in.id.ptr : "", message);
+    json_t *extra = json_pack("{s:s, s:s, s:I, s:s%}", "error_type", error_type,
+                              "error_message", message, "delivery",
+                              (json_int_t)(j->d ? j->d->count : 1), "event_id",
+                              j->in.id.ptr ? j->in.id.ptr : "",
+                              j->in.id.ptr ? (size_t)j->in.id.len : (size_t)0);
+    if (e && e->exception_type.ptr)
+        json_object_set_new(
+            extra, "exception_type",
+            json_stringn(e->exception_type.ptr, e->exception_type.len));
+    if (j->d == NULL)
+        json_object_set_new(extra, "invoke", json_true());
+    lifecycle_emit_hops(j->dp->d, w, "error", extra, j->hops + 1);
+}
+
 static void
 on_processed(struct worker *w, const struct ipc_result *r,
              const char *error_type, const char *message, bool delivered,
@@ -775,9 +807,11 @@ on_processed(struct worker *w, const struct ipc_result *r,
         job_finish(j);
         return;
     }
-    w->counters.processed++;
-    if (error_type)
-        w->counters.failed++;
+    /* A requeue (stopped, deleted) is no attempt: the event never ran. */
+    if (error_type == NULL)
+        w->counters.processed++;
+    else if (outcome_decide(error_type, 1, 1, false) != OUTCOME_REQUEUE)
+        attempt_failed(j, w, error_type, message ? message : error_type, e);
     if (j->icb) {
         j->icb(w, r, error_type, message, j->iarg);
         j->action = OUTCOME_ACK;
@@ -789,23 +823,11 @@ on_processed(struct worker *w, const struct ipc_result *r,
         outcome_decide(error_type, j->d->count, dp->d->conf->max_redeliveries,
                        dp->d->conf->retry_on_error);
     snprintf(j->reason, sizeof j->reason, "%s", error_type ? error_type : "");
-    if (error_type == NULL) {
+    if (error_type == NULL)
         prepare_outputs(j, in, r);
-    } else if (outcome_is_worker_error(error_type)) {
-        json_t *extra = json_pack(
-            "{s:s, s:s, s:I, s:s%}", "error_type", error_type, "error_message",
-            message ? message : error_type, "delivery", (json_int_t)j->d->count,
-            "event_id", in->id.ptr ? in->id.ptr : "",
-            in->id.ptr ? (size_t)in->id.len : (size_t)0);
-        if (e && e->exception_type.ptr)
-            json_object_set_new(
-                extra, "exception_type",
-                json_stringn(e->exception_type.ptr, e->exception_type.len));
-        lifecycle_emit_hops(dp->d, w, "error", extra, j->hops + 1);
-        if (j->action == OUTCOME_ACK)
-            prepare_error_reply(j, in, error_type,
-                                message ? message : error_type, e);
-    }
+    else if (outcome_is_worker_error(error_type) && j->action == OUTCOME_ACK)
+        prepare_error_reply(j, in, error_type, message ? message : error_type,
+                            e);
     if (j->locked && j->nouts) {
         grouplocks_note_write(dp->d->locks, j->tenant, j->group, j->token,
                               on_write_noted, j);

@@ -158,6 +158,7 @@ struct conf {
     uint64_t restart_max_delay_ms;
     unsigned crash_loop_max;
     uint64_t crash_loop_window_s;
+    uint64_t worker_log_bytes; /* each worker's log ring (activity.h) */
     char *min_confinement;
     char *user; /* the master's after start-up, as root (privdrop.h) */
     int cgroup_hierarchy; /* enum conf_cgroup */

@@ -59,6 +59,7 @@
  * | `restart_max_delay_ms` | duration (ms), 1–86400000 | `30000` | `WM_RESTART_MAX_DELAY_MS` | Cap of the restart delay. |
  * | `crash_loop_max` | integer, 1–1000 | `5` | `WM_CRASH_LOOP_MAX` | Restarts within crash_loop_window_s after which a worker is left failed. |
  * | `crash_loop_window_s` | duration (s), 1–86400 | `60` | `WM_CRASH_LOOP_WINDOW_S` | Window in which crash_loop_max restarts mean a crash loop. |
+ * | `worker_log_bytes` | size (bytes), 0–16777216 | `64KiB` | `WM_WORKER_LOG_BYTES` | Bytes of each worker's recent log lines kept in memory for wmctl logs (its hosts' output and the daemon's lines about it); 0 keeps none. |
  * | `user` | string | `workmanager` | `WM_USER` | User the master becomes after start-up when started as root (a name, or uid[:gid]); the launcher alone keeps root, to start and confine hosts; root keeps the master privileged (not recommended). |
  * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
  * | `cgroup_hierarchy` | enum: auto, v1, v2, none | `auto` | `WM_CGROUP_HIERARCHY` | Which cgroup hierarchy holds the hosts' groups: auto (v2 where /sys/fs/cgroup is cgroup2, else the v1 controllers, else a hybrid's v2 with them), v1, v2 (the unified hierarchy, inside the daemon's own cgroup, even without controllers), or none. |
@@ -467,6 +468,21 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(crash_loop_window_s, uint64_t),
         .min = 1,
         .max = 86400,
+    },
+    {
+        .name = "worker_log_bytes",
+        .type = CONF_SIZE,
+        /* 64 KiB: the last few hundred lines, enough for a traceback and
+         * what led to it; 10,000 workers that all log stay within 640
+         * MiB only at the worst, and a quiet worker costs nothing. */
+        .def = "64KiB",
+        .env = "WM_WORKER_LOG_BYTES",
+        .doc = "Bytes of each worker's recent log lines kept in memory for "
+               "wmctl logs (its hosts' output and the daemon's lines about "
+               "it); 0 keeps none.",
+        .offset = AT(worker_log_bytes, uint64_t),
+        .min = 0,
+        .max = 16u << 20,
     },
     {
         .name = "min_confinement",

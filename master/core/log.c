@@ -361,3 +361,24 @@ log_host(int level, const char *worker, const char *msg, size_t len)
     emit(&l);
     errno = saved_errno;
 }
+
+size_t
+log_escape(char *out, size_t cap, const char *msg, size_t len)
+{
+    struct line l;
+
+    l.len = 0;
+    l.cut = false;
+    append_escaped(&l, msg, len, true);
+    if (l.cut) { /* "…" without the mark's newline */
+        memcpy(l.buf + l.len, CUT_MARK, CUT_MARK_LEN - 1);
+        l.len += CUT_MARK_LEN - 1;
+    }
+    if (cap == 0)
+        return 0;
+    if (l.len >= cap)
+        l.len = cap - 1;
+    memcpy(out, l.buf, l.len);
+    out[l.len] = '\0';
+    return l.len;
+}

@@ -90,6 +90,14 @@ void log_write_errno(int level, const char *fmt, ...) LOG_PRINTF(2, 3);
  */
 void log_host(int level, const char *worker, const char *msg, size_t len);
 
+/*
+ * Escapes the len bytes of msg as log_host() writes a host's message (a
+ * line of at most LOG_LINE_MAX bytes, cut with "…") into out, NUL-
+ * terminated, at most cap - 1 bytes of it; returns the length written.
+ * For copies of log lines kept elsewhere (a worker's ring, activity.h).
+ */
+size_t log_escape(char *out, size_t cap, const char *msg, size_t len);
+
 #define log_debug(...)                                                         \
     do {                                                                       \
         if (log_enabled(LOG_DEBUG))                                            \

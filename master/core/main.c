@@ -48,6 +48,7 @@
 #include "master/store/grouplock.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/recovery.h"
@@ -107,10 +108,12 @@ static void
 on_stuck(struct worker *w, const char *message, void *arg)
 {
     struct daemon *d = arg;
-    if (registered(d, w))
-        lifecycle_emit(d, w, "error",
-                       json_pack("{s:s, s:s}", "error_type", "timeout",
-                                 "error_message", message));
+    if (!registered(d, w))
+        return;
+    activity_error_note(w, "timeout", message, NULL);
+    lifecycle_emit(d, w, "error",
+                   json_pack("{s:s, s:s}", "error_type", "timeout",
+                             "error_message", message));
 }
 
 /* SIGHUP: logrotate moved the audit log away; write to a new one. */
@@ -461,6 +464,7 @@ main(int argc, char **argv)
         return 0;
     }
     log_init(conf.log_level, "workmanagerd");
+    activity_log_limit_set((size_t)conf.worker_log_bytes);
     if (!foreground && daemonize() != 0) {
         log_err("cannot daemonize: %s", strerror(errno));
         conf_free(&conf);

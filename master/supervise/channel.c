@@ -24,6 +24,7 @@
 #include "master/core/log.h"
 #include "master/supervise/inproc.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 #include "sandbox/sandbox.h"
 
 /* The most events a host may ask to queue beyond those (its Hello's
@@ -137,10 +138,20 @@ on_frame(struct ipc_channel *ch, const struct ipc_frame *f, int *fds,
     (void)ch;
     (void)fds; /* the channel closes whatever came with these frames */
     switch (f->type) {
-    case IPC_BODY_LOG:
-        log_host(levels[clamp_level(f->u.log.level)], p->worker_id,
+    case IPC_BODY_LOG: {
+        int level = levels[clamp_level(f->u.log.level)];
+        char label[160];
+        if (p->h == NULL) { /* a pool host's */
+            log_host(level, p->worker_id, f->u.log.message.ptr,
+                     f->u.log.message.len);
+            break;
+        }
+        log_host(level, activity_label(p->h->w, label, sizeof label),
                  f->u.log.message.ptr, f->u.log.message.len);
+        activity_log_add(p->h->w, level, true, f->u.log.message.ptr,
+                         f->u.log.message.len);
         break;
+    }
     case IPC_BODY_GATEWAY_CALL: {
         struct supervise_call *c = calloc(1, sizeof *c);
         if (c == NULL) {

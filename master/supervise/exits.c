@@ -57,6 +57,7 @@
 #include "master/supervise/launcher_client.h"
 #include "master/supervise/reap.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 /* The largest backoff exponent (2^20 × any base is past any cap). */
 #define BACKOFF_SHIFT_MAX 20u
@@ -141,8 +142,10 @@ host_after_crash(struct host *h, const char *reason, const char *how, bool live,
     if (n >= c->crash_loop_max) {
         snprintf(msg, sizeof msg,
                  "crash loop: %u restarts within %llu s, the last host "
-                 "ended with %s (%s)",
-                 n, (unsigned long long)c->crash_loop_window_s, how, reason);
+                 "ended with %s (%s); no more restarts until `wmctl start "
+                 "%s` (or a reload) clears it",
+                 n, (unsigned long long)c->crash_loop_window_s, how, reason,
+                 w->name);
         sv_host_fail(h, reason, msg);
         return;
     }
@@ -151,9 +154,10 @@ host_after_crash(struct host *h, const char *reason, const char *how, bool live,
     if (delay > c->restart_max_delay_ms)
         delay = c->restart_max_delay_ms;
     h->restarts_at[h->nrestarts_at++] = now;
-    log_info("worker %s: host restart in %llu ms (%u of %u within %llu s)",
-             w->id, (unsigned long long)delay, h->nrestarts_at,
-             c->crash_loop_max, (unsigned long long)c->crash_loop_window_s);
+    activity_log(w, LOG_INFO,
+                 "host restart in %llu ms (%u of %u within %llu s)",
+                 (unsigned long long)delay, h->nrestarts_at, c->crash_loop_max,
+                 (unsigned long long)c->crash_loop_window_s);
     /* Only this process restarts.  The worker passes through pending
      * (hooks->on_state: the lifecycle's error and restarting events come
      * from there) and, while its other processes serve, back to what they
@@ -188,8 +192,8 @@ sv_restart_on_backoff(evutil_socket_t fd, short what, void *arg)
     while (n-- > 0 && h->nprocs < sv_host_max_procs(h) && !h->forgotten &&
            !h->failed) {
         h->w->restarts++;
-        log_info("worker %s: restarting its host (restart %u)", h->w->id,
-                 h->w->restarts);
+        activity_log(h->w, LOG_INFO, "restarting its host (restart %u)",
+                     h->w->restarts);
         sv_proc_start(h);
     }
     sv_host_release(h);
@@ -260,10 +264,20 @@ sv_proc_finalize(struct proc *p)
                  h && h->w ? h->w->limits.memory_mb : 0);
     else
         snprintf(msg, sizeof msg, "the host ended with %s", how);
-    if (p->blameless)
+    if (p->blameless && h && h->w)
+        activity_log(h->w, LOG_WARNING,
+                     "host pid %d exited: %s, not the worker's fault (%s): "
+                     "not charged to it",
+                     sv_proc_pid(p), how, p->blameless);
+    else if (p->blameless)
         log_warning("host pid %d of worker %s exited: %s, not the worker's "
                     "fault (%s): not charged to it",
                     sv_proc_pid(p), p->worker_id, how, p->blameless);
+    else if (h && h->w)
+        activity_log(h->w, stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
+                     "host pid %d exited: %s, reason %s%s%s", sv_proc_pid(p),
+                     how, reason, killed ? ": " : "",
+                     killed ? p->kill_msg : "");
     else
         log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
                   "host pid %d of worker %s exited: %s, reason %s%s%s",
@@ -313,6 +327,10 @@ sv_proc_finalize(struct proc *p)
                  "%s", nr >= 0 ? p->syscall_name : "");
         w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
     }
+    /* An unasked death is the worker's last error (a failed load's is
+     * its host's message, noted by load.c). */
+    if (p->blameless == NULL && (stop == STOP_NONE || killed))
+        activity_error_note(w, reason, msg, NULL);
 
     sv_host_hold(h);
     if (p->blameless) /* not tried: for the next host, uncounted */

@@ -18,6 +18,7 @@
 #include "master/core/conf.h"
 #include "master/core/log.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 uint64_t
 sv_idle_timeout_ms(const struct supervisor *sv, const struct worker *w)
@@ -104,8 +105,8 @@ sv_idle_on_timer(evutil_socket_t fd, short what, void *arg)
     if (h == NULL || p->stop != STOP_NONE || p->ninflight ||
         !TAILQ_EMPTY(&h->queue) || h->loads || h->w->status != WORKER_RUNNING)
         return;
-    log_info("worker %s: host pid %d idle for %llu s: stopping it", h->w->id,
-             sv_proc_pid(p),
-             (unsigned long long)(sv_idle_timeout_ms(p->sv, h->w) / 1000));
+    activity_log(h->w, LOG_INFO, "host pid %d idle for %llu s: stopping it",
+                 sv_proc_pid(p),
+                 (unsigned long long)(sv_idle_timeout_ms(p->sv, h->w) / 1000));
     sv_proc_shutdown(p, STOP_IDLE, p->sv->conf->shutdown_grace_ms);
 }

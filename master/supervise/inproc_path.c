@@ -31,6 +31,7 @@
 #include "master/core/log.h"
 #include "master/supervise/inproc.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 static void
 ip_on_result(void *ctx, const struct ipc_result *r, const char *type,
@@ -56,11 +57,12 @@ ip_on_log(int32_t level, const char *msg, void *arg)
     static const int levels[] = { LOG_DEBUG, LOG_DEBUG, LOG_INFO, LOG_WARNING,
                                   LOG_ERR };
     struct host *h = arg;
+    int l = levels[level < 0 ? 0 : level > 4 ? 4 : level];
+    char label[160];
 
-    log_host(levels[level < 0   ? 0
-                    : level > 4 ? 4
-                                : level],
-             h->w->id, msg, strlen(msg));
+    /* Queued by the loader: on the loop's thread (inproc.h). */
+    log_host(l, activity_label(h->w, label, sizeof label), msg, strlen(msg));
+    activity_log_add(h->w, l, true, msg, strlen(msg));
 }
 
 static void
@@ -106,8 +108,8 @@ sv_ip_close(struct host *h)
     h->ip = NULL;
     h->sv->ninproc--;
     h->w->pid = 0;
-    log_info("worker %s: in-process library of version %u closed", h->w->id,
-             h->ip_version);
+    activity_log(h->w, LOG_INFO, "in-process library of version %u closed",
+                 h->ip_version);
 }
 
 /* A NUL-terminated copy of a name from the validator's Loaded: a C symbol
@@ -170,8 +172,10 @@ sv_ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
                         w->limits.concurrency ? w->limits.concurrency : 1,
                         &hooks, h, err, sizeof err);
     if (h->ip == NULL) {
-        log_info("worker %s: version %u failed to load in the daemon: %s",
-                 w->id, p->code_version, err);
+        activity_log(w, LOG_WARNING,
+                     "version %u failed to load in the daemon: %s",
+                     p->code_version, err);
+        activity_error_note(w, "load_error", err, NULL);
         sv_host_finish_loads(h, "load_error", err);
         if (h->forgotten || p->stop != STOP_NONE)
             return;
@@ -185,10 +189,10 @@ sv_ip_loaded(struct proc *p, const struct ipc_loaded *l, int *fds,
     sv->ninproc++;
     h->ip_version = p->code_version;
     w->pid = getpid();
-    log_info("worker %s: version %u loaded in the daemon (in-process, %s, "
-             "%u threads)",
-             w->id, h->ip_version, label,
-             w->limits.concurrency ? w->limits.concurrency : 1);
+    activity_log(w, LOG_INFO,
+                 "version %u loaded in the daemon (in-process, %s, %u threads)",
+                 h->ip_version, label,
+                 w->limits.concurrency ? w->limits.concurrency : 1);
     sv_state_set(sv, w,
                  w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
                                                : WORKER_STATE_RUNNING);
@@ -298,7 +302,7 @@ ip_overrun(struct host *h, struct sv_event *ev, struct proc *p)
              "no answer within the %" PRIu32 " ms deadline; the "
              "in-process call cannot be stopped and goes on in its thread",
              ev->deadline_ms);
-    log_warning("worker %s: %s", h->w->id, msg);
+    activity_log(h->w, LOG_WARNING, "%s", msg);
     if (h->sv->hooks.stuck)
         h->sv->hooks.stuck(h->w, msg, h->sv->arg);
     sv_event_complete(h, ev, NULL, "timeout", msg);

@@ -32,6 +32,7 @@
 #include "master/core/engines.h"
 #include "master/core/log.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 /* The 32 bytes of a 64-digit hex SHA-256; -1 if it is not one. */
 static int
@@ -172,13 +173,13 @@ sv_load_reload(struct proc *p)
     struct host *h = p->h;
     char err[256];
 
-    log_info("worker %s: loading version %u into host pid %d", h->w->id,
-             h->w->version, sv_proc_pid(p));
+    activity_log(h->w, LOG_INFO, "loading version %u into host pid %d",
+                 h->w->version, sv_proc_pid(p));
     if (sv_load_take_code(p, h->w, err, sizeof err) != 0) {
         /* The waiters learn why; the host goes, so that the next one
          * starts from the worker's version (or fails with the reason). */
-        log_err("worker %s: reload of version %u: %s", h->w->id, h->w->version,
-                err);
+        activity_log(h->w, LOG_ERR, "reload of version %u: %s", h->w->version,
+                     err);
         sv_host_hold(h);
         sv_host_finish_loads(h, "load_error", err);
         if (!h->forgotten && p->h == h)
@@ -232,8 +233,8 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     if (reply->u.loaded.ok) {
         p->loaded = true;
         p->loaded_version = p->code_version;
-        log_info("worker %s: version %u loaded in host pid %d", w->id,
-                 p->loaded_version, sv_proc_pid(p));
+        activity_log(w, LOG_INFO, "version %u loaded in host pid %d",
+                     p->loaded_version, sv_proc_pid(p));
         sv_pool_worker_started(p->sv, w->engine);
         /* (Another process may be on its way out meanwhile.) */
         if (w->state == WORKER_STATE_STARTING ||
@@ -259,8 +260,9 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     else
         snprintf(msg, sizeof msg, "the host could not load version %u",
                  p->code_version);
-    log_info("worker %s: version %u failed to load: %s", w->id, p->code_version,
-             msg);
+    activity_log(w, LOG_WARNING, "version %u failed to load: %s",
+                 p->code_version, msg);
+    activity_error_note(w, "load_error", msg, e);
     sv_host_finish_loads(h, "load_error", msg);
     if (h->forgotten || p->stop != STOP_NONE)
         goto out;

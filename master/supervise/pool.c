@@ -35,6 +35,7 @@
 #include "master/core/log.h"
 #include "master/supervise/launcher_client.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 /* A pool host's cgroup memory limit and RLIMIT_AS: none, as a worker's
  * that does not set limits.memory_mb, the only one that takes it. */
@@ -278,9 +279,9 @@ sv_pool_take(struct host *h)
     snprintf(p->worker_id, sizeof p->worker_id, "%s", w->id);
     TAILQ_INSERT_TAIL(&h->procs, p, hlink);
     h->nprocs++;
-    log_info("worker %s: takes host pid %d from the %s pool%s", w->id,
-             sv_proc_pid(p), w->engine->name,
-             p->validator ? " to validate the in-process library" : "");
+    activity_log(w, LOG_INFO, "takes host pid %d from the %s pool%s",
+                 sv_proc_pid(p), w->engine->name,
+                 p->validator ? " to validate the in-process library" : "");
     if (h->ip == NULL) {
         sv_host_update_pid(h);
         if (!sv_host_serving_other(h, p))

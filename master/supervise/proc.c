@@ -34,6 +34,7 @@
 #include "master/core/log.h"
 #include "master/supervise/launcher_client.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 /* ---- what a process is ------------------------------------------------ */
 
@@ -92,8 +93,12 @@ sv_proc_kill(struct proc *p, const char *reason, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(p->kill_msg, sizeof p->kill_msg, fmt, ap);
     va_end(ap);
-    log_warning("worker %s: killing host pid %d (%s): %s", p->worker_id,
-                sv_proc_pid(p), reason, p->kill_msg);
+    if (p->h)
+        activity_log(p->h->w, LOG_WARNING, "killing host pid %d (%s): %s",
+                     sv_proc_pid(p), reason, p->kill_msg);
+    else
+        log_warning("worker %s: killing host pid %d (%s): %s", p->worker_id,
+                    sv_proc_pid(p), reason, p->kill_msg);
     if (!p->exited && launcher_client_kill(p->sv->launcher, p->seq) < 0)
         log_errno_err("worker %s: asking the launcher to kill pid %d",
                       p->worker_id, (int)p->pid);
@@ -330,15 +335,16 @@ sv_proc_start(struct host *h)
     p->ch = sv_channel_open(p, sp[0]);
     int saved = errno;
     if (p->has_init)
-        log_info("worker %s: host %s started%s, pid %d (its init %d), uid %u",
-                 w->id, e->host_path,
-                 p->validator ? " to validate the in-process library" : "",
-                 (int)p->host_pid, (int)pid, (unsigned)r.uid);
+        activity_log(w, LOG_INFO,
+                     "host %s started%s, pid %d (its init %d), uid %u",
+                     e->host_path,
+                     p->validator ? " to validate the in-process library" : "",
+                     (int)p->host_pid, (int)pid, (unsigned)r.uid);
     else
-        log_info("worker %s: host %s started%s, pid %d, uid %u", w->id,
-                 e->host_path,
-                 p->validator ? " to validate the in-process library" : "",
-                 (int)pid, (unsigned)r.uid);
+        activity_log(w, LOG_INFO, "host %s started%s, pid %d, uid %u",
+                     e->host_path,
+                     p->validator ? " to validate the in-process library" : "",
+                     (int)pid, (unsigned)r.uid);
     if (h->ip == NULL) { /* else the library in the master still runs */
         sv_host_update_pid(h);
         if (!sv_host_serving_other(h, p))

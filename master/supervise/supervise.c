@@ -28,6 +28,7 @@
 #include "master/supervise/reap.h"
 #include "master/supervise/supervise.h"
 #include "master/supervise/supervise_internal.h"
+#include "master/workers/activity.h"
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -245,7 +246,8 @@ host_reset(struct host *h)
 void
 sv_host_fail(struct host *h, const char *type, const char *msg)
 {
-    log_err("worker %s: %s: %s", h->w->id, type, msg);
+    activity_log(h->w, LOG_ERR, "%s: %s", type, msg);
+    activity_error_note(h->w, type, msg, NULL);
     sv_host_set_failed(h, type, msg);
     /* Held across: a forget while its processes go would free h. */
     sv_host_hold(h);

@@ -6,6 +6,7 @@
 #include "master/workers/lifecycle.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
@@ -13,6 +14,7 @@
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
+#include "master/workers/activity.h"
 #include "master/workers/worker.h"
 
 #define LIFECYCLE_TYPE "com.virtufin.workmanager.lifecycle."
@@ -89,15 +91,25 @@ void
 lifecycle_emit_exit(struct daemon *d, const struct worker *w)
 {
     const struct worker_exit *e = &w->last_exit;
+    /* The message of the exit's own error (activity.h): "the host went
+     * past its memory limit (64 MiB, ...)", a load's exception, the
+     * crash loop and what ends it. */
+    const struct activity_error *last = activity_error_last(w);
+    const char *message = last && strcmp(last->type, e->reason) == 0
+                              ? last->message
+                          : w->error ? w->error
+                                     : e->reason;
     json_t *extra = json_pack(
         "{s:s, s:s, s:o, s:o, s:o}", "error_type", e->reason, "error_message",
-        w->error ? w->error : e->reason, "signal",
-        e->signal ? json_integer(e->signal) : json_null(), "exit_code",
-        e->code >= 0 ? json_integer(e->code) : json_null(), "syscall",
-        e->syscall >= 0 ? json_integer(e->syscall) : json_null());
+        message, "signal", e->signal ? json_integer(e->signal) : json_null(),
+        "exit_code", e->code >= 0 ? json_integer(e->code) : json_null(),
+        "syscall", e->syscall >= 0 ? json_integer(e->syscall) : json_null());
     json_object_set_new(extra, "syscall_name",
                         e->syscall >= 0 && e->syscall_name[0]
                             ? json_string(e->syscall_name)
                             : json_null());
+    if (last && strcmp(last->type, e->reason) == 0 && last->exception_type)
+        json_object_set_new(extra, "exception_type",
+                            json_string(last->exception_type));
     lifecycle_emit(d, w, "error", extra);
 }

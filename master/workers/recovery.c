@@ -24,6 +24,7 @@
 #include "master/core/log.h"
 #include "master/store/record.h"
 #include "master/store/store.h"
+#include "master/workers/activity.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/registry.h"
 
@@ -111,7 +112,8 @@ fail_worker(struct recovery *rc, struct worker *w, const char *why)
     w->last_exit.code = -1;
     w->last_exit.syscall = -1;
     w->last_exit.at_ms = timestamp_now_ms();
-    log_err("recovery: worker %s: %s", w->id, why);
+    activity_error_note(w, "load_error", why, NULL);
+    activity_log(w, LOG_ERR, "recovery: %s", why);
     rc->failed++;
 }
 

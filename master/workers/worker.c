@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/workers/activity.h"
+
 static const char *const status_names[] = {
     [WORKER_RUNNING] = "running",
     [WORKER_SUSPENDED] = "suspended",
@@ -89,5 +91,6 @@ worker_free(struct worker *w)
     }
     free(w->history);
     free(w->error);
+    activity_free(w);
     free(w);
 }

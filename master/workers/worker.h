@@ -28,6 +28,7 @@
 
 #include "lib/uuid.h"
 
+struct activity;
 struct engines_entry;
 struct host;
 struct binding;
@@ -88,11 +89,14 @@ struct worker_limits {
     uint32_t concurrency; /* >= 1 */
 };
 
-/* Counters of the events a worker saw since the daemon started (/metrics;
- * observed, never persisted). */
+/* Counters of the events a worker saw since the daemon started (/metrics
+ * and the worker view; observed, never persisted).  processed and failed
+ * count attempts: each delivery or invoke that reached an end counts once
+ * in one of them, so an event tried three times that fails twice and then
+ * succeeds is 1 processed and 2 failed.  dead_lettered counts events. */
 struct worker_counters {
-    uint64_t processed;     /* deliveries and invokes its worker completed */
-    uint64_t failed;        /* ... that ended in any error */
+    uint64_t processed;     /* attempts that succeeded */
+    uint64_t failed;        /* attempts that ended in an error */
     uint64_t published;     /* outputs it published */
     uint64_t redelivered;   /* deliveries nacked for a later retry */
     uint64_t dead_lettered; /* events it gave up on */
@@ -136,6 +140,7 @@ struct worker {
     size_t pending_len;
     struct binding *binding; /* its subscription (flow.c) */
     struct worker_counters counters;
+    struct activity *activity; /* last error, log ring (activity.h) */
 };
 
 const char *worker_status_name(enum worker_status s);

@@ -137,7 +137,8 @@ def test_fanout_and_competing_group(wmd):
         assert ids.count(f"f{i}") == 3, ids
     by_worker = {}
     for line in wmd.log().splitlines():
-        m = re.search(r"worker (\S+): event (f\d+) delivery", line)
+        # "worker NAME (ID): ..." (the log names a worker by both)
+        m = re.search(r"worker \S+ \((\S+)\): event (f\d+) delivery", line)
         if m:
             by_worker.setdefault(m.group(1), []).append(m.group(2))
     workers = {w["name"]: w["id"] for w in wmd.get("/v1/workers").json[

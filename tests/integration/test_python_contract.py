@@ -221,7 +221,7 @@ def test_idle_heartbeats_and_a_clean_stop(wm_builddir, tmp_path):
         assert v["pid"] == pid and v["restarts"] == 0, v
         assert d.post(f"/v1/workers/{w['id']}/stop").status in (200, 202)
         d.wait_for(lambda: re.search(
-            rf"host pid {pid} of worker {w['id']} exited: exit code 0, "
+            rf"worker {w['id']}: host pid {pid} exited: exit code 0, "
             r"reason stopped", d.log()), what="a clean exit")
     finally:
         assert d.stop() == 0, d.log()

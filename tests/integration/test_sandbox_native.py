@@ -456,7 +456,7 @@ def test_seccomp_death_names_the_system_call(rootd, attack_package):
               if e["type"].endswith(".error")]
     assert any(e["error_type"] == "seccomp" and e["syscall"] == 41 and
                e["syscall_name"] == "socket" for e in errors), errors
-    assert re.search(rf"host pid {pid} of worker {wid} exited: signal 31 "
+    assert re.search(rf"worker {wid}: host pid {pid} exited: signal 31 "
                      r"\(SIGSYS\), system call socket, reason seccomp",
                      rootd.log())
 
@@ -533,7 +533,7 @@ def test_init_forwards_sigterm_and_reports_the_host(rootd, attack_package):
     assert last["signal"] == int(signal.SIGTERM) and last["code"] is None, \
         last
     assert last["reason"] == "crash", last
-    assert re.search(rf"host pid {pid} of worker {wid} exited: signal 15 "
+    assert re.search(rf"worker {wid}: host pid {pid} exited: signal 15 "
                      r"\(SIGTERM\)", rootd.log())
 
 

@@ -97,7 +97,8 @@ def test_create_list_show(wmctl, wmd, tmp_path):
     rows = table(wmctl("list").stdout)
     assert rows == [{"NAME": "w1", "ID": w["id"], "TENANT": "default",
                      "TOPIC": "orders", "GROUP": "g1", "STATUS": "stopped",
-                     "STATE": "idle", "VERSION": "1", "RESTARTS": "0"}]
+                     "STATE": "idle", "VERSION": "1", "RESTARTS": "0",
+                     "FAILED": "0", "LAST_ERROR": "-"}]
     listed = wmctl.json("list")["workers"]
     assert [x["id"] for x in listed] == [w["id"]]
     assert listed[0]["config"] == {"region": "eu"}
@@ -306,7 +307,7 @@ def test_usage_errors(wmctl_bin):
     for c in ("create", "list", "show", "start", "stop", "suspend", "resume",
               "delete", "reload", "history", "rollback", "tags", "invoke",
               "publish", "subscribe", "engines", "health", "recover",
-              "pack"):
+              "pack", "logs"):
         assert c in named, c
     assert w("help").stdout == p.stdout
     assert w("--version").stdout.startswith("wmctl ")
