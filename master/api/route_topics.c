@@ -173,6 +173,52 @@ out:
     return rc;
 }
 
+/* Whether the request has a ce-* header, the mark of binary mode. */
+static bool
+has_ce_header(struct api_req *rq)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(rq->req);
+    struct evkeyval *kv;
+
+    TAILQ_FOREACH (kv, h, next)
+        if (strncasecmp(kv->key, "ce-", 3) == 0)
+            return true;
+    return false;
+}
+
+/* Binary mode without a single ce-* header is almost always a structured
+ * event sent with the wrong Content-Type: the message says what to send
+ * instead of which attribute is missing. */
+static void
+binary_without_headers(struct api_req *rq, const char *ct, char *err,
+                       size_t errlen)
+{
+    size_t len;
+    const unsigned char *raw = api_body_raw(rq, &len);
+    json_t *body = len ? json_loadb((const char *)raw, len, 0, NULL) : NULL;
+    json_t *first = json_is_array(body) ? json_array_get(body, 0) : body;
+    bool structured = json_object_get(first, "specversion") != NULL;
+    bool batch = json_is_array(body);
+
+    json_decref(body);
+    if (structured)
+        snprintf(err, errlen,
+                 "the body is a structured CloudEvent%s sent as Content-Type "
+                 "%s, which means binary mode: send it as %s, or send the "
+                 "data as the body with the attributes in ce-specversion, "
+                 "ce-id, ce-source and ce-type headers",
+                 batch ? " batch" : "", ct ? ct : "(none)",
+                 batch ? "application/cloudevents-batch+json"
+                       : "application/cloudevents+json");
+    else
+        snprintf(err, errlen,
+                 "binary mode (Content-Type %s) needs the event's attributes "
+                 "in ce-* headers (ce-specversion, ce-id, ce-source, "
+                 "ce-type) and none was sent; a structured event is sent as "
+                 "application/cloudevents+json",
+                 ct ? ct : "(none)");
+}
+
 /* Publishes the events of batch; answers. */
 static void
 publish_batch(struct api_req *rq, const char *tenant, const char *topic,
@@ -266,6 +312,8 @@ publish(struct api_req *rq, const char *topic)
         }
     } else {
         rc = binary_event(rq, &batch, err, sizeof err);
+        if (rc != 0 && !has_ce_header(rq))
+            binary_without_headers(rq, ct, err, sizeof err);
     }
     if (rc != 0) {
         api_error(rq, 400, "invalid_argument", "%s", err);
@@ -403,7 +451,9 @@ api_topics_route(struct api_req *rq)
     bool all = strcmp(topic, "*") == 0;
     if (!all && !name_word_valid(topic, API_TOPIC_MAX)) {
         api_error(rq, 400, "invalid_argument",
-                  "topic \"%s\" is not [A-Za-z0-9_.-]{1,128}", topic);
+                  "topic \"%s\" is invalid: " API_TOPIC_RULE
+                  " (or * to follow every topic)",
+                  topic);
         return;
     }
     const char *tenant = api_query(rq, "tenant");
