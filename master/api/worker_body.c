@@ -139,8 +139,8 @@ static const struct api_object code_object = {
                                             { "sha256", NULL },
                                             { NULL, NULL } },
     .hint = "content, or url with an optional sha256; credentials for a URL "
-            "come from the "
-            "daemon's code_source_credentials_file, never from a request",
+            "come from the daemon's code_source_credentials_file, never from "
+            "a request",
 };
 
 static const struct api_object limits_object = {

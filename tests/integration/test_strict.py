@@ -4,17 +4,21 @@ Every JSON object the admin API takes refuses a member it does not know
 with 400 invalid_argument naming each one by its path, the closest known
 name and the object's members, instead of ignoring it; CloudEvents keep
 their unknown attributes (extensions).  Messages say what to do: a
-structured event sent as application/json, an invalid topic.
+structured event sent as application/json, an invalid topic, and in wmctl
+a missing FILE, a TCP call without a token, `wmctl help CMD` and the
+closest command to a typo.
 
 The worker is the protocol test host (tests/testhost, engine
 application/x-wm-test) with the code "echo".
 """
 
 import json
+import socket
+import subprocess
 
 import pytest
 
-from wm import b64, event, publish
+from wm import Daemon, b64, event, publish
 
 pytestmark = pytest.mark.wmd(options={"shutdown_grace_ms": 1000})
 
@@ -176,3 +180,87 @@ def test_structured_event_as_application_json(wmd):
                              "ce-specversion": "1.0", "ce-source": "s"})
     msg = r.json["error"]["message"]
     assert r.status == 400 and "type" in msg and "none was sent" not in msg, r
+
+
+# ---- wmctl ---------------------------------------------------------------
+
+
+@pytest.fixture
+def wmctl_bin(wm_built):
+    return str(wm_built("cli/wmctl"))
+
+
+def run(wmctl_bin, *args, expect=0, socket=None):
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if socket:
+        env["WM_SOCKET"] = str(socket)
+    p = subprocess.run([wmctl_bin, *map(str, args)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == expect, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def test_wmctl_help_command(wmctl_bin):
+    p = run(wmctl_bin, "help", "rollback")
+    assert p.stdout.splitlines()[0] == "usage: wmctl rollback WORKER VERSION"
+    assert "Commands:" not in p.stdout
+    assert run(wmctl_bin, "help", "create").stdout.startswith(
+        "usage: wmctl create (FILE | --url URL")
+    # The whole usage without a command, as before.
+    assert "Commands:" in run(wmctl_bin, "help").stdout
+    p = run(wmctl_bin, "help", "rolback", expect=2)
+    assert p.stderr.startswith(
+        "wmctl: unknown command rolback (did you mean rollback?)\n"), p.stderr
+
+
+@pytest.mark.parametrize("typo,meant", [("lsit", "list"), ("creat", "create"),
+                                        ("histroy", "history"),
+                                        ("subcribe", "subscribe")])
+def test_wmctl_unknown_command_suggests_the_closest(wmctl_bin, typo, meant):
+    p = run(wmctl_bin, typo, expect=2)
+    assert p.stderr == (f"wmctl: unknown command {typo} (did you mean "
+                        f"{meant}?)\nTry 'wmctl help'.\n"), p.stderr
+    p = run(wmctl_bin, "frobnicate", expect=2)
+    assert p.stderr == ("wmctl: unknown command frobnicate\n"
+                        "Try 'wmctl help'.\n"), p.stderr
+
+
+def test_wmctl_names_the_missing_file(wmctl_bin, tmp_path):
+    p = run(wmctl_bin, "create", "--topic", "t", expect=2)
+    assert p.stderr.startswith("wmctl: the code is missing: give FILE"), \
+        p.stderr
+    p = run(wmctl_bin, "create", tmp_path / "nope.py", "--topic", "t",
+            expect=2)
+    assert p.stderr.startswith(f"wmctl: FILE {tmp_path}/nope.py: No such "
+                               "file"), p.stderr
+    p = run(wmctl_bin, "reload", "w1", expect=2)
+    assert p.stderr.startswith("wmctl: the code is missing: give FILE"), \
+        p.stderr
+
+
+def test_wmctl_tcp_without_token_hints_at_token_file(wmctl_bin, wm_builddir,
+                                                     tmp_path):
+    (tmp_path / "token").write_text("0123456789abcdef-token\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = Daemon(wm_builddir, tmp_path, options={"listen": f"127.0.0.1:{port}"})
+    d.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        p = run(wmctl_bin, "--url", url, "list", expect=1)
+        assert p.stderr.startswith("wmctl: unauthorized: "), p.stderr
+        assert ("wmctl: hint: over TCP the daemon takes a bearer token: give "
+                "--token-file FILE (the daemon's token_file) or set "
+                "WM_TOKEN_FILE\n") in p.stderr, p.stderr
+        wrong = tmp_path / "wrong"
+        wrong.write_text("not-the-right-token\n")
+        p = run(wmctl_bin, "--url", url, "--token-file", wrong, "health",
+                expect=1)
+        assert f"the daemon refused the token of {wrong}" in p.stderr, \
+            p.stderr
+        # Over the control socket no token is asked for: no hint.
+        p = run(wmctl_bin, "show", "nope", expect=1, socket=d.socket)
+        assert "hint" not in p.stderr, p.stderr
+    finally:
+        assert d.stop() == 0, d.log()
