@@ -6,9 +6,10 @@
  * one per round trip.  The message groups them by object: for each
  * object with unknown members, their paths (each with the closest known
  * name, by lib/spell.h's rule, the one wmctl and the configuration use),
- * then the members that object has.  The message is bounded
- * (API_MEMBERS_LISTED paths per object; the rest are counted); the error's
- * "unknown_members" array lists every path.
+ * then the members that object has.  The message names at most
+ * API_MEMBERS_LISTED paths per object (the rest are counted; api_error()
+ * bounds the whole); the error's "unknown_members" array lists every
+ * path.
  *
  * Invariant: a known member whose table names an object is walked into
  * only when its value is an object; another type is left to the route's
@@ -18,8 +19,8 @@
 
 #include "master/api/members.h"
 
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/spell.h"
@@ -29,34 +30,11 @@
 #define API_MEMBERS_LISTED 5
 /* The longest path named ("limits.timeout"); longer ones are cut. */
 #define API_MEMBERS_PATH 128
-/* The message, within request.c's 1024 bytes of an error message. */
-#define API_MEMBERS_MESSAGE 1000
 
 struct report {
     json_t *paths; /* every unknown member's path */
-    char msg[API_MEMBERS_MESSAGE];
-    size_t len;
+    FILE *msg;     /* the message (open_memstream) */
 };
-
-static void say(struct report *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-say(struct report *r, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (r->len >= sizeof r->msg - 1)
-        return;
-    va_start(ap, fmt);
-    n = vsnprintf(r->msg + r->len, sizeof r->msg - r->len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        r->len += (size_t)n < sizeof r->msg - r->len
-                      ? (size_t)n
-                      : sizeof r->msg - r->len - 1;
-}
 
 static const struct api_member *
 member_find(const struct api_object *spec, const char *key)
@@ -95,8 +73,8 @@ walk(struct report *r, json_t *obj, const struct api_object *spec,
             unknown++;
     }
     if (unknown)
-        say(r, "%sunknown member%s ", r->len ? "; " : "",
-            unknown > 1 ? "s" : "");
+        fprintf(r->msg, "%sunknown member%s ", ftell(r->msg) ? "; " : "",
+                unknown > 1 ? "s" : "");
     size_t i = 0;
     json_object_foreach(obj, key, v)
     {
@@ -107,24 +85,25 @@ walk(struct report *r, json_t *obj, const struct api_object *spec,
         json_array_append_new(r->paths, json_string(path));
         if (i < API_MEMBERS_LISTED) {
             const char *near = closest(spec, key);
-            say(r, "%s\"%s\"", i ? ", " : "", path);
+            fprintf(r->msg, "%s\"%s\"", i ? ", " : "", path);
             if (near)
-                say(r, " (did you mean %s?)", near);
+                fprintf(r->msg, " (did you mean %s?)", near);
         }
         i++;
     }
     if (unknown > API_MEMBERS_LISTED)
-        say(r, " and %zu more", unknown - API_MEMBERS_LISTED);
+        fprintf(r->msg, " and %zu more", unknown - API_MEMBERS_LISTED);
     if (unknown) {
         if (spec->members == NULL || spec->members[0].name == NULL) {
-            say(r, ": %s takes no members", spec->what);
+            fprintf(r->msg, ": %s takes no members", spec->what);
         } else {
-            say(r, ": the members of %s are ", spec->what);
+            fprintf(r->msg, ": the members of %s are ", spec->what);
             for (const struct api_member *m = spec->members; m->name; m++)
-                say(r, "%s%s", m == spec->members ? "" : ", ", m->name);
+                fprintf(r->msg, "%s%s", m == spec->members ? "" : ", ",
+                        m->name);
         }
         if (spec->hint)
-            say(r, " (%s)", spec->hint);
+            fprintf(r->msg, " (%s)", spec->hint);
     }
     for (const struct api_member *m = spec->members; m && m->name; m++) {
         json_t *sub = json_object_get(obj, m->name);
@@ -140,20 +119,30 @@ int
 api_members_check(struct api_req *rq, json_t *obj,
                   const struct api_object *spec)
 {
-    struct report r = { .paths = json_array() };
+    char *msg = NULL;
+    size_t len = 0;
+    struct report r = { .paths = json_array(),
+                        .msg = open_memstream(&msg, &len) };
 
-    if (r.paths == NULL) {
+    if (r.paths == NULL || r.msg == NULL) {
+        json_decref(r.paths);
+        if (r.msg)
+            fclose(r.msg);
+        free(msg);
         api_error(rq, 500, "internal", "out of memory");
         return -1;
     }
     walk(&r, obj, spec, "");
+    fclose(r.msg);
     if (json_array_size(r.paths) == 0) {
         json_decref(r.paths);
+        free(msg);
         return 0;
     }
     api_error_extra(rq, 400, "invalid_argument",
                     json_pack("{s:o}", "unknown_members", r.paths), "%s",
-                    r.msg);
+                    msg ? msg : "unknown members");
+    free(msg);
     return -1;
 }
 
