@@ -104,9 +104,10 @@ code_json(struct wmctl *ctl, const char *file, const char *url,
         return 0;
     }
     if (file == NULL)
-        return wmctl_usage_error(ctl, "FILE or --url is required");
+        return wmctl_usage_error(ctl, "the code is missing: give FILE or "
+                                      "--url URL");
     if (wmctl_file_read(file, &data, &len) != 0)
-        return wmctl_usage_error(ctl, "%s: %s", file, strerror(errno));
+        return wmctl_usage_error(ctl, "FILE %s: %s", file, strerror(errno));
     b64 = base64_encode((const uint8_t *)data, len);
     free(data);
     if (b64 == NULL) {
@@ -309,6 +310,11 @@ cmd_create(struct wmctl *ctl, int argc, char **argv)
         goto out;
     }
     file = optind < argc ? argv[optind] : NULL;
+    if (file == NULL && url == NULL && sha256 == NULL) {
+        rc = wmctl_usage_error(ctl, "the code is missing: give FILE (e.g. "
+                                    "worker.py) or --url URL");
+        goto out;
+    }
     if (json_object_get(body, "topic") == NULL) {
         rc = wmctl_usage_error(ctl, "--topic is required");
         goto out;

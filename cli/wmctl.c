@@ -24,11 +24,17 @@
 #include <curl/curl.h>
 
 #include "cli/table.h"
+#include "lib/spell.h"
 
 #define DEFAULT_SOCKET "/run/workmanager/control.sock"
 /* The daemon reads at most this much of its token file
  * (master/api/router.c). */
 #define TOKEN_MAX 512
+
+/* How this run authenticates over TCP, for the hint after a 401 (only a
+ * TCP listener answers one): no token given, or the token of this file. */
+static bool tcp_no_token;
+static const char *tcp_token_file;
 
 static int cmd_engines(struct wmctl *ctl, int argc, char **argv);
 static int cmd_health(struct wmctl *ctl, int argc, char **argv);
@@ -90,7 +96,7 @@ static const struct wmctl_command commands[] = {
         .run = cmd_pack,
         .local = true,
     },
-    { .name = "help", .synopsis = "", .run = cmd_help },
+    { .name = "help", .synopsis = "[COMMAND]", .run = cmd_help },
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -149,6 +155,32 @@ command_find(const char *name)
     return NULL;
 }
 
+/* "unknown command X", with the closest command (lib/spell.h's rule, the
+ * daemon's for keys and members) when one is close. */
+static int
+unknown_command(const char *name)
+{
+    const char *names[NCOMMANDS];
+
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        names[i] = commands[i].name;
+    const char *near = spell_closest(name, names, NCOMMANDS);
+    if (near)
+        fprintf(stderr, "wmctl: unknown command %s (did you mean %s?)\n", name,
+                near);
+    else
+        fprintf(stderr, "wmctl: unknown command %s\n", name);
+    fputs("Try 'wmctl help'.\n", stderr);
+    return WMCTL_EXIT_USAGE;
+}
+
+static void
+command_usage(FILE *out, const struct wmctl_command *c)
+{
+    fprintf(out, "usage: wmctl %s%s%s\n", c->name, *c->synopsis ? " " : "",
+            c->synopsis);
+}
+
 /* ---- shared by the commands ------------------------------------------ */
 
 static void error_json_print(json_t *error, long status);
@@ -156,9 +188,7 @@ static void error_json_print(json_t *error, long status);
 int
 wmctl_usage_command(struct wmctl *ctl)
 {
-    const struct wmctl_command *c = command_find(ctl->command);
-    printf("usage: wmctl %s%s%s\n", ctl->command, *c->synopsis ? " " : "",
-           c->synopsis);
+    command_usage(stdout, command_find(ctl->command));
     return WMCTL_EXIT_OK;
 }
 
@@ -189,8 +219,7 @@ wmctl_usage_error(struct wmctl *ctl, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     if (c)
-        fprintf(stderr, "usage: wmctl %s%s%s\n", c->name,
-                *c->synopsis ? " " : "", c->synopsis);
+        command_usage(stderr, c);
     else
         fputs("Try 'wmctl --help'.\n", stderr);
     return WMCTL_EXIT_USAGE;
@@ -264,6 +293,16 @@ wmctl_error_print(struct wmctl *ctl, long status, const char *body)
                 body ? (int)strcspn(body, "\r\n") : 0, body ? body : "");
     }
     json_decref(j);
+    if (status == 401 && tcp_no_token)
+        fputs("wmctl: hint: over TCP the daemon takes a bearer token: give "
+              "--token-file FILE (the daemon's token_file) or set "
+              "WM_TOKEN_FILE\n",
+              stderr);
+    else if (status == 401 && tcp_token_file)
+        fprintf(stderr,
+                "wmctl: hint: the daemon refused the token of %s: it must "
+                "hold the token of the daemon's token_file\n",
+                tcp_token_file);
 }
 
 int
@@ -635,13 +674,24 @@ cmd_recover(struct wmctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* help: every command, or one command's usage. */
 static int
 cmd_help(struct wmctl *ctl, int argc, char **argv)
 {
-    (void)ctl;
-    (void)argc;
-    (void)argv;
-    usage(stdout);
+    const struct wmctl_command *c;
+
+    if (argc < 2) {
+        usage(stdout);
+        return WMCTL_EXIT_OK;
+    }
+    if (argc > 2)
+        return wmctl_usage_error(ctl, "help takes one COMMAND");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        return wmctl_usage_command(ctl);
+    if ((c = command_find(argv[1])) == NULL)
+        return unknown_command(argv[1]);
+    command_usage(stdout, c);
+    printf("See COMMANDS in wmctl(1) for what %s does.\n", c->name);
     return WMCTL_EXIT_OK;
 }
 
@@ -739,7 +789,7 @@ main(int argc, char **argv)
     }
     const struct wmctl_command *cmd = command_find(argv[optind]);
     if (cmd == NULL)
-        return wmctl_usage_error(&ctl, "unknown command %s", argv[optind]);
+        return unknown_command(argv[optind]);
     /* A local command has no daemon: the connection is not set up. */
     if (cmd->local)
         return command_run(&ctl, cmd, argc - optind, argv + optind);
@@ -760,6 +810,8 @@ main(int argc, char **argv)
     if (url && token_file && *token_file &&
         token_read(token_file, token, sizeof token) != 0)
         return WMCTL_EXIT_USAGE;
+    tcp_no_token = url && !(token_file && *token_file);
+    tcp_token_file = url && token_file && *token_file ? token_file : NULL;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "wmctl: cannot initialise libcurl\n");

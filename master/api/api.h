@@ -125,6 +125,8 @@ int api_member_uint(struct api_req *rq, json_t *obj, const char *key,
 /* The longest topic name: a topic is a word of lib/name.h,
  * [A-Za-z0-9_.-]{1,128}, checked with name_word_valid(). */
 #define API_TOPIC_MAX 128
+/* The rule of a topic name, as messages state it. */
+#define API_TOPIC_RULE "a topic is 1 to 128 of [A-Za-z0-9_.-]"
 
 /* Answers with a body of another type than JSON and frees rq. */
 void api_reply_text(struct api_req *rq, int status, const char *content_type,

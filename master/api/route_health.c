@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "master/api/api.h"
+#include "master/api/members.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
@@ -188,7 +189,7 @@ api_recover_route(struct api_req *rq)
                   rq->method, rq->path);
         return;
     }
-    if (api_refuse_while_recovering(rq))
+    if (api_members_none(rq, "recover") != 0 || api_refuse_while_recovering(rq))
         return;
     recover_rq = rq;
     if (recovery_start(rq->d, recovered) != 0) {

@@ -203,6 +203,52 @@ api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
     api_error_extra(rq, 503, code, extra, "%s", msg);
 }
 
+/* Whether the request has a ce-* header, the mark of binary mode. */
+static bool
+has_ce_header(struct api_req *rq)
+{
+    size_t n;
+    const struct http_header *h = api_headers(rq, &n);
+
+    for (size_t i = 0; i < n; i++)
+        if (strncasecmp(h[i].name, "ce-", 3) == 0)
+            return true;
+    return false;
+}
+
+/* Binary mode without a single ce-* header is almost always a structured
+ * event sent with the wrong Content-Type: the message says what to send
+ * instead of which attribute is missing. */
+static void
+binary_without_headers(struct api_req *rq, const char *ct, char *err,
+                       size_t errlen)
+{
+    size_t len;
+    const unsigned char *raw = api_body_raw(rq, &len);
+    json_t *body = len ? json_loadb((const char *)raw, len, 0, NULL) : NULL;
+    json_t *first = json_is_array(body) ? json_array_get(body, 0) : body;
+    bool structured = json_object_get(first, "specversion") != NULL;
+    bool batch = json_is_array(body);
+
+    json_decref(body);
+    if (structured)
+        snprintf(err, errlen,
+                 "the body is a structured CloudEvent%s sent as Content-Type "
+                 "%s, which means binary mode: send it as %s, or send the "
+                 "data as the body with the attributes in ce-specversion, "
+                 "ce-id, ce-source and ce-type headers",
+                 batch ? " batch" : "", ct ? ct : "(none)",
+                 batch ? "application/cloudevents-batch+json"
+                       : "application/cloudevents+json");
+    else
+        snprintf(err, errlen,
+                 "binary mode (Content-Type %s) needs the event's attributes "
+                 "in ce-* headers (ce-specversion, ce-id, ce-source, "
+                 "ce-type) and none was sent; a structured event is sent as "
+                 "application/cloudevents+json",
+                 ct ? ct : "(none)");
+}
+
 /* Publishes the events of batch, all of them or none when a subscriber's
  * queue cannot hold them (admit.h); answers. */
 static void
@@ -316,6 +362,8 @@ publish(struct api_req *rq, const char *topic)
         }
     } else {
         rc = binary_event(rq, &batch, &status, err, sizeof err);
+        if (rc != 0 && !has_ce_header(rq))
+            binary_without_headers(rq, ct, err, sizeof err);
     }
     if (rc != 0) {
         api_error(rq, status,
@@ -455,7 +503,9 @@ api_topics_route(struct api_req *rq)
     bool all = strcmp(topic, "*") == 0;
     if (!all && !name_word_valid(topic, API_TOPIC_MAX)) {
         api_error(rq, 400, "invalid_argument",
-                  "topic \"%s\" is not [A-Za-z0-9_.-]{1,128}", topic);
+                  "topic \"%s\" is invalid: " API_TOPIC_RULE
+                  " (or * to follow every topic)",
+                  topic);
         return;
     }
     const char *tenant = api_query(rq, "tenant");

@@ -25,6 +25,7 @@
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "master/api/api.h"
+#include "master/api/members.h"
 #include "master/api/worker_body.h"
 #include "master/broker/flow.h"
 #include "master/broker/gateway.h"
@@ -653,6 +654,8 @@ static void
 change_status(struct api_req *rq, struct worker *w, enum worker_status to,
               const char *event)
 {
+    if (api_members_none(rq, rq->seg[3]) != 0)
+        return;
     if (to == WORKER_SUSPENDED && w->status == WORKER_STOPPED) {
         api_error(rq, 409, "conflict", "worker %s is stopped: start it",
                   w->name);
@@ -688,7 +691,7 @@ reload(struct api_req *rq, struct worker *w)
 
     if (body == NULL)
         return;
-    if (worker_body_code_take(rq, body, &code) == 0) {
+    if (worker_body_reload_take(rq, body, &code) == 0) {
         struct op *op = op_new(rq, OP_RELOAD, w);
         if (op) {
             op->event = "reloaded";
@@ -699,6 +702,12 @@ reload(struct api_req *rq, struct worker *w)
     json_decref(body);
 }
 
+static const struct api_object rollback_object = {
+    .what = "a rollback",
+    .members =
+        (const struct api_member[]){ { "version", NULL }, { NULL, NULL } },
+};
+
 static void
 rollback(struct api_req *rq, struct worker *w)
 {
@@ -707,7 +716,8 @@ rollback(struct api_req *rq, struct worker *w)
 
     if (body == NULL)
         return;
-    if (api_member_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
+    if (api_members_check(rq, body, &rollback_object) == 0 &&
+        api_member_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
         const struct worker_version *v = worker_version_find(w, to);
         if (to == 0 || v == NULL) {
             api_error(rq, 400, "invalid_argument",
@@ -770,6 +780,12 @@ history(struct api_req *rq, struct worker *w)
                         (json_int_t)w->version, "versions", arr));
 }
 
+/* The tags are the client's map: only the body's members are checked. */
+static const struct api_object tags_object = {
+    .what = "a tags change",
+    .members = (const struct api_member[]){ { "tags", NULL }, { NULL, NULL } },
+};
+
 static void
 put_tags(struct api_req *rq, struct worker *w)
 {
@@ -780,10 +796,12 @@ put_tags(struct api_req *rq, struct worker *w)
     if (body == NULL)
         return;
     json_t *t = json_object_get(body, "tags");
-    if (!json_is_object(t)) {
+    bool known = api_members_check(rq, body, &tags_object) == 0;
+    if (known && !json_is_object(t)) {
         api_error(rq, 400, "invalid_argument",
                   "the body must be {\"tags\": {...}}");
-    } else if (worker_body_pairs_take(rq, t, "tags", false, &tags, &n) == 0) {
+    } else if (known &&
+               worker_body_pairs_take(rq, t, "tags", false, &tags, &n) == 0) {
         struct op *op = op_new(rq, OP_TAGS, w);
         if (op) {
             op->old_tags = w->tags;

@@ -181,7 +181,9 @@ gate_admits(struct api *api, struct api_req *rq)
         return true;
     api_reply_header(rq, "WWW-Authenticate", "Bearer");
     api_error(rq, 401, "unauthorized",
-              "a valid bearer token is required on TCP");
+              "a valid bearer token is required on TCP: send "
+              "Authorization: Bearer <the token of token_file> (wmctl: "
+              "--token-file FILE or WM_TOKEN_FILE)");
     return false;
 }
 

@@ -22,6 +22,7 @@
 #include "lib/name.h"
 #include "lib/uuid.h"
 #include "master/api/api.h"
+#include "master/api/members.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/store/store.h"
@@ -184,6 +185,51 @@ worker_body_json(const struct worker *w, const struct conf *c)
 
 /* ---- a request's body ------------------------------------------------ */
 
+/* The objects a create and a reload take (members.h).  code has no
+ * credentials member on purpose: they come from the operator's
+ * code_source_credentials_file only. */
+static const struct api_object code_object = {
+    .what = "code",
+    .members = (const struct api_member[]){ { "content", NULL },
+                                            { "url", NULL },
+                                            { "sha256", NULL },
+                                            { NULL, NULL } },
+    .hint = "content, or url with an optional sha256; credentials for a URL "
+            "come from the daemon's code_source_credentials_file, never from "
+            "a request",
+};
+
+static const struct api_object limits_object = {
+    .what = "limits",
+    .members = (const struct api_member[]){ { "timeout_ms", NULL },
+                                            { "memory_mb", NULL },
+                                            { "concurrency", NULL },
+                                            { NULL, NULL } },
+};
+
+static const struct api_object create_object = {
+    .what = "a worker",
+    .members = (const struct api_member[]){ { "mime_type", NULL },
+                                            { "topic", NULL },
+                                            { "code", &code_object },
+                                            { "name", NULL },
+                                            { "tenant", NULL },
+                                            { "group", NULL },
+                                            { "config", NULL },
+                                            { "tags", NULL },
+                                            { "limits", &limits_object },
+                                            { "isolation", NULL },
+                                            { "idle_timeout_s", NULL },
+                                            { "start", NULL },
+                                            { NULL, NULL } },
+};
+
+static const struct api_object reload_object = {
+    .what = "a reload",
+    .members =
+        (const struct api_member[]){ { "code", &code_object }, { NULL, NULL } },
+};
+
 /* Config entries become CloudEvent extensions (DESIGN §6). */
 static const char *
 config_name_problem(const char *name)
@@ -258,8 +304,7 @@ int
 worker_body_code_take(struct api_req *rq, json_t *body,
                       struct worker_body_code *cr)
 {
-    json_t *c = json_object_get(body, "code"), *v;
-    const char *key;
+    json_t *c = json_object_get(body, "code");
 
     memset(cr, 0, sizeof *cr);
     if (!json_is_object(c)) {
@@ -267,20 +312,6 @@ worker_body_code_take(struct api_req *rq, json_t *body,
                   "code must be an object: {\"content\": \"<base64>\"} or "
                   "{\"url\": \"https://...\", \"sha256\": \"<hex>\"}");
         return -1;
-    }
-    /* Nothing else: in particular no credentials, which come from the
-     * operator's code_source_credentials_file only. */
-    json_object_foreach(c, key, v)
-    {
-        if (strcmp(key, "content") != 0 && strcmp(key, "url") != 0 &&
-            strcmp(key, "sha256") != 0) {
-            api_error(rq, 400, "invalid_argument",
-                      "code.%s is not a member of code (content, or url and "
-                      "sha256; credentials for a URL come from the daemon's "
-                      "code_source_credentials_file, never from a request)",
-                      key);
-            return -1;
-        }
     }
     json_t *content = json_object_get(c, "content");
     json_t *url = json_object_get(c, "url");
@@ -338,10 +369,22 @@ worker_body_code_take(struct api_req *rq, json_t *body,
 }
 
 int
+worker_body_reload_take(struct api_req *rq, json_t *body,
+                        struct worker_body_code *cr)
+{
+    memset(cr, 0, sizeof *cr);
+    if (api_members_check(rq, body, &reload_object) != 0)
+        return -1;
+    return worker_body_code_take(rq, body, cr);
+}
+
+int
 worker_body_create_take(struct api_req *rq, json_t *body,
                         struct worker_body_create *b)
 {
     memset(b, 0, sizeof *b);
+    if (api_members_check(rq, body, &create_object) != 0)
+        return -1;
     if (api_member_str(rq, body, "mime_type", &b->mime) ||
         api_member_str(rq, body, "topic", &b->topic) ||
         api_member_str(rq, body, "tenant", &b->tenant) ||
@@ -353,9 +396,14 @@ worker_body_create_take(struct api_req *rq, json_t *body,
         api_error(rq, 400, "invalid_argument", "mime_type is required");
         return -1;
     }
-    if (b->topic == NULL || !name_word_valid(b->topic, API_TOPIC_MAX)) {
+    if (b->topic == NULL) {
         api_error(rq, 400, "invalid_argument",
-                  "topic is required: 1 to 128 of [A-Za-z0-9_.-]");
+                  "topic is required: " API_TOPIC_RULE);
+        return -1;
+    }
+    if (!name_word_valid(b->topic, API_TOPIC_MAX)) {
+        api_error(rq, 400, "invalid_argument",
+                  "topic \"%s\" is invalid: " API_TOPIC_RULE, b->topic);
         return -1;
     }
     if (b->tenant && !name_lower_valid(b->tenant, MAX_NAME)) {

@@ -55,6 +55,11 @@ struct worker_body_code {
 int worker_body_code_take(struct api_req *rq, json_t *body,
                           struct worker_body_code *cr);
 
+/* A reload's body: {"code": ...} and nothing else (members.h), then its
+ * code as worker_body_code_take() reads it. */
+int worker_body_reload_take(struct api_req *rq, json_t *body,
+                            struct worker_body_code *cr);
+
 /* A create's fields, checked: strings and JSON values borrowed from the
  * body (NULL when absent). */
 struct worker_body_create {
@@ -70,7 +75,9 @@ struct worker_body_create {
     json_t *limits;
 };
 
-/* Checks a create's fields into *b, in this order: the string members,
+/* Checks a create's fields into *b, in this order: that every member of
+ * the body and of its code and limits is known (members.h), the string
+ * members,
  * mime_type, topic, tenant, group, name (and that no worker has it),
  * isolation, start, and that config, tags and limits are objects. */
 int worker_body_create_take(struct api_req *rq, json_t *body,

@@ -32,8 +32,8 @@
 #include "master/core/conf_private.h"
 
 #include "lib/errbuf.h"
+#include "lib/spell.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,50 +52,18 @@ conf_default_file(void)
     return WM_CONF_FILE;
 }
 
-/* The edit distance of a and b, to suggest a key for a misspelt one;
- * capped: names longer than 63 bytes are not compared. */
-static size_t
-distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[64];
-
-    if (la >= 64 || lb >= 64)
-        return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
-                                  tolower((unsigned char)b[j - 1]));
-
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[lb];
-}
-
 /* "unknown key 'x'", with the nearest key when one is close. */
 static void
 unknown_key(const char *name, char *why, size_t whylen)
 {
     const char *best = NULL;
-    size_t bestd = 3;
+    size_t best_score = SIZE_MAX;
 
     for (size_t i = 0; i < conf_key_count; i++) {
-        size_t d = distance(name, conf_key_table[i].name);
+        size_t score = spell_score(name, conf_key_table[i].name);
 
-        if (d < bestd) {
-            bestd = d;
+        if (score < best_score) {
+            best_score = score;
             best = conf_key_table[i].name;
         }
     }

@@ -1,7 +1,7 @@
 /*
  * test_lib.c — unit tests of lib/ (the leaf library): base64, hex, content
  * types, the alphabets of names, UUIDv4, RFC 3339 timestamps, the error
- * buffer and helper threads' signal masks.
+ * buffer, helper threads' signal masks and the closest name to a typo.
  *
  * Each rule is checked on its edges (the longest name, the first byte
  * outside an alphabet, a padding bit set) and, where a reference exists,
@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "lib/hex.h"
 #include "lib/media.h"
 #include "lib/name.h"
+#include "lib/spell.h"
 #include "lib/thread.h"
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
@@ -343,6 +345,45 @@ test_errbuf(void)
     CHECK(err[0] == 'x');
 }
 
+/* ---- the closest name to a typo --------------------------------------- */
+
+static void
+test_spell(void)
+{
+    static const char *const members[] = { "name", "mime_type",  "topic",
+                                           NULL,   "timeout_ms", "memory_mb" };
+    static const char *const commands[] = { "create", "list",  "history",
+                                            "show",   "start", "stop" };
+    char longer[80];
+
+    CHECK(spell_distance("", "") == 0);
+    CHECK(spell_distance("abc", "") == 3);
+    CHECK(spell_distance("nmae", "name") == 1); /* a swap is one edit */
+    CHECK(spell_distance("Name", "name") == 0);
+    CHECK(spell_distance("kitten", "sitting") == 3);
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    CHECK(spell_distance(longer, "a") == SIZE_MAX);
+
+    CHECK(spell_score("name", "name") == 0);
+    CHECK(spell_score("x", "y") == SIZE_MAX); /* as many edits as letters */
+    CHECK(spell_score("nmae", "name") == 2);
+    CHECK(spell_score("timeout", "timeout_ms") == 3); /* a prefix */
+    CHECK(spell_score("ti", "timeout_ms") == SIZE_MAX);
+    CHECK(spell_score("colour", "name") == SIZE_MAX);
+
+    CHECK_STR(spell_closest("nmae", members, 6), "name");
+    CHECK_STR(spell_closest("timeout", members, 6), "timeout_ms");
+    CHECK_STR(spell_closest("mime", members, 6), "mime_type");
+    CHECK(spell_closest("colour", members, 6) == NULL);
+    CHECK_STR(spell_closest("lsit", commands, 6), "list");
+    CHECK_STR(spell_closest("creat", commands, 6), "create");
+    CHECK_STR(spell_closest("histroy", commands, 6), "history");
+    CHECK_STR(spell_closest("stat", commands, 6), "start"); /* the first */
+    CHECK(spell_closest("zzz", commands, 6) == NULL);
+    CHECK(spell_closest("list", commands, 0) == NULL);
+}
+
 /* ---- threads ---------------------------------------------------------- */
 
 /* The new thread's own mask, read from inside it. */
@@ -394,6 +435,7 @@ main(void)
     RUN(test_uuid_from_random);
     RUN(test_timestamp);
     RUN(test_errbuf);
+    RUN(test_spell);
     RUN(test_thread_start_quiet);
     return check_result();
 }
