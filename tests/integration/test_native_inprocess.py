@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from wm import Daemon, b64
+from wm import Daemon, b64, event, metric, publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workers"
                        / "native"))
@@ -360,16 +360,29 @@ def test_recovery_and_the_operator_switch(wm_builddir, tmp_path, lib):
     d = daemon(wm_builddir, tmp_path, allow=False).start()
     try:
         # Issue 27: recovery itself finds that the worker cannot run here,
-        # and says so and what to do.
+        # says so and what to do, and its events wait for it.
         rec = d.get("/health").json["checks"]["recovery"]
         assert rec["failed"] == 1 and rec["recovered"] == 0, rec
         view = d.get(f"/v1/workers/{w['id']}").json
         assert view["state"] == "failed", view
         assert "allow_in_process_native = true" in view["error"], view
         assert "recovery: 0 workers restored, 1 failed" in d.log()
+        for i in range(3):
+            r = publish(d, "n", event("echo", id_=f"kept-{i}"))
+            assert r.status == 202, r
         r = d.invoke(w["id"], "echo")
         assert r.status == 422, r
         assert "allow_in_process_native" in r.json["error"]["message"]
+        time.sleep(1.5)
+        assert metric(d, "workmanager_events_dead_lettered_total") == 0, \
+            d.log()[-3000:]
+    finally:
+        assert d.stop() == 0
+    d = daemon(wm_builddir, tmp_path).start()
+    try:
+        d.wait_for(lambda: metric(
+            d, "workmanager_worker_events_processed_total",
+            worker=w["id"]) >= 3, what="the kept events processed")
     finally:
         assert d.stop() == 0
 
