@@ -261,7 +261,9 @@ send_json(struct api_req *rq, int status, json_t *body)
         evbuffer_add(out, "\n", 1);
         evhttp_add_header(h, "Content-Type", "application/json");
     }
-    evhttp_send_reply(rq->req, status, NULL, out);
+    /* libevent knows no phrase for 507 (RFC 4918). */
+    evhttp_send_reply(rq->req, status,
+                      status == 507 ? "Insufficient Storage" : NULL, out);
     evbuffer_free(out);
     free(text);
 }

@@ -32,7 +32,14 @@
  * instead (the message flow (flow.c) dead-letters it with reason
  * backlog_overflow; live subscribers count it as dropped).  A slow subscriber
  * therefore never blocks a publisher; a publish fails only when the journal's
- * budget is exhausted (ENOSPC: the API answers 503 with Retry-After).
+ * budget is exhausted (ENOSPC: the API answers 503 with Retry-After) or
+ * when it cannot write (EIO: broker_health() says why).
+ *
+ * Storage failures.  While the backend cannot store (a full disk),
+ * publishes fail and no durable subscription is handed an event: its
+ * settlement could not be stored, so it would be delivered again after a
+ * restart.  The backend recovers by itself once it can write, and
+ * deliveries resume.
  *
  * Deliveries.  Up to max_inflight deliveries of a subscription are out at
  * once; each is settled exactly once by broker_ack() (done) or
@@ -117,9 +124,10 @@ void broker_close(struct broker *b);
 
 /* Accepts an event for (tenant, topic): queued for every subscription of
  * the topic, journaled when a durable one has it; cb (may be NULL) runs
- * once it is durable.  Returns 0, or -1 with errno ENOSPC (the journal's
- * budget is exhausted) or EIO (the journal failed); cb is then not
- * called. */
+ * once it is durable, or failed (the errno of the storage: ENOSPC,
+ * EDQUOT, EIO...).  Returns 0, or -1 with errno ENOSPC (the journal's
+ * budget is exhausted) or EIO (the storage cannot write now:
+ * broker_health()); cb is then not called. */
 int broker_publish(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg);
@@ -170,6 +178,17 @@ struct broker_stats {
     uint64_t recovered; /* unsettled deliveries found in the journal */
 };
 void broker_stats(const struct broker *b, struct broker_stats *out);
+
+/* Whether the backend can store (and so deliver), and if not why. */
+struct broker_health {
+    bool writable;
+    int error;           /* while not writable: the errno */
+    int64_t since;       /* while not writable: since when (unix s) */
+    uint64_t failures;   /* times it stopped writing */
+    uint64_t recoveries; /* times it wrote again */
+    char message[320];   /* while not writable: the file and the error */
+};
+void broker_health(const struct broker *b, struct broker_health *out);
 
 /* The length of a durable subscription's queue (waiting, delayed and out). */
 size_t broker_sub_backlog(const struct broker_sub *s);

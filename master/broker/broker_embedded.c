@@ -48,6 +48,7 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
+#include "master/broker/broker_record.h"
 #include "master/broker/journal.h"
 #include "master/core/log.h"
 
@@ -259,97 +260,6 @@ dsub_backlog(const struct dsub *ds)
     return ds->nqueued + ds->ndelayed + ds->nout;
 }
 
-/* ---- record encoding -------------------------------------------------- */
-
-struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void
-wb_put(struct wbuf *w, const void *data, size_t n)
-{
-    if (w->oom)
-        return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->oom = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, data, n);
-    w->len += n;
-}
-
-/* An unsigned integer of `bytes` bytes, little-endian. */
-static void
-wb_uint(struct wbuf *w, uint64_t v, unsigned bytes)
-{
-    uint8_t b[8];
-    for (unsigned i = 0; i < bytes; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, bytes);
-}
-
-static void
-wb_str(struct wbuf *w, const char *s)
-{
-    size_t n = strlen(s);
-    wb_uint(w, n, 2);
-    wb_put(w, s, n);
-}
-
-struct rbuf {
-    const uint8_t *p;
-    size_t len, off;
-    bool bad;
-};
-
-static const uint8_t *
-rb_take(struct rbuf *r, size_t n)
-{
-    if (r->bad || r->len - r->off < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p + r->off;
-    r->off += n;
-    return p;
-}
-
-static uint64_t
-rb_uint(struct rbuf *r, unsigned bytes)
-{
-    const uint8_t *p = rb_take(r, bytes);
-    uint64_t v = 0;
-    for (unsigned i = 0; p && i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* A str as a NUL-terminated copy into buf (names, tenants and topics are
- * short); false when it does not fit or the record is short. */
-static bool
-rb_str(struct rbuf *r, char *buf, size_t buflen)
-{
-    size_t n = (size_t)rb_uint(r, 2);
-    const uint8_t *p = rb_take(r, n);
-    if (p == NULL || n >= buflen || memchr(p, '\0', n)) {
-        r->bad = true;
-        return false;
-    }
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return true;
-}
-
 /* Appends m's record (a first one, or its compaction rewrite). */
 static int
 journal_msg(struct broker *b, struct msg *m, uint64_t origin,
@@ -521,6 +431,10 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* No delivery while settlements cannot be journaled: one processed
+     * now would come back after a restart (on_journal_state resumes). */
+    if (!journal_writable(b->j))
+        return;
     ds->hold++;
     while (s->mode == BROKER_SUB_ACTIVE && ds->active == s &&
            ds->nout < s->max_inflight && !TAILQ_EMPTY(&ds->queue)) {
@@ -1062,6 +976,19 @@ broker_recovered(struct broker *b)
 
 /* ---- open, close, stats ---------------------------------------------- */
 
+/* The journal writes again: every subscription delivers again. */
+static void
+on_journal_state(bool writable, void *arg)
+{
+    struct broker *b = arg;
+    struct broker_sub *s;
+
+    for (size_t i = 0; writable && i < b->nbuckets; i++)
+        for (struct topic *t = b->buckets[i]; t; t = t->next)
+            LIST_FOREACH (s, &t->subs, link)
+                sub_kick(s);
+}
+
 struct broker *
 broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
             size_t errlen)
@@ -1118,6 +1045,7 @@ broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
     b->norigin = b->corigin = 0;
     b->st.recovered = b->st.pending;
     journal_set_compact_hook(b->j, on_compact, b);
+    journal_set_state_hook(b->j, on_journal_state, b);
     if (b->st.recovered)
         log_info("broker: %" PRIu64 " pending deliveries of %" PRIu64
                  " events recovered from the journal",
@@ -1188,4 +1116,20 @@ broker_stats(const struct broker *b, struct broker_stats *out)
     out->journal_bytes = js.bytes;
     out->journal_segments = js.segments;
     out->journal_live = js.live_records;
+}
+
+void
+broker_health(const struct broker *b, struct broker_health *out)
+{
+    struct journal_health h;
+
+    journal_health(b->j, &h);
+    *out = (struct broker_health){
+        .writable = h.writable,
+        .error = h.error,
+        .since = h.since,
+        .failures = h.failures,
+        .recoveries = h.recoveries,
+    };
+    snprintf(out->message, sizeof out->message, "%s", h.message);
 }
