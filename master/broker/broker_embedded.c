@@ -25,6 +25,14 @@
  * where str is u16 length | bytes.  Replay rebuilds every message with its
  * unsettled names; a message with none left is released at once.
  *
+ * Storage failures: while the journal cannot write (journal.h), no
+ * delivery starts (on_kick) and the owner's storage hook holds what was
+ * handed out already; a SETTLE or COUNT the journal refuses meanwhile is
+ * kept (struct unsaved) and appended once it writes again, so that an
+ * event processed during the outage is not delivered again after a
+ * restart.  Only records in the write that failed are lost (the events
+ * then in flight come back: at least once).
+ *
  * Delivery order: FIFO per subscription; a nacked delivery goes back to the
  * head of its queue once its delay has passed.  Deliveries of a
  * subscription start from a deferred "kick" event, never inside the call
@@ -118,6 +126,15 @@ struct topic {
 
 TAILQ_HEAD(msg_list, msg);
 
+/* A SETTLE or COUNT record the journal refused while it could not write,
+ * appended when it writes again. */
+struct unsaved {
+    struct unsaved *next;
+    uint8_t type;
+    size_t len;
+    uint8_t p[];
+};
+
 struct broker {
     struct event_base *base;
     struct journal *j;
@@ -136,6 +153,9 @@ struct broker {
     uint64_t next_delivery_id;
     uint64_t publish_gen;
     uint64_t segment_bytes; /* the journal's, for compaction's rule */
+    struct unsaved *unsaved, **unsaved_tail; /* in append order */
+    broker_storage_cb storage_cb;
+    void *storage_arg;
     int (*verify)(const uint8_t *event, size_t len); /* replayed events */
 };
 
@@ -296,6 +316,39 @@ journal_msg(struct broker *b, struct msg *m, uint64_t origin,
     return 0;
 }
 
+/* Keeps a record the journal refused while it cannot write.  0, or -1
+ * out of memory. */
+static int
+unsaved_keep(struct broker *b, uint8_t type, const uint8_t *p, size_t len)
+{
+    struct unsaved *u = malloc(sizeof *u + len);
+
+    if (u == NULL)
+        return -1;
+    u->next = NULL;
+    u->type = type;
+    u->len = len;
+    memcpy(u->p, p, len);
+    *b->unsaved_tail = u;
+    b->unsaved_tail = &u->next;
+    return 0;
+}
+
+/* The journal writes again: the records kept meanwhile go first. */
+static void
+unsaved_flush(struct broker *b)
+{
+    struct unsaved *u;
+
+    while ((u = b->unsaved) != NULL &&
+           journal_append(b->j, u->type, 0, u->p, u->len, NULL, NULL) != 0) {
+        b->unsaved = u->next;
+        free(u);
+    }
+    if (b->unsaved == NULL)
+        b->unsaved_tail = &b->unsaved;
+}
+
 /* Appends a SETTLE (count 0) or COUNT record of d. */
 static void
 journal_dl(struct broker *b, const struct dl *d, bool settle)
@@ -313,7 +366,9 @@ journal_dl(struct broker *b, const struct dl *d, bool settle)
         wb_uint(&w, d->pub.count, 4);
     if (w.p == buf && !w.oom &&
         journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
-                       NULL, NULL) == 0)
+                       NULL, NULL) == 0 &&
+        (journal_writable(b->j) ||
+         unsaved_keep(b, settle ? REC_SETTLE : REC_COUNT, w.p, w.len) != 0))
         log_err("broker: cannot journal the %s of an event of %s/%s: %s",
                 settle ? "settlement" : "delivery count", d->m->t->tenant,
                 d->m->t->topic, strerror(errno));
@@ -976,17 +1031,30 @@ broker_recovered(struct broker *b)
 
 /* ---- open, close, stats ---------------------------------------------- */
 
-/* The journal writes again: every subscription delivers again. */
+/* The journal stops writing, or writes again: the owner is told; once it
+ * writes, the settlements kept go first, then every subscription delivers
+ * again. */
 static void
 on_journal_state(bool writable, void *arg)
 {
     struct broker *b = arg;
     struct broker_sub *s;
 
+    if (writable)
+        unsaved_flush(b);
     for (size_t i = 0; writable && i < b->nbuckets; i++)
         for (struct topic *t = b->buckets[i]; t; t = t->next)
             LIST_FOREACH (s, &t->subs, link)
                 sub_kick(s);
+    if (b->storage_cb)
+        b->storage_cb(writable, b->storage_arg);
+}
+
+void
+broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg)
+{
+    b->storage_cb = cb;
+    b->storage_arg = arg;
 }
 
 struct broker *
@@ -1017,6 +1085,7 @@ broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
     b->buckets = calloc(b->nbuckets, sizeof *b->buckets);
     LIST_INIT(&b->wild);
     TAILQ_INIT(&b->msgs);
+    b->unsaved_tail = &b->unsaved;
     if (b->buckets == NULL) {
         errbuf_set(err, errlen, "out of memory");
         goto fail;
@@ -1100,6 +1169,10 @@ broker_close(struct broker *b)
     while ((s = LIST_FIRST(&b->wild)) != NULL) {
         LIST_REMOVE(s, link);
         sub_free(s);
+    }
+    for (struct unsaved *u = b->unsaved, *un; u; u = un) {
+        un = u->next;
+        free(u);
     }
     free(b->buckets);
     free(b->by_origin);
