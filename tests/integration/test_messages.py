@@ -416,9 +416,10 @@ def fill(path):
 
 def test_output_refused_by_full_disk_is_not_acked(wm_builddir, tmp_path):
     """An accepted input whose output the broker refuses (the journal's
-    disk is full) is not acknowledged: it is delivered again, by the
-    transient-failure rules, and after space is freed and the daemon
-    restarted, it is processed and its output kept."""
+    disk is full) is not acknowledged, and not delivered again while the
+    disk stays full (its settlement could not be stored); once space is
+    freed, without a restart, it is delivered again, processed, and its
+    output kept."""
     unmount = small_tmpfs(tmp_path / "state", "8m")
     d = Daemon(wm_builddir, tmp_path, options=dict(FAST, max_redeliveries=1))
     try:
@@ -435,28 +436,25 @@ def test_output_refused_by_full_disk_is_not_acked(wm_builddir, tmp_path):
         d.wait_for(lambda: "event keep delivery 1" in d.log(),
                    what="event keep started")
         # The disk fills up while the worker runs; the next journal write
-        # fails and the journal refuses everything after it.
+        # fails and the journal stops writing.
         fill(d.state / "filler")
         r = publish(d, "x.out", event("y", data="z" * 65536))
-        assert r.status == 500, r
-        assert "journal failed" in r.json["error"]["message"], r
-        d.wait_for(lambda: "event keep delivery 2" in d.log(), timeout=20,
-                   what="the input delivered again")
+        assert r.status == 507, r
+        assert r.json["error"]["code"] == "insufficient_storage", r
+        d.wait_for(lambda: metric(d, "workmanager_outputs_refused_total") >= 1,
+                   timeout=20, what="the output refused")
+        time.sleep(0.5)
+        assert "event keep delivery 2" not in d.log()
         assert "is lost" not in d.log()
-        # Past max_redeliveries, its dead letter is refused too: kept.
-        d.wait_for(lambda: "event keep delivery 3" in d.log(), timeout=20,
-                   what="the input kept past max_redeliveries")
         assert "dead-lettered to in-dead" not in d.log()
         os.unlink(d.state / "filler")
-        assert d.stop() == 0
-        d.start()
-        d.wait_for(lambda: "event keep delivery" in d.log().split(
-            " started (pid ")[-1], timeout=20,
-            what="the input delivered after the restart")
+        d.wait_for(lambda: "event keep delivery 2" in d.log(), timeout=20,
+                   what="the input delivered again once space returned")
         d.post(f"/v1/workers/{keeper['id']}/resume")
         d.wait_for(lambda: metric(d, "workmanager_worker_events_processed_total",
                                   worker=keeper["id"]) >= 1, timeout=20,
                    what="the output kept")
+        assert "dead-lettered to in-dead" not in d.log()
     finally:
         d.stop()
         unmount()
@@ -564,6 +562,37 @@ def test_full_disk_journal_recovers_without_restart(wm_builddir, tmp_path):
         # journal wrote again: at most those in the write that failed come
         # back (events in the host then; it takes 4).
         assert len(again) <= 4, again
+    finally:
+        d.stop()
+        unmount()
+
+
+def test_full_disk_store_create_507_then_recovers(wm_builddir, tmp_path):
+    """Issue 21 item 4, the store: creating a worker on a full disk
+    answers 507 insufficient_storage naming the state directory, leaves no
+    worker behind, and once space is freed the same create succeeds and
+    the worker runs, without a restart."""
+    unmount = small_tmpfs(tmp_path / "state", "8m")
+    d = Daemon(wm_builddir, tmp_path, options=dict(FAST))
+    try:
+        d.start()
+        fill(d.state / "filler")
+        code = "echo\nlog_events\n# " + "x" * 4096
+        r = d.post("/v1/workers", {"name": "late", "topic": "late",
+                                   "mime_type": "application/x-wm-test",
+                                   "code": {"content": b64(code)}})
+        assert r.status == 507, r
+        assert r.json["error"]["code"] == "insufficient_storage", r
+        assert "No space left on device" in r.json["error"]["message"], r
+        assert str(d.state) in r.json["error"]["message"], r
+        assert d.get("/v1/workers").json["workers"] == []
+        os.unlink(d.state / "filler")
+        w = d.create(topic="late", name="late", code=code)
+        r = publish(d, "late", event("x", id_="after-full"))
+        assert r.status == 202, r
+        d.wait_for(lambda: "event after-full delivery 1" in d.log(),
+                   what="the worker created after the disk was freed runs")
+        assert d.get(f"/v1/workers/{w['id']}").status == 200
     finally:
         d.stop()
         unmount()
