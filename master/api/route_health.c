@@ -136,13 +136,12 @@ api_health_route(struct api_req *rq)
                                         "/v1/recover runs it"));
     if (!writable && strcmp(status, "Healthy") == 0)
         status = "Degraded";
-    json_t *body = json_pack("{s:s, s:{s:o, s:o}, s:I, s:I, s:s, s:s}",
-                             "status", status, "checks", "recovery", recovery,
-                             "journal", journal, "workers",
-                             (json_int_t)registry_count(d->registry), "hosts",
-                             (json_int_t)supervise_hosts(d->sv), "confinement",
-                             sandbox_level_name(d->sandbox.level), "version",
-                             PACKAGE_VERSION);
+    json_t *body = json_pack(
+        "{s:s, s:{s:o, s:o}, s:I, s:I, s:s, s:s}", "status", status, "checks",
+        "recovery", recovery, "journal", journal, "workers",
+        (json_int_t)registry_count(d->registry), "hosts",
+        (json_int_t)supervise_hosts(d->sv), "confinement",
+        sandbox_level_name(d->sandbox.level), "version", PACKAGE_VERSION);
     json_object_set_new(body, "sandbox", sandbox_json(d));
     api_reply(rq, strcmp(status, "Healthy") == 0 ? 200 : 503, body);
 }

@@ -36,13 +36,11 @@ api_error_storage(struct api_req *rq, int err, json_t *extra, const char *fmt,
     if (!full)
         evhttp_add_header(evhttp_request_get_output_headers(rq->req),
                           "Retry-After", "1");
-    api_error_extra(rq, full ? 507 : 503,
-                    full ? "insufficient_storage" : "storage_unavailable",
-                    extra,
-                    "%s; %s under state_dir %s, the daemon goes on by itself "
-                    "once it can write again",
-                    what,
-                    full ? "free space (or raise the quota)"
-                         : "check the disk",
-                    rq->d->conf->state_dir);
+    api_error_extra(
+        rq, full ? 507 : 503,
+        full ? "insufficient_storage" : "storage_unavailable", extra,
+        "%s; %s under state_dir %s, the daemon goes on by itself "
+        "once it can write again",
+        what, full ? "free space (or raise the quota)" : "check the disk",
+        rq->d->conf->state_dir);
 }

@@ -194,8 +194,7 @@ void broker_health(const struct broker *b, struct broker_health *out);
  * stores again (true): the owner holds the deliveries it has taken but
  * not yet handed on (their settlements could not be stored). */
 typedef void (*broker_storage_cb)(bool writable, void *arg);
-void broker_set_storage_hook(struct broker *b, broker_storage_cb cb,
-                             void *arg);
+void broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg);
 
 /* The length of a durable subscription's queue (waiting, delayed and out). */
 size_t broker_sub_backlog(const struct broker_sub *s);

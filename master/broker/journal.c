@@ -821,8 +821,7 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
     j->ev_wake = event_new(base, -1, 0, jn_on_wake, j);
     j->ev_retry = evtimer_new(base, jn_on_retry, j);
     if (j->ev_done == NULL || j->ev_compact == NULL || j->ev_wake == NULL ||
-        j->ev_retry == NULL ||
-        event_add(j->ev_done, NULL) != 0) {
+        j->ev_retry == NULL || event_add(j->ev_done, NULL) != 0) {
         errbuf_set(err, errlen, "journal: cannot register its events");
         goto fail;
     }

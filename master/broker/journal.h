@@ -142,13 +142,13 @@ void journal_release(struct journal *j, uint64_t lsn);
 /* Whether the journal writes, and if not since when and why. */
 struct journal_health {
     bool writable;
-    int error;          /* while not writable: the errno (ENOSPC, EIO...) */
-    int64_t since;      /* while not writable: when it stopped (unix s) */
-    uint64_t failures;  /* times it stopped writing since open */
+    int error;           /* while not writable: the errno (ENOSPC, EIO...) */
+    int64_t since;       /* while not writable: when it stopped (unix s) */
+    uint64_t failures;   /* times it stopped writing since open */
     uint64_t recoveries; /* times it wrote again after stopping */
-    char message[320];  /* while not writable: the operation, the file and
-                           the error, e.g. "write <dir>/<segment>: No space
-                           left on device" */
+    char message[320];   /* while not writable: the operation, the file and
+                            the error, e.g. "write <dir>/<segment>: No space
+                            left on device" */
 };
 void journal_health(const struct journal *j, struct journal_health *out);
 /* journal_health()'s writable alone. */

@@ -99,17 +99,17 @@ struct journal {
     struct jn_seg *segs; /* by first lsn; the last one is active */
     size_t nsegs, capsegs;
     uint64_t next_lsn, bytes, live, appends, torn_bytes, corrupt_records;
-    uint64_t seen_lsn; /* completions taken up to here */
-    bool failed;       /* the loop has seen the writer's error */
-    bool recovering;   /* a recovery asked of the writer, not answered */
-    int fail_err;      /* while failed: the errno */
+    uint64_t seen_lsn;  /* completions taken up to here */
+    bool failed;        /* the loop has seen the writer's error */
+    bool recovering;    /* a recovery asked of the writer, not answered */
+    int fail_err;       /* while failed: the errno */
     int64_t fail_since; /* while failed: when (unix seconds) */
     uint64_t failures, recoveries;
     char fail_msg[JN_MSG_SIZE]; /* while failed: which file, which error */
     struct event *ev_retry;     /* while failed: the next recovery */
     journal_state_cb state_cb;
     void *state_arg;
-    bool hold;         /* no deletion until the replay or an append */
+    bool hold; /* no deletion until the replay or an append */
     bool replayed, replaying;
     struct jn_waiter *wq; /* a ring, in lsn order */
     size_t wq_head, wq_len, wq_cap;
@@ -124,20 +124,20 @@ struct journal {
     pthread_cond_t wcv; /* to the writer: work, or stop (monotonic) */
     pthread_cond_t dcv; /* to journal_close: a batch is done */
     struct jn_work pending;
-    uint64_t done_lsn; /* every lsn up to here is done... */
-    uint64_t ok_lsn;   /* ...and up to here without error */
-    int werr;          /* the failure, or 0; written by the writer only */
+    uint64_t done_lsn;      /* every lsn up to here is done... */
+    uint64_t ok_lsn;        /* ...and up to here without error */
+    int werr;               /* the failure, or 0; written by the writer only */
     char wmsg[JN_MSG_SIZE]; /* werr's message: the file and the error */
-    uint64_t fail_seg;  /* at the failure: wseg, or 0 when wfd was closed */
-    uint64_t fail_good; /* ...and wgood */
-    uint64_t recover_lsn; /* the loop asks for a recovery at this lsn (0:
-                             none asked, or the writer has answered) */
+    uint64_t fail_seg;      /* at the failure: wseg, or 0 when wfd was closed */
+    uint64_t fail_good;     /* ...and wgood */
+    uint64_t recover_lsn;   /* the loop asks for a recovery at this lsn (0:
+                               none asked, or the writer has answered) */
     bool stop;
 
     /* writer thread only (the loop's before it starts, after it ends) */
     struct jn_work work;
     int wfd;
-    uint64_t wseg; /* the first lsn of wfd's segment */
+    uint64_t wseg;         /* the first lsn of wfd's segment */
     uint64_t wsize, wgood; /* wfd's bytes written, and known good */
     bool unsynced;
     struct timespec deadline; /* batch: when the unsynced bytes sync */

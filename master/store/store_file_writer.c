@@ -179,7 +179,8 @@ store_file_dir_sync(struct sf_op *op, const char *dir)
         return -1;
     }
     if (fsync(fd) != 0) {
-        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", dir, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", dir,
+                   strerror(errno));
         (void)close(fd);
         return -1;
     }
@@ -231,7 +232,8 @@ sf_make_dirs(struct store_file *sf, struct sf_op *op, const char *root,
                     goto out;
             }
         } else if (errno != EEXIST) {
-            sf_op_fail(op, sf_disk_status(errno), "mkdir %s: %s", p, strerror(errno));
+            sf_op_fail(op, sf_disk_status(errno), "mkdir %s: %s", p,
+                       strerror(errno));
             goto out;
         }
         *slash = '/';
@@ -311,23 +313,27 @@ sf_atomic_write(struct store_file *sf, struct sf_op *op, const char *root,
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        sf_op_fail(op, sf_disk_status(errno), "open %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "open %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     if ((headlen > 0 && sf_write_full(fd, head, headlen) != 0) ||
         (op->len > 0 && sf_write_full(fd, op->value, op->len) != 0)) {
-        sf_op_fail(op, sf_disk_status(errno), "write %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "write %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     /* The data must be on disk before the rename can point at it, or a
      * power failure could leave the new name on an empty file. */
     if (sf->fsync != SF_FSYNC_OFF && fsync(fd) != 0) {
-        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     if (close(fd) != 0) {
         fd = -1;
-        sf_op_fail(op, sf_disk_status(errno), "close %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "close %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     fd = -1;

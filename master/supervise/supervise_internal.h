@@ -288,7 +288,7 @@ struct supervisor {
     size_t nprocs;
     struct pool *pools; /* one per engine with warm > 0 */
     size_t npools;
-    size_t ninproc; /* open in-process libraries */
+    size_t ninproc;       /* open in-process libraries */
     bool hold_deliveries; /* supervise_hold_deliveries() */
     bool shutting_down;
     unsigned shutdown_grace_ms;
