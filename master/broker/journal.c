@@ -317,6 +317,20 @@ jn_seg_find(struct journal *j, uint64_t lsn)
 
 /* ---- failure and recovery (loop thread) --------------------------------- */
 
+/* Adds the table's entry of a new empty segment at next_lsn (room
+ * reserved), the newest. */
+static void
+jn_seg_push_empty(struct journal *j)
+{
+    j->segs[j->nsegs++] = (struct jn_seg){
+        .first_lsn = j->next_lsn,
+        .last_lsn = j->next_lsn - 1,
+        .size = JN_HDR,
+        .scan_end = JN_HDR,
+    };
+    j->bytes += JN_HDR;
+}
+
 static void
 jn_retry_later(struct journal *j)
 {
@@ -408,13 +422,7 @@ jn_recovered(struct journal *j, int err, const char *msg)
         jn_retry_later(j);
         return;
     }
-    j->segs[j->nsegs++] = (struct jn_seg){
-        .first_lsn = j->next_lsn,
-        .last_lsn = j->next_lsn - 1,
-        .size = JN_HDR,
-        .scan_end = JN_HDR,
-    };
-    j->bytes += JN_HDR;
+    jn_seg_push_empty(j);
     j->failed = false;
     j->recoveries++;
     log_notice("journal: %s is written again (it failed %" PRId64
@@ -621,13 +629,7 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
     j->segs = q;
     if (journal_segment_create(j, j->next_lsn, &fd, err, errlen) != 0)
         return -1;
-    j->segs[j->nsegs++] = (struct jn_seg){
-        .first_lsn = j->next_lsn,
-        .last_lsn = j->next_lsn - 1,
-        .size = JN_HDR,
-        .scan_end = JN_HDR,
-    };
-    j->bytes += JN_HDR;
+    jn_seg_push_empty(j);
     j->wfd = fd;
     j->wseg = j->next_lsn;
     j->wsize = j->wgood = JN_HDR;

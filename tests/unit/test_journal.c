@@ -1055,6 +1055,31 @@ test_open_errors(void)
     }
 }
 
+/* Appends one record, then limits this process's files to 300 bytes past
+ * its segment (setrlimit RLIMIT_FSIZE: later writes fail with EFBIG);
+ * *old is the limit to restore, *lim the one set.  False on a failure
+ * (reported). */
+static bool
+limit_after_one(struct journal *j, const char *dir, struct rlimit *old,
+                struct rlimit *lim)
+{
+    char path[512];
+
+    if (put(j, 1, JOURNAL_LIVE, 100, true) == 0 || !wait_done() ||
+        getrlimit(RLIMIT_FSIZE, old) != 0) {
+        FAIL("the first record, or getrlimit: %s", strerror(errno));
+        return false;
+    }
+    seg_path(dir, 1, path, sizeof path);
+    *lim = *old;
+    lim->rlim_cur = (rlim_t)file_size(path) + 300;
+    if (setrlimit(RLIMIT_FSIZE, lim) != 0) {
+        FAIL("setrlimit: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 /* A write error (the file size limit) fails the journal: the callbacks of
  * the records it hit get the errno, later appends EIO. */
 static void
@@ -1063,20 +1088,14 @@ test_write_failure(void)
     struct replay r = { 0 };
     struct rlimit old, lim;
     struct journal *j;
-    char dir[256], path[512];
+    char dir[256];
     int ok;
 
     new_dir(dir, sizeof dir);
     tally_reset();
     j = open_j(dir);
     REQUIRE(j != NULL);
-    CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
-    REQUIRE(wait_done());
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-    seg_path(dir, 1, path, sizeof path);
-    lim = old;
-    lim.rlim_cur = (rlim_t)file_size(path) + 300;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    REQUIRE(limit_after_one(j, dir, &old, &lim));
     /* Appends fail (EIO) as soon as the writer has failed, which may
      * come before the loop is done appending. */
     for (int i = 0; i < 10; i++)
@@ -1130,7 +1149,7 @@ test_write_recovery(void)
     struct journal_stats st;
     struct rlimit old, lim;
     struct journal *j;
-    char dir[256], path[512];
+    char dir[256];
     int ok, errors;
 
     new_dir(dir, sizeof dir);
@@ -1141,13 +1160,7 @@ test_write_recovery(void)
     journal_set_state_hook(j, on_state, NULL);
     journal_health(j, &h);
     CHECK(h.writable);
-    CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
-    REQUIRE(wait_done());
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-    seg_path(dir, 1, path, sizeof path);
-    lim = old;
-    lim.rlim_cur = (rlim_t)file_size(path) + 300;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    REQUIRE(limit_after_one(j, dir, &old, &lim));
     for (int i = 0; i < 10; i++)
         (void)put(j, 1, JOURNAL_LIVE, 100, true);
     (void)wait_done();
