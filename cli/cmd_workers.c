@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <zip.h>
 
 #include "cli/table.h"
 #include "cli/wmctl.h"
@@ -39,14 +42,43 @@ static const struct {
     { .ext = ".zip", .mime_type = "application/x-native-dll" },
 };
 
+/* A zip laid out as a nupkg: an entry lib/<tfm>/<name>.dll (a .NET
+ * package under another extension).  Only the names of a local file are
+ * read: the host validates the package itself. */
+static bool
+zip_is_nupkg(const char *file)
+{
+    zip_t *z = zip_open(file, ZIP_RDONLY, NULL);
+    bool found = false;
+
+    if (z == NULL)
+        return false;
+    zip_int64_t n = zip_get_num_entries(z, 0);
+    for (zip_int64_t i = 0; i < n && !found; i++) {
+        const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
+        const char *tfm_end = name && strncmp(name, "lib/", 4) == 0
+                                  ? strchr(name + 4, '/')
+                                  : NULL;
+        size_t len = tfm_end ? strlen(tfm_end) : 0;
+        found = tfm_end && tfm_end > name + 4 && len > 5 &&
+                !strchr(tfm_end + 1, '/') &&
+                strcasecmp(tfm_end + len - 4, ".dll") == 0;
+    }
+    zip_discard(z);
+    return found;
+}
+
 static const char *
 mime_guess(const char *file)
 {
     size_t n = strlen(file);
     for (size_t i = 0; i < sizeof mime_by_ext / sizeof mime_by_ext[0]; i++) {
         size_t k = strlen(mime_by_ext[i].ext);
-        if (n > k && strcmp(file + n - k, mime_by_ext[i].ext) == 0)
+        if (n > k && strcmp(file + n - k, mime_by_ext[i].ext) == 0) {
+            if (strcmp(mime_by_ext[i].ext, ".zip") == 0 && zip_is_nupkg(file))
+                return "application/x-dotnet-dll";
             return mime_by_ext[i].mime_type;
+        }
     }
     return NULL;
 }

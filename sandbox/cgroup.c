@@ -5,9 +5,18 @@
  * One table of hierarchies, filled by sandbox_cg_init(): for v1 one per
  * controller (/sys/fs/cgroup/memory, .../pids, .../cpu), for v2 the
  * unified one with the controllers enabled down to the daemon's
- * directory.  A host's group is a leaf of the same name in each.  The
- * daemon is single-threaded where it calls these (its event loop); the
- * table is written once, at start-up.
+ * directory.
+ *
+ * v2 starts from the daemon's own group G (sandbox_support.cgroup_path:
+ * under systemd the service's, which Delegate=yes hands over), never from
+ * the hierarchy's root, and keeps v2's rule that a group with controllers
+ * enabled for its children holds no process itself: the daemon first
+ * moves into the leaf G/daemon (the launcher, forked after, starts there
+ * too; not when G is the hierarchy's root, which may hold processes),
+ * then enables the controllers in G, and the hosts' groups are
+ * G/PARENT/d<pid>/<leaf>, beside that leaf.  A host's group is a leaf of the
+ * same name in each.  The daemon is single-threaded where it calls these (its
+ * event loop); the table is written once, at start-up.
  */
 #include "config.h"
 
@@ -217,6 +226,75 @@ name_ok(const char *s, size_t max)
     return name_word_valid(s, max) && s[0] != '.';
 }
 
+/* v2: this process into the leaf own/daemon, then own's controllers
+ * enabled for its children (see the file comment).  0, or -1 with errno
+ * and *where naming the file. */
+static int
+v2_delegate(const char *own, unsigned ctls, char *where, size_t len)
+{
+    char leaf[PATH_LEN], pid[24];
+    struct stat st;
+
+    /* The hierarchy's root (no cgroup.type there) may hold processes. */
+    snprintf(leaf, sizeof leaf, "%s/cgroup.type", own);
+    if (stat(leaf, &st) < 0 && errno == ENOENT) {
+        snprintf(where, len, "%s/cgroup.subtree_control", own);
+        return enable_v2(own, ctls);
+    }
+    snprintf(leaf, sizeof leaf, "%s/daemon", own);
+    snprintf(where, len, "%s", leaf);
+    if (make_dir(leaf) < 0)
+        return -1;
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    snprintf(where, len, "%s/cgroup.procs", leaf);
+    if (put_file(leaf, "cgroup.procs", pid) < 0)
+        return -1;
+    snprintf(where, len, "%s/cgroup.subtree_control", own);
+    return enable_v2(own, ctls);
+}
+
+/* v2: own/daemon, then own/PARENT/d<pid> with the controllers enabled
+ * down to it; one hierarchy, with whatever controllers own has (none
+ * still keeps each host in a group of its own). */
+static int
+v2_init(const struct sandbox_support *s, const char *parent, char *err,
+        size_t errlen)
+{
+    struct hier *h = &cg_root.h[0];
+    char top[PATH_LEN - 32], where[PATH_LEN + 64];
+
+    if (v2_delegate(s->cgroup_path, s->cgroup_ctls, where, sizeof where) < 0) {
+        fail(err, errlen,
+             "cgroup v2: cannot set up the daemon's leaf in its group %s "
+             "(%s: %s)%s",
+             s->cgroup_path, where, strerror(errno),
+             errno == EBUSY ? ": other processes live in that group; run "
+                              "the daemon as the only process of a "
+                              "delegated group (systemd: Delegate=yes)"
+                            : "");
+        memset(&cg_root, 0, sizeof cg_root);
+        return -1;
+    }
+    h->ctls = s->cgroup_ctls;
+    snprintf(top, sizeof top, "%s/%s", s->cgroup_path, parent);
+    snprintf(h->dir, sizeof h->dir, "%s/d%ld", top, (long)getpid());
+    snprintf(where, sizeof where, "%s", top);
+    if (make_dir(top) < 0 || enable_v2(top, h->ctls) < 0)
+        goto bad;
+    remove_stale(top);
+    snprintf(where, sizeof where, "%s", h->dir);
+    if (make_dir(h->dir) < 0)
+        goto bad;
+    cg_root.n = 1;
+    if (enable_v2(h->dir, h->ctls) < 0)
+        goto bad;
+    return 0;
+bad:
+    fail(err, errlen, "cgroup: cannot set up %s: %s", where, strerror(errno));
+    sandbox_cg_fini();
+    return -1;
+}
+
 int
 sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
                 size_t errlen)
@@ -225,7 +303,8 @@ sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
     const char *where = top;
 
     memset(&cg_root, 0, sizeof cg_root);
-    if (s->cgroup == SANDBOX_CGROUP_NONE || s->cgroup_ctls == 0)
+    if (s->cgroup == SANDBOX_CGROUP_NONE ||
+        (s->cgroup == SANDBOX_CGROUP_V1 && s->cgroup_ctls == 0))
         return 0;
     if (!name_ok(parent, 100))
         return fail(err, errlen,
@@ -233,39 +312,26 @@ sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
                     "([A-Za-z0-9._-], at most 100 bytes)",
                     parent);
     cg_root.flavour = s->cgroup;
+    if (s->cgroup == SANDBOX_CGROUP_V2)
+        return v2_init(s, parent, err, errlen);
     for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1) {
         struct hier *h = &cg_root.h[cg_root.n];
 
         if (!(s->cgroup_ctls & b))
             continue;
-        if (s->cgroup == SANDBOX_CGROUP_V2) {
-            if (cg_root.n == 1) { /* one hierarchy carries them all */
-                cg_root.h[0].ctls |= b;
-                continue;
-            }
-            snprintf(top, sizeof top, "%s/%s", s->cgroup_path, parent);
-        } else {
-            snprintf(top, sizeof top, "%s/%s/%s", s->cgroup_path,
-                     sandbox_cg_name(b), parent);
-        }
+        snprintf(top, sizeof top, "%s/%s/%s", s->cgroup_path,
+                 sandbox_cg_name(b), parent);
         h->ctls = b;
         snprintf(h->dir, sizeof h->dir, "%s/d%ld", top, (long)getpid());
         if (make_dir(top) < 0)
             goto bad;
         remove_stale(top);
-        if (s->cgroup == SANDBOX_CGROUP_V2 &&
-            enable_v2(top, s->cgroup_ctls) < 0)
-            goto bad;
         where = h->dir;
         if (make_dir(h->dir) < 0)
             goto bad;
         where = top;
         cg_root.n++;
     }
-    where = cg_root.h[0].dir;
-    if (s->cgroup == SANDBOX_CGROUP_V2 && cg_root.n == 1 &&
-        enable_v2(cg_root.h[0].dir, cg_root.h[0].ctls) < 0)
-        goto bad;
     return 0;
 bad:
     fail(err, errlen, "cgroup: cannot set up %s: %s", where, strerror(errno));

@@ -10,6 +10,14 @@
  * no stdio), so forking a threaded process is safe.  They are waited for
  * by pid, so a caller's reaper must not be running yet (sandbox.h).
  *
+ * A mount namespace is only worth having if the private root (root.h) can
+ * be built in it, which can fail where unshare succeeds: in a chroot whose
+ * / is not a mount point, "making the mounts private" answers EINVAL.  So
+ * a child builds the whole root, every step the spawner takes, and
+ * reports the step that failed and its errno through a pipe; where it
+ * fails, the mount namespace is not offered (hosts then get none, and a
+ * Landlock domain instead of the root) and root_error says why.
+ *
  * What needs no child: the seccomp actions (SECCOMP_GET_ACTION_AVAIL
  * changes nothing), the Landlock ABI (landlock_create_ruleset's version
  * query), cgroup hierarchies (statfs of their mounts, their controllers
@@ -20,6 +28,7 @@
 
 #include "sandbox/creds.h"
 #include "sandbox/kernel.h"
+#include "sandbox/root.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sysfile.h"
 
@@ -191,6 +200,25 @@ child_unshare(void)
     _exit(unshare(child_ns_flag) == 0 ? 0 : 1);
 }
 
+/* The private root, built as the spawner builds it; on failure the errno
+ * then the step's name go to root_pipe. */
+static int root_pipe[2] = { -1, -1 };
+
+static void
+child_private_root(void)
+{
+    const char *step = "unsharing the mount namespace";
+    int e;
+
+    (void)close(root_pipe[0]);
+    if (unshare(CLONE_NEWNS) == 0 && sandbox_root_enter(-1, &step) == 0)
+        _exit(0);
+    e = errno;
+    if (write(root_pipe[1], &e, sizeof e) == (ssize_t)sizeof e)
+        (void)write(root_pipe[1], step, strlen(step));
+    _exit(1);
+}
+
 /* MDWE must refuse a mapping both writable and executable. */
 static void
 child_mdwe(void)
@@ -236,6 +264,8 @@ exited_zero(int st)
 
 /* ---- probes in this process ------------------------------------------- */
 
+static enum sandbox_level level_of(const struct sandbox_support *s);
+
 static unsigned
 seccomp_actions(void)
 {
@@ -273,7 +303,8 @@ is_fs(const char *path, long magic)
 static unsigned
 v2_controllers(const char *dir)
 {
-    char path[128], buf[512];
+    char path[sizeof((struct sandbox_support *)0)->cgroup_path + 32];
+    char buf[512];
     unsigned bits = 0;
 
     snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
@@ -288,42 +319,141 @@ v2_controllers(const char *dir)
     return access(path, W_OK) == 0 ? bits : 0;
 }
 
-/* v2 at /sys/fs/cgroup (pure v2), or v1 hierarchies (legacy and hybrid),
- * or v2 at /sys/fs/cgroup/unified (hybrid) when it has our controllers. */
-static void
-cgroups(struct sandbox_support *s)
+/*
+ * This process's own group in the unified hierarchy mounted at mount, from
+ * the "0::/path" line of /proc/self/cgroup, into s->cgroup_path: 0, or -1
+ * (no such line, or a path that does not fit).  Under systemd that is the
+ * service's group, the subtree Delegate=yes hands over; the hierarchy's
+ * root is only ever this process's where nothing put it elsewhere.
+ */
+static int
+v2_own_group(struct sandbox_support *s, const char *mount)
+{
+    char buf[4096];
+    char *line;
+
+    if (sandbox_sysfile_read("/proc/self/cgroup", buf, sizeof buf) <= 0)
+        return -1;
+    for (line = buf; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, "0::/", 4) == 0)
+            break;
+    }
+    if (line == NULL || *line == '\0')
+        return -1;
+    line += 3;
+    line[strcspn(line, "\n")] = '\0';
+    const char *group = strcmp(line, "/") == 0 ? "" : line;
+    int n =
+        snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s%s", mount, group);
+    return n < 0 || (size_t)n >= sizeof s->cgroup_path ? -1 : 0;
+}
+
+/* The unified hierarchy at mount, in this process's own group: true with
+ * s filled when its controllers include one of ours (any is enough when
+ * any_ok). */
+static bool
+v2_use(struct sandbox_support *s, const char *mount, bool any_ok)
+{
+    char path[sizeof s->cgroup_path + 32];
+
+    if (!is_fs(mount, CGROUP2_SUPER_MAGIC) || v2_own_group(s, mount) < 0)
+        return false;
+    snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroup_path);
+    if (access(path, W_OK) != 0)
+        return false; /* no group this process may make there */
+    s->cgroup_ctls = v2_controllers(s->cgroup_path);
+    if (s->cgroup_ctls == 0 && !any_ok)
+        return false;
+    s->cgroup = SANDBOX_CGROUP_V2;
+    return true;
+}
+
+/* The v1 hierarchies of our controllers this process may write. */
+static bool
+v1_use(struct sandbox_support *s)
 {
     static const char root[] = "/sys/fs/cgroup";
-    static const char unified[] = "/sys/fs/cgroup/unified";
     char path[128];
     unsigned v1 = 0;
 
-    if (is_fs(root, CGROUP2_SUPER_MAGIC)) {
-        s->cgroup_ctls = v2_controllers(root);
-        if (s->cgroup_ctls) {
-            s->cgroup = SANDBOX_CGROUP_V2;
-            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
-        }
-        return;
-    }
     for (unsigned i = 0; i < SANDBOX_CG_COUNT; i++) {
         snprintf(path, sizeof path, "%s/%s", root, cg_names[i]);
         if (is_fs(path, CGROUP_SUPER_MAGIC) && access(path, W_OK) == 0)
             v1 |= 1u << i;
     }
-    if (v1) {
-        s->cgroup = SANDBOX_CGROUP_V1;
-        s->cgroup_ctls = v1;
-        snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+    if (v1 == 0)
+        return false;
+    s->cgroup = SANDBOX_CGROUP_V1;
+    s->cgroup_ctls = v1;
+    snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", root);
+    return true;
+}
+
+/* As want says: auto is v2 at /sys/fs/cgroup (pure v2), or v1 hierarchies
+ * (legacy and hybrid), or v2 at /sys/fs/cgroup/unified (hybrid) when it
+ * has our controllers; v2 is the unified hierarchy wherever it is
+ * mounted. */
+static void
+cgroups(struct sandbox_support *s, enum sandbox_cgroup_want want)
+{
+    static const char root[] = "/sys/fs/cgroup";
+    static const char unified[] = "/sys/fs/cgroup/unified";
+    bool v2_only = want == SANDBOX_CGWANT_V2;
+
+    s->cgroup = SANDBOX_CGROUP_NONE;
+    s->cgroup_ctls = 0;
+    s->cgroup_path[0] = '\0';
+    if (want == SANDBOX_CGWANT_NONE)
+        return;
+    if (want == SANDBOX_CGWANT_V1) {
+        (void)v1_use(s);
         return;
     }
-    if (is_fs(unified, CGROUP2_SUPER_MAGIC)) {
-        s->cgroup_ctls = v2_controllers(unified);
-        if (s->cgroup_ctls) {
-            s->cgroup = SANDBOX_CGROUP_V2;
-            snprintf(s->cgroup_path, sizeof s->cgroup_path, "%s", unified);
-        }
+    if (is_fs(root, CGROUP2_SUPER_MAGIC)) {
+        if (!v2_use(s, root, v2_only))
+            s->cgroup_ctls = 0;
+        return;
     }
+    if ((v2_only || !v1_use(s)) && !v2_use(s, unified, v2_only)) {
+        s->cgroup = SANDBOX_CGROUP_NONE;
+        s->cgroup_ctls = 0;
+    }
+}
+
+void
+sandbox_detect_cgroups(struct sandbox_support *s, enum sandbox_cgroup_want want)
+{
+    cgroups(s, want);
+    s->level = level_of(s);
+}
+
+/* What child_private_root() wrote, as "STEP: strerror" into s. */
+static void
+root_failure(struct sandbox_support *s)
+{
+    char buf[sizeof s->root_error];
+    size_t got = 0;
+    ssize_t n;
+    int e = 0;
+
+    while (got < sizeof buf - 1 &&
+           (n = read(root_pipe[0], buf + got, sizeof buf - 1 - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    if (got < sizeof e) {
+        snprintf(s->root_error, sizeof s->root_error, "building it failed");
+        return;
+    }
+    memcpy(&e, buf, sizeof e);
+    snprintf(s->root_error, sizeof s->root_error, "%s: %s", buf + sizeof e,
+             strerror(e));
 }
 
 static enum sandbox_level
@@ -346,10 +476,15 @@ level_of(const struct sandbox_support *s)
 void
 sandbox_detect(struct sandbox_support *s)
 {
-    pid_t nnp, sec, mdwe, ns[SANDBOX_NS_COUNT];
+    pid_t nnp, sec, mdwe, root = -1, ns[SANDBOX_NS_COUNT];
     int st;
 
     memset(s, 0, sizeof *s);
+    if (pipe2(root_pipe, O_CLOEXEC) == 0)
+        root = child_start(child_private_root);
+    if (root_pipe[1] >= 0)
+        (void)close(root_pipe[1]);
+    root_pipe[1] = -1;
     nnp = child_start(child_no_new_privs);
     sec = child_start(child_seccomp);
     mdwe = child_start(child_mdwe);
@@ -359,7 +494,7 @@ sandbox_detect(struct sandbox_support *s)
     }
     s->seccomp_acts = seccomp_actions();
     s->landlock_abi = landlock_abi();
-    cgroups(s);
+    cgroups(s, SANDBOX_CGWANT_AUTO);
     sandbox_creds_caps(s->capabilities, sizeof s->capabilities);
 
     s->no_new_privs = exited_zero(child_wait(nnp));
@@ -369,6 +504,14 @@ sandbox_detect(struct sandbox_support *s)
     for (size_t i = 0; i < SANDBOX_NS_COUNT; i++)
         if (exited_zero(child_wait(ns[i])))
             s->namespaces |= 1u << i;
+    st = child_wait(root);
+    if ((s->namespaces & SANDBOX_NS_MOUNT) && !exited_zero(st)) {
+        root_failure(s);
+        s->namespaces &= ~SANDBOX_NS_MOUNT;
+    }
+    if (root_pipe[0] >= 0)
+        (void)close(root_pipe[0]);
+    root_pipe[0] = -1;
     s->level = level_of(s);
 }
 
@@ -434,6 +577,8 @@ sandbox_support_summary(const struct sandbox_support *s, char *buf, size_t len)
     } else {
         put(&o, ", no namespaces");
     }
+    if (s->root_error[0])
+        put(&o, ", no private root (%s)", s->root_error);
     if (s->landlock_abi > 0)
         put(&o, ", landlock abi %d", s->landlock_abi);
     else
@@ -477,6 +622,14 @@ sandbox_missing(const struct sandbox_support *s, enum sandbox_level want,
     if (want >= SANDBOX_LEVEL_NS) {
         unsigned lack = SANDBOX_NS_ISOLATE & ~s->namespaces;
 
+        if (s->root_error[0]) {
+            MISSING("no private root for hosts: building it in a new mount "
+                    "namespace failed at %s (is / a mount point? in a "
+                    "chroot, bind-mount its directory onto itself before "
+                    "entering it: mount --bind DIR DIR)",
+                    s->root_error);
+            lack &= ~SANDBOX_NS_MOUNT;
+        }
         if (lack) {
             put(&o, "%sno ", sep);
             put_bits(&o, lack, SANDBOX_NS_COUNT, sandbox_ns_name);

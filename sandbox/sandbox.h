@@ -102,12 +102,20 @@ struct sandbox_support {
     bool no_new_privs;     /* PR_SET_NO_NEW_PRIVS took */
     bool seccomp;          /* a filter loaded and its kill-process killed */
     unsigned seccomp_acts; /* SANDBOX_ACT_* */
-    unsigned namespaces;   /* SANDBOX_NS_* */
-    int landlock_abi;      /* 0: none */
+    unsigned namespaces;   /* SANDBOX_NS_*; mount only where a host's
+                              private root (root.h) could be built */
+    /* Why the private root could not be built in a new mount namespace
+     * ("making the mounts private: Invalid argument"), or "". */
+    char root_error[160];
+    int landlock_abi; /* 0: none */
     enum sandbox_cgroup cgroup;
     unsigned cgroup_ctls; /* SANDBOX_CG_*, of that flavour */
-    char cgroup_path[64]; /* v2: the unified mount; v1: its parent */
-    bool mdwe;            /* PR_SET_MDWE refused a writable+exec mapping */
+    /* v1: the hierarchies' parent (/sys/fs/cgroup); v2: this process's
+     * own group in the unified hierarchy (from /proc/self/cgroup: under
+     * systemd, the service's delegated subtree), where cgroup.c puts the
+     * daemon's leaf and the hosts' groups. */
+    char cgroup_path[256];
+    bool mdwe; /* PR_SET_MDWE refused a writable+exec mapping */
     /* This process's capabilities as libcap writes them (cap_to_text(3):
      * "=ep" all, "=" none), truncated to fit. */
     char capabilities[SANDBOX_CAPS_TEXT];
@@ -121,6 +129,23 @@ struct sandbox_support {
  * for its children by pid.  Never fails: what cannot be tried is absent.
  */
 void sandbox_detect(struct sandbox_support *s);
+
+/* Which cgroup hierarchy to use (the setting cgroup_hierarchy). */
+enum sandbox_cgroup_want {
+    SANDBOX_CGWANT_AUTO = 0, /* pure v2, else v1, else a hybrid's v2 */
+    SANDBOX_CGWANT_V1,
+    SANDBOX_CGWANT_V2, /* the unified hierarchy, even with no controller
+                          of ours: the groups then only hold the hosts */
+    SANDBOX_CGWANT_NONE,
+};
+
+/*
+ * Detects the cgroup part of *s again as want says (sandbox_detect() does
+ * SANDBOX_CGWANT_AUTO) and sets s->level from it.  Where want names a
+ * hierarchy this process cannot use, s has none.
+ */
+void sandbox_detect_cgroups(struct sandbox_support *s,
+                            enum sandbox_cgroup_want want);
 
 /* The clone(2)/unshare(2) flags of the SANDBOX_NS_* bits in mask. */
 int sandbox_ns_clone_flags(unsigned mask);

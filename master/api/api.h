@@ -150,6 +150,12 @@ uint64_t api_topics_streams(void);
 /* Ends every stream (shutdown). */
 void api_topics_close_streams(void);
 uint64_t api_topics_dropped(void);
+/* Backpressure (master/broker/admit.h): answers 503 with Retry-After: 1,
+ * the error `code` (backlog_full, subscriber_full), extra members (stolen,
+ * may be NULL) and the message. */
+void api_backpressure_refuse(struct api_req *rq, const char *code,
+                             json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void api_metrics_route(struct api_req *rq);
 
 #endif /* WM_MASTER_API_H */

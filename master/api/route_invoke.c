@@ -7,7 +7,9 @@
  * worker's error (422 worker_error with its type, exception type and
  * traceback), nothing (204), its one output or an array of them, each
  * output as flow_prepare_output() would publish it (correlation carried
- * over from the input).
+ * over from the input).  An invoke shares the worker's queue
+ * (queue_max_events): when it is full the answer is 503 subscriber_full
+ * with Retry-After, as for a publish (admit.h).
  *
  * Invariant: the struct invoke (and its event, which the flow borrows)
  * lives until on_invoked() runs, which the flow promises exactly once for
@@ -15,6 +17,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include <jansson.h>
@@ -23,6 +26,7 @@
 #include "master/api/api.h"
 #include "master/api/events.h"
 #include "master/broker/flow.h"
+#include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/workers/worker.h"
 
@@ -130,8 +134,16 @@ api_invoke_route(struct api_req *rq, struct worker *w)
      * borrows iv->event until on_invoked (which frees it). */
     if (flow_invoke(rq->d->flow, w, iv->event.buf, iv->event.len, on_invoked,
                     iv) != 0) {
-        api_error(rq, 409, "conflict", "worker %s cannot take events now",
-                  w->name);
+        if (errno == EAGAIN) {
+            api_backpressure_refuse(
+                rq, "subscriber_full", json_pack("{s:s}", "subscriber", w->id),
+                "the queue of worker %s holds queue_max_events (%u) events "
+                "and invokes already; retry once it drains",
+                w->name, rq->d->conf->queue_max_events);
+        } else {
+            api_error(rq, 409, "conflict", "worker %s cannot take events now",
+                      w->name);
+        }
         ipc_fb_builder_free(&iv->event);
         free(iv);
     }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "master/api/api.h"
+#include "master/broker/admit.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
@@ -193,6 +194,10 @@ api_metrics_route(struct api_req *rq)
     per_worker(&t, d->registry, "workmanager_worker_events_dead_lettered_total",
                "Events a worker's subscription gave up on.",
                offsetof(struct worker_counters, dead_lettered));
+    per_worker(&t, d->registry, "workmanager_worker_events_refused_total",
+               "Events refused at the door (503 subscriber_full): a "
+               "worker's queue was full.",
+               offsetof(struct worker_counters, refused));
     per_worker(&t, d->registry, "workmanager_worker_restarts_total",
                "Restarts of a worker's host after a crash.", SIZE_MAX);
 
@@ -230,7 +235,15 @@ api_metrics_route(struct api_req *rq)
     scalar(&t, "workmanager_events_nacked_total", "counter",
            "Deliveries negatively acknowledged (retried later).", bs.nacked);
     scalar(&t, "workmanager_events_overflowed_total", "counter",
-           "Events refused by a full subscription queue.", bs.overflowed);
+           "Oldest events dead-lettered by full queues of "
+           "drop_oldest_topics.",
+           bs.overflowed);
+    head(&t, "workmanager_publish_refused_total", "counter",
+         "Publishes and invokes refused with 503 at the door, by reason.");
+    for (int r = 0; r < ADMIT_NREASONS; r++)
+        add(&t,
+            "workmanager_publish_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+            admit_reason_name(r), admit_refused(r));
     scalar(&t, "workmanager_events_dropped_total", "counter",
            "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",

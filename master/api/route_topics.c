@@ -5,10 +5,13 @@
  *       structured (application/cloudevents+json), batched
  *       (application/cloudevents-batch+json) or binary mode (ce-* headers,
  *       the body as data) → 202 {"ids": [...]} once every event is
- *       journaled; 503 backlog_full with Retry-After when the journal's
- *       budget is exhausted (the ids accepted before it are listed); 507
- *       insufficient_storage when the journal's disk is full, 503
- *       storage_unavailable for another write error (storage_error.c).
+ *       journaled; 503 subscriber_full with Retry-After, nothing accepted,
+ *       when a subscriber's queue cannot hold them all (admit.h: a batch
+ *       is accepted whole or not at all); 503 backlog_full with
+ *       Retry-After when the journal's budget is exhausted (the ids
+ *       accepted before it are listed); 507 insufficient_storage when the
+ *       journal's disk is full, 503 storage_unavailable for another write
+ *       error (storage_error.c).
  *   GET /v1/topics/{topic}/events[?tenant=T]
  *       Server-Sent Events: each event published to the topic from now on,
  *       as `id: <id>`, `event: <type>`, `data: <structured JSON>`; `*` as
@@ -23,6 +26,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,7 @@
 #include "lib/timestamp.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
+#include "master/broker/admit.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
@@ -196,12 +201,29 @@ out:
     return rc;
 }
 
-/* Publishes the events of batch; answers. */
+void
+api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
+                        const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    evhttp_add_header(evhttp_request_get_output_headers(rq->req), "Retry-After",
+                      "1");
+    api_error_extra(rq, 503, code, extra, "%s", msg);
+}
+
+/* Publishes the events of batch, all of them or none when a subscriber's
+ * queue cannot hold them (admit.h); answers. */
 static void
 publish_batch(struct api_req *rq, const char *tenant, const char *topic,
               const struct events_batch *batch)
 {
     struct publish *p = calloc(1, sizeof *p);
+    char why[512], who[300];
 
     if (p == NULL || (p->ids = json_array()) == NULL) {
         free(p);
@@ -211,6 +233,15 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
     p->rq = rq;
     if (batch->n == 0) {
         api_reply(rq, 202, json_pack("{s:o}", "ids", p->ids));
+        free(p);
+        return;
+    }
+    if (admit_publish(rq->d, tenant, topic, batch->n, why, sizeof why, who,
+                      sizeof who) != 0) {
+        api_backpressure_refuse(
+            rq, "subscriber_full",
+            json_pack("{s:o, s:s}", "accepted", p->ids, "subscriber", who),
+            "%s", why);
         free(p);
         return;
     }
@@ -224,12 +255,12 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
             json_t *extra = json_pack("{s:o}", "accepted", p->ids);
             free(p);
             if (e == ENOSPC) {
-                evhttp_add_header(evhttp_request_get_output_headers(rq->req),
-                                  "Retry-After", "1");
-                api_error_extra(rq, 503, "backlog_full", extra,
-                                "the journal is full (journal_max_bytes); "
-                                "%zu of %zu events accepted",
-                                i, batch->n);
+                admit_note_refused(ADMIT_JOURNAL_FULL);
+                api_backpressure_refuse(
+                    rq, "backlog_full", extra,
+                    "the journal is full (journal_max_bytes); %zu of %zu "
+                    "events accepted",
+                    i, batch->n);
             } else if (e == EIO) {
                 refuse_unstored(rq, e, extra);
             } else {

@@ -7,8 +7,9 @@
  * is set, TCP, where every request must carry `Authorization: Bearer
  * <token>` with the token of `token_file` (compared in constant time).
  *
- * The gate, in this order: a known path, the token on TCP, the body size,
- * no mutation while the daemon stops.  Bodies: evhttp refuses bodies over
+ * The gate, in this order: a known path, the token on TCP (but for the
+ * public paths of gate_public_path()), the body size, no mutation while
+ * the daemon stops.  Bodies: evhttp refuses bodies over
  * twice max_body_bytes on its own (413 with its own page); up to that,
  * requests over max_body_bytes get the JSON `payload_too_large` error here.
  *
@@ -49,6 +50,8 @@ struct api {
     char *unix_path;
     char token[TOKEN_MAX];
     size_t token_len;
+    char metrics_token[TOKEN_MAX]; /* metrics_token_file's, or empty */
+    size_t metrics_token_len;
 };
 
 /* ---- the gate and the routes ----------------------------------------- */
@@ -67,20 +70,26 @@ from_tcp(struct evhttp_request *req)
     return ss.ss_family != AF_UNIX;
 }
 
-/* Constant-time comparison of the presented bearer token. */
+/* Constant-time comparison of the presented bearer token with token. */
 static bool
-token_ok(const struct api *api, const char *auth)
+bearer_is(const char *token, size_t len, const char *auth)
 {
     static const char prefix[] = "Bearer ";
-    if (api->token_len == 0 || auth == NULL ||
+    if (len == 0 || auth == NULL ||
         strncmp(auth, prefix, sizeof prefix - 1) != 0)
         return false;
     const char *t = auth + sizeof prefix - 1;
     size_t n = strlen(t);
-    unsigned char diff = n != api->token_len;
-    for (size_t i = 0; i < api->token_len; i++)
-        diff |= (unsigned char)api->token[i] ^ (unsigned char)t[i < n ? i : 0];
+    unsigned char diff = n != len;
+    for (size_t i = 0; i < len; i++)
+        diff |= (unsigned char)token[i] ^ (unsigned char)t[i < n ? i : 0];
     return diff == 0;
+}
+
+static bool
+token_ok(const struct api *api, const char *auth)
+{
+    return bearer_is(api->token, api->token_len, auth);
 }
 
 /* A route: the first segment, the second (NULL: any) and the most segments
@@ -142,6 +151,26 @@ route(struct api_req *rq)
     api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
 }
 
+/*
+ * What TCP serves without the admin token: GET /health/live, for probes
+ * (an orchestrator's, a load balancer's: it says only that the loop
+ * answers), and GET /metrics with metrics_token_file's token, for
+ * Prometheus (a token good for nothing else).
+ */
+static bool
+gate_public_path(const struct api *api, const struct api_req *rq,
+                 const char *auth)
+{
+    bool get =
+        strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0;
+
+    if (get && rq->nseg == 2 && seg_is(rq, 0, "health") &&
+        seg_is(rq, 1, "live"))
+        return true;
+    return get && rq->nseg == 1 && seg_is(rq, 0, "metrics") &&
+           bearer_is(api->metrics_token, api->metrics_token_len, auth);
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -150,9 +179,10 @@ on_request(struct evhttp_request *req, void *arg)
 
     if (rq == NULL)
         return; /* answered */
-    if (from_tcp(req) &&
-        !token_ok(api, evhttp_find_header(evhttp_request_get_input_headers(req),
-                                          "Authorization"))) {
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Authorization");
+    if (from_tcp(req) && !gate_public_path(api, rq, auth) &&
+        !token_ok(api, auth)) {
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer");
         api_error(rq, 401, "unauthorized",
@@ -257,28 +287,29 @@ bind_unix(struct api *api, char *err, size_t errlen)
     return 0;
 }
 
+/* The token of file (the setting key) into token[TOKEN_MAX]. */
 static int
-read_token(struct api *api, char *err, size_t errlen)
+read_token(const char *key, const char *file, char *token, size_t *len,
+           char *err, size_t errlen)
 {
-    const char *file = api->d->conf->token_file;
     FILE *f = fopen(file, "re");
     if (f == NULL) {
-        return errbuf_set(err, errlen, "token_file %s: %s (TCP needs a token)",
+        return errbuf_set(err, errlen, "%s %s: %s (TCP needs a token)", key,
                           file, strerror(errno));
     }
-    size_t n = fread(api->token, 1, sizeof api->token - 1, f);
+    size_t n = fread(token, 1, TOKEN_MAX - 1, f);
     fclose(f);
-    while (n && (api->token[n - 1] == '\n' || api->token[n - 1] == '\r' ||
-                 api->token[n - 1] == ' '))
+    while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' ||
+                 token[n - 1] == ' '))
         n--;
-    api->token[n] = '\0';
+    token[n] = '\0';
     if (n < 16) {
         return errbuf_set(err, errlen,
-                          "token_file %s: the token must have at least "
+                          "%s %s: the token must have at least "
                           "16 characters",
-                          file);
+                          key, file);
     }
-    api->token_len = n;
+    *len = n;
     return 0;
 }
 
@@ -305,7 +336,12 @@ bind_tcp(struct api *api, char *err, size_t errlen)
         memmove(host, host + 1, strlen(host));
         host[strlen(host) - 1] = '\0';
     }
-    if (read_token(api, err, errlen))
+    const struct conf *c = api->d->conf;
+    if (read_token("token_file", c->token_file, api->token, &api->token_len,
+                   err, errlen) ||
+        (c->metrics_token_file[0] &&
+         read_token("metrics_token_file", c->metrics_token_file,
+                    api->metrics_token, &api->metrics_token_len, err, errlen)))
         return -1;
     api->tcp_sock =
         evhttp_bind_socket_with_handle(api->http, host, (ev_uint16_t)port);

@@ -27,13 +27,20 @@
  * events published while it exists, nothing journaled, and needs no
  * settlement.
  *
- * Each subscription has a bounded queue (queue_max): an event that finds it
- * full is not queued there; the subscription's overflow callback gets it
- * instead (the message flow (flow.c) dead-letters it with reason
- * backlog_overflow; live subscribers count it as dropped).  A slow subscriber
- * therefore never blocks a publisher; a publish fails only when the journal's
- * budget is exhausted (ENOSPC: the API answers 503 with Retry-After) or
- * when it cannot write (EIO: broker_health() says why).
+ * Backpressure.  Each durable subscription has a bounded queue (queue_max:
+ * its events waiting, delayed and out).  A publish is accepted only if
+ * every durable subscription of its topic that takes new events can hold
+ * it: one whose queue is full refuses the whole publish (EAGAIN, nothing
+ * queued anywhere), so that an accepted event is never dropped for want of
+ * room; the API answers 503 with Retry-After.  A subscription made with
+ * drop_oldest takes every event instead: when its queue is full, its
+ * oldest waiting event leaves it through the overflow callback (the
+ * message flow (flow.c) dead-letters it with reason backlog_overflow).
+ * broker_admit() asks the question for n events at once (a batch is
+ * accepted whole or not at all).  Live subscriptions (SSE clients) never
+ * refuse: they drop what they cannot send.  A publish also fails when the
+ * journal's budget is exhausted (ENOSPC) or when it cannot write (EIO:
+ * broker_health() says why).
  *
  * Storage failures.  While the backend cannot store (a full disk),
  * publishes fail and no durable subscription is handed an event: its
@@ -96,8 +103,9 @@ struct broker_delivery {
 
 /* A delivery for sub; settle it with broker_ack() / broker_nack(). */
 typedef void (*broker_deliver_cb)(struct broker_delivery *d, void *arg);
-/* An event that found sub's queue full (the buffer is valid during the
- * call only). */
+/* The oldest waiting event of a drop_oldest subscription whose queue was
+ * full, leaving it for a new one (the buffer is valid during the call
+ * only). */
 typedef void (*broker_overflow_cb)(struct broker_sub *sub, const uint8_t *event,
                                    size_t len, void *arg);
 /* A publish is durable (error 0) or failed (an errno). */
@@ -110,7 +118,10 @@ struct broker_sub_spec {
     bool live;             /* an SSE client: nothing journaled */
     unsigned max_inflight; /* durable: deliveries out at once (>= 1) */
     broker_deliver_cb deliver;
-    broker_overflow_cb overflow; /* may be NULL: overflowing events drop */
+    /* durable: a full queue drops its oldest waiting event (to overflow)
+     * to take a new one, instead of refusing the publish */
+    bool drop_oldest;
+    broker_overflow_cb overflow; /* may be NULL: dropped events vanish */
     void *arg;
 };
 
@@ -125,12 +136,21 @@ void broker_close(struct broker *b);
 /* Accepts an event for (tenant, topic): queued for every subscription of
  * the topic, journaled when a durable one has it; cb (may be NULL) runs
  * once it is durable, or failed (the errno of the storage: ENOSPC,
- * EDQUOT, EIO...).  Returns 0, or -1 with errno ENOSPC (the journal's
+ * EDQUOT, EIO...).  Returns 0, or -1 with errno EAGAIN (a durable
+ * subscription's queue is full: see Backpressure), ENOSPC (the journal's
  * budget is exhausted) or EIO (the storage cannot write now:
- * broker_health()); cb is then not called. */
+ * broker_health()); nothing is queued and cb is not called then. */
 int broker_publish(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg);
+
+/* Whether n more events for (tenant, topic) would be accepted by every
+ * durable subscription of the topic (Backpressure): 0, or -1 with errno
+ * EAGAIN and *full (when not NULL) set to the first subscription whose
+ * queue cannot hold them.  Nothing changes; the answer holds until the
+ * loop turns or something is published to the topic. */
+int broker_admit(struct broker *b, const char *tenant, const char *topic,
+                 size_t n, struct broker_sub **full);
 
 /* Subscribes; a durable name seen before (its backlog from the journal, or
  * a subscription kept by broker_unsubscribe(..., true)) gets its backlog
@@ -169,7 +189,7 @@ struct broker_stats {
     uint64_t delivered; /* deliveries started, redeliveries included */
     uint64_t acked;
     uint64_t nacked;
-    uint64_t overflowed; /* events refused by a full queue */
+    uint64_t overflowed; /* oldest events dropped by drop_oldest queues */
     uint64_t dropped;    /* backlog dropped (deleted subscriptions) */
     uint64_t pending;    /* events not yet settled, all subscriptions */
     uint64_t journal_bytes;
@@ -198,5 +218,7 @@ void broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg);
 
 /* The length of a durable subscription's queue (waiting, delayed and out). */
 size_t broker_sub_backlog(const struct broker_sub *s);
+/* A subscription's name (its spec's: "" for a live one). */
+const char *broker_sub_name(const struct broker_sub *s);
 
 #endif /* WM_MASTER_BROKER_H */

@@ -280,26 +280,28 @@ dsub_backlog(const struct dsub *ds)
     return ds->nqueued + ds->ndelayed + ds->nout;
 }
 
+/* ---- records ------------------------------------------------------- */
+
 /* Appends m's record (a first one, or its compaction rewrite). */
 static int
 journal_msg(struct broker *b, struct msg *m, uint64_t origin,
             journal_done_cb cb, void *arg)
 {
-    struct wbuf w = { 0 };
+    struct brec_writer w = { 0 };
     uint16_t n = 0;
 
     for (struct dl *d = m->dls; d; d = d->next_in_msg)
         n++;
-    wb_uint(&w, origin, 8);
-    wb_str(&w, m->t->tenant);
-    wb_str(&w, m->t->topic);
-    wb_uint(&w, n, 2);
+    brec_writer_uint(&w, origin, 8);
+    brec_writer_str(&w, m->t->tenant);
+    brec_writer_str(&w, m->t->topic);
+    brec_writer_uint(&w, n, 2);
     for (struct dl *d = m->dls; d; d = d->next_in_msg) {
-        wb_str(&w, d->ds->name);
-        wb_uint(&w, d->pub.count, 4);
+        brec_writer_str(&w, d->ds->name);
+        brec_writer_uint(&w, d->pub.count, 4);
     }
-    wb_uint(&w, (uint32_t)m->len, 4);
-    wb_put(&w, m->ev, m->len);
+    brec_writer_uint(&w, (uint32_t)m->len, 4);
+    brec_writer_put(&w, m->ev, m->len);
     if (w.oom) {
         free(w.p);
         errno = ENOMEM;
@@ -353,17 +355,17 @@ unsaved_flush(struct broker *b)
 static void
 journal_dl(struct broker *b, const struct dl *d, bool settle)
 {
-    struct wbuf w = { 0 };
+    struct brec_writer w = { 0 };
     uint8_t buf[128];
 
     if (d->m->lsn == 0 || b->replaying)
         return;
     w.p = buf;
     w.cap = sizeof buf;
-    wb_uint(&w, d->m->origin, 8);
-    wb_str(&w, d->ds->name);
+    brec_writer_uint(&w, d->m->origin, 8);
+    brec_writer_str(&w, d->ds->name);
     if (!settle)
-        wb_uint(&w, d->pub.count, 4);
+        brec_writer_uint(&w, d->pub.count, 4);
     if (w.p == buf && !w.oom &&
         journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
                        NULL, NULL) == 0 &&
@@ -619,23 +621,81 @@ msg_unpublish(struct broker *b, struct msg *m)
     free(m);
 }
 
+/* The first durable subscription of t that takes new events, keeps its
+ * oldest (not drop_oldest) and cannot queue n more; NULL when none. */
+static struct broker_sub *
+full_sub(const struct broker *b, const struct topic *t, size_t n)
+{
+    struct broker_sub *s;
+
+    if (t == NULL)
+        return NULL;
+    LIST_FOREACH (s, &t->subs, link)
+        if (!s->spec.live && s->mode != BROKER_SUB_CLOSED &&
+            !s->spec.drop_oldest && dsub_backlog(s->ds) + n > b->queue_max)
+            return s;
+    return NULL;
+}
+
+int
+broker_admit(struct broker *b, const char *tenant, const char *topic, size_t n,
+             struct broker_sub **full)
+{
+    struct broker_sub *s = full_sub(b, topic_find(b, tenant, topic), n);
+
+    if (full)
+        *full = s;
+    if (s == NULL)
+        return 0;
+    errno = EAGAIN;
+    return -1;
+}
+
+/* A drop_oldest subscription one past its bound (the event just queued):
+ * its oldest waiting event leaves through the overflow callback, settled
+ * as dropped.  It is taken out of the queue first (counted out, as an
+ * orphan would be) so that the callback cannot free it under us. */
+static void
+sub_drop_oldest(struct broker *b, struct broker_sub *s)
+{
+    struct dsub *ds = s->ds;
+    struct dl *d = TAILQ_FIRST(&ds->queue); /* the new event at least */
+
+    TAILQ_REMOVE(&ds->queue, d, q);
+    ds->nqueued--;
+    d->where = DL_OUT;
+    ds->nout++;
+    ds->hold++;
+    b->st.overflowed++;
+    if (s->spec.overflow)
+        s->spec.overflow(s, d->m->ev, d->m->len, s->spec.arg);
+    dl_settle(b, d); /* kicks the subscription, if it is still there */
+    ds->hold--;
+    dsub_free_if_unused(ds);
+}
+
 int
 broker_publish(struct broker *b, const char *tenant, const char *topic,
                const uint8_t *event, size_t len, broker_publish_cb cb,
                void *arg)
 {
     struct topic *t = topic_find(b, tenant, topic);
-    uint64_t gen = ++b->publish_gen;
+    uint64_t gen;
     struct msg *m = NULL;
     struct broker_sub *s, *next;
     uint64_t lsn;
 
+    /* Backpressure (broker.h): refused whole before anything is queued. */
+    if (full_sub(b, t, 1) != NULL) {
+        errno = EAGAIN;
+        return -1;
+    }
+    gen = ++b->publish_gen;
     /* Durable subscriptions first: the journal decides whether the event
      * is accepted at all. */
     if (t) {
         LIST_FOREACH (s, &t->subs, link) {
-            if (s->spec.live || s->mode == BROKER_SUB_CLOSED ||
-                dsub_backlog(s->ds) >= b->queue_max)
+            if (s->spec.live || s->mode == BROKER_SUB_CLOSED)
                 continue;
             if (m == NULL && (m = msg_new(b, t, event, len)) == NULL)
                 goto nomem;
@@ -659,20 +719,20 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
         return -1;
     }
     b->st.published++;
-    /* Then everyone else: overflowing durable subscriptions, live ones.
-     * Callbacks may unsubscribe themselves (not others). */
+    /* Then the queues past their bound (drop_oldest ones only) and the
+     * live subscriptions.  Callbacks may unsubscribe themselves (not
+     * others). */
     if (t) {
         for (s = LIST_FIRST(&t->subs); s; s = next) {
             next = LIST_NEXT(s, link);
-            if (s->spec.live) {
+            if (s->spec.live)
                 deliver_live(s, t, event, len);
-            } else if (s->queued_gen == gen) {
+            else if (s->queued_gen != gen)
+                continue;
+            else if (dsub_backlog(s->ds) > b->queue_max)
+                sub_drop_oldest(b, s);
+            else
                 sub_kick(s);
-            } else if (s->mode != BROKER_SUB_CLOSED) {
-                b->st.overflowed++;
-                if (s->spec.overflow)
-                    s->spec.overflow(s, event, len, s->spec.arg);
-            }
         }
     }
     for (s = LIST_FIRST(&b->wild); s; s = next) {
@@ -823,6 +883,12 @@ broker_sub_backlog(const struct broker_sub *s)
     return s->ds ? dsub_backlog(s->ds) : 0;
 }
 
+const char *
+broker_sub_name(const struct broker_sub *s)
+{
+    return s->name;
+}
+
 /* ---- replay, compaction, recovery ------------------------------------ */
 
 static struct msg *
@@ -853,14 +919,15 @@ msg_dl(struct msg *m, const char *name)
 }
 
 static int
-replay_msg(struct broker *b, uint64_t lsn, struct rbuf *r)
+replay_msg(struct broker *b, uint64_t lsn, struct brec_reader *r)
 {
     char tenant[256], topic[256];
-    uint64_t origin = rb_uint(r, 8);
+    uint64_t origin = brec_reader_uint(r, 8);
 
-    if (!rb_str(r, tenant, sizeof tenant) || !rb_str(r, topic, sizeof topic))
+    if (!brec_reader_str(r, tenant, sizeof tenant) ||
+        !brec_reader_str(r, topic, sizeof topic))
         return -1;
-    unsigned n = (unsigned)rb_uint(r, 2);
+    unsigned n = (unsigned)brec_reader_uint(r, 2);
     struct {
         char name[256];
         uint32_t count;
@@ -868,14 +935,14 @@ replay_msg(struct broker *b, uint64_t lsn, struct rbuf *r)
     if (names == NULL)
         return -1;
     for (unsigned i = 0; i < n; i++) {
-        if (!rb_str(r, names[i].name, sizeof names[i].name)) {
+        if (!brec_reader_str(r, names[i].name, sizeof names[i].name)) {
             free(names);
             return -1;
         }
-        names[i].count = (uint32_t)rb_uint(r, 4);
+        names[i].count = (uint32_t)brec_reader_uint(r, 4);
     }
-    uint32_t len = (uint32_t)rb_uint(r, 4);
-    const uint8_t *ev = rb_take(r, len);
+    uint32_t len = (uint32_t)brec_reader_uint(r, 4);
+    const uint8_t *ev = brec_reader_take(r, len);
     if (r->bad) {
         free(names);
         return -1;
@@ -939,7 +1006,7 @@ on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
           size_t len, void *arg)
 {
     struct broker *b = arg;
-    struct rbuf r = { payload, len, 0, false };
+    struct brec_reader r = { payload, len, 0, false };
     char name[256];
 
     (void)flags;
@@ -954,15 +1021,15 @@ on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
     }
     if (type != REC_SETTLE && type != REC_COUNT)
         return 0; /* the empty markers of publish callbacks */
-    uint64_t origin = rb_uint(&r, 8);
-    if (!rb_str(&r, name, sizeof name))
+    uint64_t origin = brec_reader_uint(&r, 8);
+    if (!brec_reader_str(&r, name, sizeof name))
         return 0;
     struct msg *m = origin_find(b, origin, NULL);
     struct dl *d = m ? msg_dl(m, name) : NULL;
     if (d == NULL)
         return 0; /* settled already, or its message was compacted */
     if (type == REC_COUNT) {
-        uint32_t count = (uint32_t)rb_uint(&r, 4);
+        uint32_t count = (uint32_t)brec_reader_uint(&r, 4);
         if (!r.bad)
             d->pub.count = count;
         return 0;

@@ -1,13 +1,14 @@
 /*
  * broker_record.h — the byte codec of the embedded broker's journal
- * records (broker_embedded.c describes the records): a growing write
- * buffer and a bounded reader of little-endian integers and u16-length
- * strings.  Private to broker_embedded.c; header-only so that the codec
- * stays out of that file's length without a library of its own.
+ * records (broker_embedded.c describes the records): little-endian
+ * unsigned integers of 1 to 8 bytes and strings as u16 length | bytes.
  *
- * Invariants: a wbuf that ran out of memory stays `oom` and takes nothing
- * more; an rbuf that read past its end, or a bad string, stays `bad` and
- * yields zeros and NULLs.
+ * Writing grows a heap buffer and remembers running out of memory (oom)
+ * instead of failing each call, so that a record is built in straight
+ * lines and checked once.  Reading never reads past the payload: a short
+ * or malformed record sets bad, and every later read returns nothing, so
+ * that a replayed record is checked once at its end.  Private to the
+ * broker room.
  */
 #ifndef WM_MASTER_BROKER_RECORD_H
 #define WM_MASTER_BROKER_RECORD_H
@@ -15,96 +16,35 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-struct wbuf {
+/* A record being written; zero-initialised to start, p freed by the
+ * caller (also when oom). */
+struct brec_writer {
     uint8_t *p;
     size_t len, cap;
     bool oom;
 };
 
-static inline void
-wb_put(struct wbuf *w, const void *data, size_t n)
-{
-    if (w->oom)
-        return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->oom = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, data, n);
-    w->len += n;
-}
+/* Appends n bytes of data (nothing once oom). */
+void brec_writer_put(struct brec_writer *w, const void *data, size_t n);
+/* Appends v as `bytes` bytes (1–8), little-endian. */
+void brec_writer_uint(struct brec_writer *w, uint64_t v, unsigned bytes);
+/* Appends s as u16 length | bytes (s shorter than 65536 bytes). */
+void brec_writer_str(struct brec_writer *w, const char *s);
 
-/* An unsigned integer of `bytes` bytes, little-endian. */
-static inline void
-wb_uint(struct wbuf *w, uint64_t v, unsigned bytes)
-{
-    uint8_t b[8];
-    for (unsigned i = 0; i < bytes; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, bytes);
-}
-
-static inline void
-wb_str(struct wbuf *w, const char *s)
-{
-    size_t n = strlen(s);
-    wb_uint(w, n, 2);
-    wb_put(w, s, n);
-}
-
-struct rbuf {
+/* A record being read: { payload, len, 0, false }. */
+struct brec_reader {
     const uint8_t *p;
     size_t len, off;
     bool bad;
 };
 
-static inline const uint8_t *
-rb_take(struct rbuf *r, size_t n)
-{
-    if (r->bad || r->len - r->off < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p + r->off;
-    r->off += n;
-    return p;
-}
-
-static inline uint64_t
-rb_uint(struct rbuf *r, unsigned bytes)
-{
-    const uint8_t *p = rb_take(r, bytes);
-    uint64_t v = 0;
-    for (unsigned i = 0; p && i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* A str as a NUL-terminated copy into buf (names, tenants and topics are
- * short); false when it does not fit or the record is short. */
-static inline bool
-rb_str(struct rbuf *r, char *buf, size_t buflen)
-{
-    size_t n = (size_t)rb_uint(r, 2);
-    const uint8_t *p = rb_take(r, n);
-    if (p == NULL || n >= buflen || memchr(p, '\0', n)) {
-        r->bad = true;
-        return false;
-    }
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return true;
-}
+/* The next n bytes, or NULL (bad set) when fewer are left. */
+const uint8_t *brec_reader_take(struct brec_reader *r, size_t n);
+/* The next `bytes`-byte little-endian integer; 0 (bad set) when short. */
+uint64_t brec_reader_uint(struct brec_reader *r, unsigned bytes);
+/* The next str as a NUL-terminated copy into buf; false (bad set) when it
+ * does not fit, holds a NUL or the record is short. */
+bool brec_reader_str(struct brec_reader *r, char *buf, size_t buflen);
 
 #endif /* WM_MASTER_BROKER_RECORD_H */

@@ -28,6 +28,7 @@
 
 #include "lib/uuid.h"
 #include "master/api/events.h"
+#include "master/broker/admit.h"
 #include "master/broker/outcome.h"
 #include "master/broker/stamp.h"
 #include "master/core/conf.h"
@@ -53,6 +54,7 @@ struct binding {
     struct broker_sub *sub; /* its own; NULL when grouped */
     struct group *g;
     LIST_HEAD(, job) jobs;
+    size_t invokes; /* its jobs that are invokes (they share its queue) */
     uint64_t token; /* the lock token of the job processing now */
 };
 
@@ -163,6 +165,8 @@ out_free(struct out *o)
 static void
 job_free(struct job *j)
 {
+    if (j->bd && j->icb)
+        j->bd->invokes--;
     if (j->bd)
         LIST_REMOVE(j, link);
     for (size_t i = 0; i < j->nouts; i++)
@@ -331,6 +335,7 @@ group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
         .topic = w->topic,
         .name = name,
         .max_inflight = 1,
+        .drop_oldest = admit_drop_oldest(dp->d->conf, w->topic),
         .deliver = on_delivery_group,
         .overflow = on_overflow_group,
         .arg = g,
@@ -419,6 +424,7 @@ flow_attach(struct flow *dp, struct worker *w, char *err, size_t errlen)
         .topic = w->topic,
         .name = w->id,
         .max_inflight = inflight_of(w),
+        .drop_oldest = admit_drop_oldest(dp->d->conf, w->topic),
         .deliver = on_delivery_solo,
         .overflow = on_overflow_solo,
         .arg = bd,
@@ -1008,15 +1014,30 @@ flow_invoke(struct flow *dp, struct worker *w, const uint8_t *event, size_t len,
             flow_invoke_cb cb, void *arg)
 {
     char err[256] = "";
+    struct binding *bd;
     struct job *j;
 
-    if (w->binding == NULL || w->status != WORKER_RUNNING)
+    if (w->binding == NULL || w->status != WORKER_RUNNING) {
+        errno = ENOTCONN;
         return -1;
-    j = job_new(dp, w->binding, event, len, err, sizeof err);
-    if (j == NULL)
+    }
+    /* Its queue: what its subscription holds and the invokes under way. */
+    bd = w->binding;
+    if (broker_sub_backlog(bd->sub ? bd->sub : bd->g->sub) + bd->invokes >=
+        dp->d->conf->queue_max_events) {
+        admit_note_refused(ADMIT_SUBSCRIBER_FULL);
+        w->counters.refused++;
+        errno = EAGAIN;
         return -1;
+    }
+    j = job_new(dp, bd, event, len, err, sizeof err);
+    if (j == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
     j->icb = cb;
     j->iarg = arg;
+    bd->invokes++;
     job_start(j);
     return 0;
 }

@@ -88,7 +88,10 @@ int flow_publish(struct flow *dp, const char *tenant, const char *topic,
  * or verified by the caller: see Trust above) on w, stamped with w's
  * config, under its group lock, outside the broker; cb gets the Result.
  * The event is borrowed: it must stay valid until cb runs (cb may free
- * it).  Returns -1 when w cannot take events now (cb not called). */
+ * it).  Returns -1 (cb not called) with errno EAGAIN when w's queue (its
+ * subscription's backlog and its invokes under way) holds
+ * queue_max_events already (the refusal counted: admit.h), else when w
+ * cannot take events now. */
 typedef void (*flow_invoke_cb)(struct worker *w, const struct ipc_result *r,
                                const char *error_type, const char *message,
                                void *arg);

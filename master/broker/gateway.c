@@ -17,6 +17,7 @@
 #include "lib/name.h"
 #include "lib/uuid.h"
 #include "master/api/events.h"
+#include "master/broker/admit.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -247,6 +248,7 @@ on_publish_fenced(int rc, const char *message, void *arg)
 {
     struct gwop *op = arg;
     struct worker *w;
+    char why[512], who[300];
 
     if (rc != 0) {
         reply_error(op->c, 409, "refused: %s", message);
@@ -259,8 +261,16 @@ on_publish_fenced(int rc, const char *message, void *arg)
         gwop_free(op);
         return;
     }
+    if (admit_publish(op->d, w->tenant, op->topic, 1, why, sizeof why, who,
+                      sizeof who) != 0) {
+        reply_error(op->c, 503, "subscriber_full: %s", why);
+        gwop_free(op);
+        return;
+    }
     if (flow_publish(op->d->flow, w->tenant, op->topic, op->event.buf,
                      op->event.len, on_published, op) != 0) {
+        if (errno == ENOSPC)
+            admit_note_refused(ADMIT_JOURNAL_FULL);
         reply_error(op->c, errno == ENOSPC ? 503 : 500,
                     "the event was not accepted: %s", strerror(errno));
         gwop_free(op);

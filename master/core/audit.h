@@ -1,6 +1,7 @@
 /*
  * audit.h — the audit trail: one JSON line per API mutation (who, what,
- * result) appended to <state_dir>/audit.log (DESIGN §8).
+ * result) appended to <state_dir>/audit.log (DESIGN §8); publishes only
+ * as audit_publishes says.  Reopened by path on SIGHUP, for logrotate.
  */
 #ifndef WM_MASTER_AUDIT_H
 #define WM_MASTER_AUDIT_H
@@ -12,7 +13,14 @@ struct daemon;
 /* Opens <state_dir>/audit.log for appending; -1 with a message. */
 int audit_open(const char *state_dir, char *err, size_t errlen);
 void audit_close(void);
-/* Appends {"at","peer","method","path","worker","status","code"}. */
+/*
+ * Opens the audit log again by its path (after logrotate renamed it) and
+ * writes there from now on: 0; -1 with a message when it cannot, and the
+ * trail goes on in the file open before.  0 before audit_open().
+ */
+int audit_reopen(char *err, size_t errlen);
+/* Appends {"at","peer","method","path","worker","status","code"}, unless
+ * it is a publish (POST /v1/topics/...) that audit_publishes leaves out. */
 void audit_write(struct daemon *d, const char *peer, const char *method,
                  const char *path, const char *worker, int status,
                  const char *code);

@@ -102,6 +102,19 @@ enum conf_fsync {
     CONF_FSYNC_OFF,
 };
 
+enum conf_cgroup {
+    CONF_CGROUP_AUTO,
+    CONF_CGROUP_V1,
+    CONF_CGROUP_V2,
+    CONF_CGROUP_NONE,
+};
+
+enum conf_audit_publishes {
+    CONF_AUDIT_PUBLISHES_NONE,
+    CONF_AUDIT_PUBLISHES_ERRORS,
+    CONF_AUDIT_PUBLISHES_ALL,
+};
+
 /*
  * The configuration.  Strings are never NULL after conf_load() ("" when
  * empty); enum keys hold the enum named in their comment, log_level a
@@ -116,6 +129,7 @@ struct conf {
     char *control_socket_group;
     char *listen;
     char *token_file;
+    char *metrics_token_file; /* "": /metrics needs token_file's */
     char *engines_dir;
     char *libexec_dir;
     char *instance; /* the host name when not set */
@@ -146,10 +160,12 @@ struct conf {
     uint64_t crash_loop_window_s;
     char *min_confinement;
     char *user; /* the master's after start-up, as root (privdrop.h) */
+    int cgroup_hierarchy; /* enum conf_cgroup */
     char *cgroup_parent;
     unsigned host_pids_max;
     unsigned host_uid_base;
     unsigned host_uid_count;
+    char *host_uid_lock_dir;
     unsigned host_cpu_percent;
 
     /* Messages. */
@@ -159,6 +175,7 @@ struct conf {
     uint64_t redelivery_base_delay_ms;
     unsigned max_redeliveries;
     unsigned queue_max_events;
+    struct conf_list drop_oldest_topics;
     bool retry_on_error;
     bool allow_in_process_native;
 
@@ -179,7 +196,8 @@ struct conf {
     bool python_allowlist;
     struct conf_list python_preload;
 
-    int log_level; /* LOG_DEBUG … LOG_ERR */
+    int log_level;       /* LOG_DEBUG … LOG_ERR */
+    int audit_publishes; /* enum conf_audit_publishes */
 
     /* The file read, or NULL when none was (the default file is absent). */
     char *file;

@@ -39,6 +39,7 @@
  * | `control_socket_group` | string, may be empty | empty | `WM_CONTROL_SOCKET_GROUP` | Group owning the control socket (name or gid); empty keeps the daemon's group. |
  * | `listen` | string, may be empty | empty | `WM_LISTEN` | TCP address of the admin API as host:port or [ipv6]:port (bearer token required); empty means no TCP listener. |
  * | `token_file` | path | `<sysconfdir>/workmanager/token` | `WM_TOKEN_FILE` | File holding the bearer token that TCP clients must present. |
+ * | `metrics_token_file` | path, may be empty | empty | `WM_METRICS_TOKEN_FILE` | File holding a second bearer token that lets TCP clients read GET /metrics and nothing else (for Prometheus); empty means /metrics needs the admin token. |
  * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
  * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
  * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
@@ -60,17 +61,20 @@
  * | `crash_loop_window_s` | duration (s), 1–86400 | `60` | `WM_CRASH_LOOP_WINDOW_S` | Window in which crash_loop_max restarts mean a crash loop. |
  * | `user` | string | `workmanager` | `WM_USER` | User the master becomes after start-up when started as root (a name, or uid[:gid]); the launcher alone keeps root, to start and confine hosts; root keeps the master privileged (not recommended). |
  * | `min_confinement` | string | `none` | `WM_MIN_CONFINEMENT` | Lowest sandbox confinement level the daemon agrees to run hosts under. |
+ * | `cgroup_hierarchy` | enum: auto, v1, v2, none | `auto` | `WM_CGROUP_HIERARCHY` | Which cgroup hierarchy holds the hosts' groups: auto (v2 where /sys/fs/cgroup is cgroup2, else the v1 controllers, else a hybrid's v2 with them), v1, v2 (the unified hierarchy, inside the daemon's own cgroup, even without controllers), or none. |
  * | `cgroup_parent` | string | `workmanager` | `WM_CGROUP_PARENT` | Directory under each cgroup hierarchy that holds this daemon's groups (one per host). |
  * | `host_pids_max` | integer, 0–4194304 | `256` | `WM_HOST_PIDS_MAX` | Processes and threads one host may have (cgroup pids.max); 0 = no limit. |
  * | `host_uid_base` | integer, 0–4000000000 | `3000000` | `WM_HOST_UID_BASE` | First uid (and gid) of the range hosts run as, one each, when the daemon runs as root; 0 = hosts keep the daemon's user. |
  * | `host_uid_count` | integer, 1–1000000 | `65536` | `WM_HOST_UID_COUNT` | Size of that range: the most hosts that can run at once. |
+ * | `host_uid_lock_dir` | path | `/run/workmanager/uids` | `WM_HOST_UID_LOCK_DIR` | Directory of the machine-wide locks on host uid ranges: a daemon whose range overlaps one another running daemon holds refuses to start; every daemon on a machine must name the same one. |
  * | `host_cpu_percent` | integer, 0–102400 | `0` | `WM_HOST_CPU_PERCENT` | CPU time one host may use, in percent of one CPU (cgroup cpu quota); 0 = no limit. |
  * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
  * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
  * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
  * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
- * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; an event that finds it full is dead-lettered (backlog_overflow). |
+ * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; a publish that a full queue cannot hold is refused whole (503 subscriber_full with Retry-After) unless its topic is in drop_oldest_topics. |
+ * | `drop_oldest_topics` | list | empty | `WM_DROP_OLDEST_TOPICS` | Topics (names or patterns with * and ?, in every tenant) whose full queues drop their oldest waiting event, dead-lettered with reason backlog_overflow, instead of refusing publishes; empty means none. |
  * | `allow_in_process_native` | bool | `false` | `WM_ALLOW_IN_PROCESS_NATIVE` | Let native workers created with "isolation": "in-process" run inside the daemon: faster calls, but a crash of such a worker ends the daemon and a timeout cannot stop its call. |
  * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
@@ -90,6 +94,7 @@
  * | `libexec_dir` | path | `<libexecdir>/workmanager` | `WM_LIBEXEC_DIR` | Directory of the host binaries named by engine descriptors. |
  * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
  * | `log_level` | enum: debug, info, notice, warning, error | `info` | `WM_LOG_LEVEL` | Least severe level logged. |
+ * | `audit_publishes` | enum: none, errors, all | `errors` | `WM_AUDIT_PUBLISHES` | Which publishes (POST /v1/topics/T/events) the audit log records: none, errors (refused ones, status 400 and above), or all; every other mutation is always recorded. |
  */
 /* clang-format on */
 #include "config.h"
@@ -139,6 +144,21 @@ static const struct conf_word fsync_words[] = {
 static const struct conf_word level_words[] = {
     { "debug", LOG_DEBUG },     { "info", LOG_INFO }, { "notice", LOG_NOTICE },
     { "warning", LOG_WARNING }, { "error", LOG_ERR }, { NULL, 0 },
+};
+
+static const struct conf_word cgroup_words[] = {
+    { "auto", CONF_CGROUP_AUTO },
+    { "v1", CONF_CGROUP_V1 },
+    { "v2", CONF_CGROUP_V2 },
+    { "none", CONF_CGROUP_NONE },
+    { NULL, 0 },
+};
+
+static const struct conf_word audit_publishes_words[] = {
+    { "none", CONF_AUDIT_PUBLISHES_NONE },
+    { "errors", CONF_AUDIT_PUBLISHES_ERRORS },
+    { "all", CONF_AUDIT_PUBLISHES_ALL },
+    { NULL, 0 },
 };
 
 /* Ranges of durations in ms, named for what they bound. */
@@ -215,6 +235,17 @@ const struct conf_key conf_key_table[] = {
         .doc = "File holding the bearer token that TCP clients must "
                "present.",
         .offset = AT(token_file, char *),
+    },
+    {
+        .name = "metrics_token_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_METRICS_TOKEN_FILE",
+        .doc = "File holding a second bearer token that lets TCP clients "
+               "read GET /metrics and nothing else (for Prometheus); empty "
+               "means /metrics needs the admin token.",
+        .offset = AT(metrics_token_file, char *),
     },
 
     /* Backends. */
@@ -447,6 +478,19 @@ const struct conf_key conf_key_table[] = {
         .check = conf_check_user,
     },
     {
+        .name = "cgroup_hierarchy",
+        .type = CONF_ENUM,
+        .def = "auto",
+        .env = "WM_CGROUP_HIERARCHY",
+        .doc = "Which cgroup hierarchy holds the hosts' groups: auto (v2 "
+               "where /sys/fs/cgroup is cgroup2, else the v1 controllers, "
+               "else a hybrid's v2 with them), v1, v2 (the unified "
+               "hierarchy, inside the daemon's own cgroup, even without "
+               "controllers), or none.",
+        .offset = AT(cgroup_hierarchy, int),
+        .words = cgroup_words,
+    },
+    {
         .name = "cgroup_parent",
         .type = CONF_STRING,
         .def = "workmanager",
@@ -487,6 +531,17 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(host_uid_count, unsigned),
         .min = 1,
         .max = 1000000,
+    },
+    {
+        .name = "host_uid_lock_dir",
+        .type = CONF_PATH,
+        .def = "/run/workmanager/uids",
+        .env = "WM_HOST_UID_LOCK_DIR",
+        .doc = "Directory of the machine-wide locks on host uid ranges: a "
+               "daemon whose range overlaps one another running daemon "
+               "holds refuses to start; every daemon on a machine must name "
+               "the same one.",
+        .offset = AT(host_uid_lock_dir, char *),
     },
     {
         .name = "host_cpu_percent",
@@ -562,11 +617,25 @@ const struct conf_key conf_key_table[] = {
         .type = CONF_UINT,
         .def = "10000",
         .env = "WM_QUEUE_MAX_EVENTS",
-        .doc = "Bound of each subscription's queue; an event that finds it "
-               "full is dead-lettered (backlog_overflow).",
+        .doc = "Bound of each subscription's queue; a publish that a full "
+               "queue cannot hold is refused whole (503 subscriber_full with "
+               "Retry-After) unless its topic is in drop_oldest_topics.",
         .offset = AT(queue_max_events, unsigned),
         .min = 1,
         .max = 10000000,
+    },
+    {
+        .name = "drop_oldest_topics",
+        .type = CONF_LIST,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_DROP_OLDEST_TOPICS",
+        .doc = "Topics (names or patterns with * and ?, in every tenant) "
+               "whose full queues drop their oldest waiting event, "
+               "dead-lettered with reason backlog_overflow, instead of "
+               "refusing publishes; empty means none.",
+        .offset = AT(drop_oldest_topics, struct conf_list),
+        .check = conf_check_topic_patterns,
     },
     {
         .name = "allow_in_process_native",
@@ -774,6 +843,17 @@ const struct conf_key conf_key_table[] = {
         .doc = "Least severe level logged.",
         .offset = AT(log_level, int),
         .words = level_words,
+    },
+    {
+        .name = "audit_publishes",
+        .type = CONF_ENUM,
+        .def = "errors",
+        .env = "WM_AUDIT_PUBLISHES",
+        .doc = "Which publishes (POST /v1/topics/T/events) the audit log "
+               "records: none, errors (refused ones, status 400 and above), "
+               "or all; every other mutation is always recorded.",
+        .offset = AT(audit_publishes, int),
+        .words = audit_publishes_words,
     },
 };
 

@@ -134,38 +134,13 @@ conf_check_instance(const char *v, char *why, size_t whylen)
                       v, INSTANCE_MAX);
 }
 
-/* code_source_allowed_networks: each entry a network netrange_net_parse()
- * takes, so that a typo stops start-up instead of allowing nothing (or
- * more than meant). */
-int
-conf_check_networks(const char *v, char *why, size_t whylen)
-{
-    const char *p = v;
-
-    for (;;) {
-        char one[128];
-        struct netrange_net net;
-        size_t len;
-
-        p += strspn(p, ", \t");
-        if (*p == '\0')
-            return 0;
-        len = strcspn(p, ", \t");
-        if (len >= sizeof(one))
-            return errbuf_set(why, whylen, "%.40s...: not a network", p);
-        memcpy(one, p, len);
-        one[len] = '\0';
-        if (netrange_net_parse(one, &net, why, whylen) != 0)
-            return -1;
-        p += len;
-    }
-}
-
-/* python_*: module names, dotted Python identifiers of ASCII letters,
- * digits and underscores (the Python host refuses any other, and would
- * then not start). */
-int
-conf_check_modules(const char *v, char *why, size_t whylen)
+/* The entries of a list value (separated by commas or blanks), each
+ * given to one() with its length: 0 when every one passes, else the
+ * first failure's -1 (one() wrote why). */
+static int
+each_entry(const char *v,
+           int (*one)(const char *p, size_t len, char *why, size_t whylen),
+           char *why, size_t whylen)
 {
     const char *p = v;
 
@@ -174,23 +149,86 @@ conf_check_modules(const char *v, char *why, size_t whylen)
         if (*p == '\0')
             return 0;
         size_t len = strcspn(p, ", \t");
-        bool start = true, ok = len <= 128;
-        for (size_t i = 0; ok && i < len; i++) {
-            unsigned char c = (unsigned char)p[i];
-            if (c == '.') {
-                ok = !start;
-                start = true;
-            } else if (c == '_' || isalpha(c) || (!start && isdigit(c))) {
-                start = false;
-            } else {
-                ok = false;
-            }
-        }
-        if (!ok || start)
-            return errbuf_set(why, whylen, "'%.*s' is not a module name",
-                              (int)(len > 64 ? 64 : len), p);
+        if (one(p, len, why, whylen) != 0)
+            return -1;
         p += len;
     }
+}
+
+static int
+network_entry(const char *p, size_t len, char *why, size_t whylen)
+{
+    char one[128];
+    struct netrange_net net;
+
+    if (len >= sizeof(one))
+        return errbuf_set(why, whylen, "%.40s...: not a network", p);
+    memcpy(one, p, len);
+    one[len] = '\0';
+    return netrange_net_parse(one, &net, why, whylen);
+}
+
+/* code_source_allowed_networks: each entry a network netrange_net_parse()
+ * takes, so that a typo stops start-up instead of allowing nothing (or
+ * more than meant). */
+int
+conf_check_networks(const char *v, char *why, size_t whylen)
+{
+    return each_entry(v, network_entry, why, whylen);
+}
+
+static int
+module_entry(const char *p, size_t len, char *why, size_t whylen)
+{
+    bool start = true, ok = len <= 128;
+
+    for (size_t i = 0; ok && i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '.') {
+            ok = !start;
+            start = true;
+        } else if (c == '_' || isalpha(c) || (!start && isdigit(c))) {
+            start = false;
+        } else {
+            ok = false;
+        }
+    }
+    if (!ok || start)
+        return errbuf_set(why, whylen, "'%.*s' is not a module name",
+                          (int)(len > 64 ? 64 : len), p);
+    return 0;
+}
+
+/* python_*: module names, dotted Python identifiers of ASCII letters,
+ * digits and underscores (the Python host refuses any other, and would
+ * then not start). */
+int
+conf_check_modules(const char *v, char *why, size_t whylen)
+{
+    return each_entry(v, module_entry, why, whylen);
+}
+
+static int
+topic_pattern_entry(const char *p, size_t len, char *why, size_t whylen)
+{
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-*?";
+
+    if (len > 128 || strspn(p, ok) < len)
+        return errbuf_set(why, whylen,
+                          "'%.*s' is not a topic pattern (letters, digits, "
+                          "'_', '.', '-', and '*' or '?'; at most 128)",
+                          (int)(len > 64 ? 64 : len), p);
+    return 0;
+}
+
+/* drop_oldest_topics: topic names ([A-Za-z0-9_.-], at most 128) in which
+ * `*` and `?` may stand for characters (fnmatch(3) without brackets), so
+ * that a typo stops start-up instead of matching no topic. */
+int
+conf_check_topic_patterns(const char *v, char *why, size_t whylen)
+{
+    return each_entry(v, topic_pattern_entry, why, whylen);
 }
 
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */

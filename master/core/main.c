@@ -2,12 +2,15 @@
  * main.c — workmanagerd: start-up, signals, readiness, shutdown.
  *
  * Start-up order: configuration (any error stops here, naming the key) →
- * logging → state and runtime directories → engines → sandbox detection
+ * logging → state and runtime directories → engines → the lock on the
+ * range of host uids (uidlock.h) → sandbox detection
  * and cgroups → supervisor, which forks the privileged launcher → API
  * sockets bound → the master drops to its user (privdrop.h) → store →
  * audit trail → broker → registry → the loop (the control socket answers
  * from here on, /health Degraded) → recovery → READY=1 (systemd) once
  * recovery is done.
+ *
+ * SIGHUP reopens the audit log (logrotate's postrotate).
  *
  * Shutdown (SIGTERM, SIGINT): STOPPING=1, stop accepting connections,
  * Shutdown to every host with shutdown_grace_ms, SIGKILL after it, drain
@@ -40,6 +43,8 @@
 #include "master/core/engines.h"
 #include "master/core/log.h"
 #include "master/core/privdrop.h"
+#include "master/core/tokenfile.h"
+#include "master/core/uidlock.h"
 #include "master/store/grouplock.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
@@ -102,6 +107,21 @@ on_stuck(struct worker *w, const char *message, void *arg)
         lifecycle_emit(d, w, "error",
                        json_pack("{s:s, s:s}", "error_type", "timeout",
                                  "error_message", message));
+}
+
+/* SIGHUP: logrotate moved the audit log away; write to a new one. */
+static void
+on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+    char err[512];
+
+    (void)sig;
+    (void)what;
+    (void)arg;
+    if (audit_reopen(err, sizeof err) != 0)
+        log_warning("%s", err);
+    else
+        log_notice("SIGHUP: audit log reopened");
 }
 
 static int
@@ -330,13 +350,28 @@ sandbox_check(struct daemon *d)
 #ifdef WM_SANDBOX
     d->sandbox_built = true;
 #endif
+    static const enum sandbox_cgroup_want cg_want[] = {
+        [CONF_CGROUP_AUTO] = SANDBOX_CGWANT_AUTO,
+        [CONF_CGROUP_V1] = SANDBOX_CGWANT_V1,
+        [CONF_CGROUP_V2] = SANDBOX_CGWANT_V2,
+        [CONF_CGROUP_NONE] = SANDBOX_CGWANT_NONE,
+    };
     sandbox_detect(&d->sandbox);
+    if (d->conf->cgroup_hierarchy != CONF_CGROUP_AUTO)
+        sandbox_detect_cgroups(&d->sandbox, cg_want[d->conf->cgroup_hierarchy]);
     log_info("sandbox: machine offers %s%s",
              sandbox_support_summary(&d->sandbox, summary, sizeof summary),
              d->sandbox_built ? ""
                               : " (built --without-sandbox: hosts unconfined)");
     if (!d->sandbox_built)
         d->sandbox.level = SANDBOX_LEVEL_NONE;
+    else if (d->sandbox.root_error[0])
+        log_warning("sandbox: hosts get no private root and no mount "
+                    "namespace (building the root failed at %s): is / a "
+                    "mount point? a chroot's directory must be one (mount "
+                    "--bind DIR DIR before chroot); confinement is %s",
+                    d->sandbox.root_error,
+                    sandbox_level_name(d->sandbox.level));
     if (sandbox_level_parse(d->conf->min_confinement, &min) != 0) {
         log_err("min_confinement: '%s' is not a confinement level (none, "
                 "seccomp, ns, full)",
@@ -376,7 +411,7 @@ main(int argc, char **argv)
     char err[1024];
     struct daemon d = { 0 };
     struct conf conf;
-    int c, rc = 1;
+    int c, rc = 1, uid_lock = -2;
 
     while ((c = getopt_long(argc, argv, "fc:o:h", opts, NULL)) != -1) {
         switch (c) {
@@ -446,6 +481,14 @@ main(int argc, char **argv)
     }
     d.engines = &engines;
     engines_log(d.engines);
+    /* Before the launcher is forked, which inherits it: the range's users
+     * are ours while either process lives. */
+    uid_lock = uidlock_acquire(&conf, err, sizeof err);
+    if (uid_lock == -1) {
+        log_err("%s", err);
+        rc = 2; /* as a configuration error: no restart fixes it */
+        goto out;
+    }
     /* Before any host exists: detection waits for its own children. */
     if (sandbox_check(&d) != 0)
         goto out;
@@ -461,6 +504,18 @@ main(int argc, char **argv)
     if (d.sv == NULL) {
         log_err("cannot start the launcher: %s", err);
         goto out;
+    }
+    switch (tokenfile_ensure(&conf, err, sizeof err)) {
+    case -1:
+        log_err("%s", err);
+        rc = 2;
+        goto out;
+    case 1:
+        log_notice("listen is set and token_file %s did not exist: made it "
+                   "with a new random token (mode 0640); TCP clients must "
+                   "present it (wmctl --token-file %s)",
+                   conf.token_file, conf.token_file);
+        break;
     }
     /* Its sockets are bound and the token read with the daemon's rights
      * (a port below 1024, a token file only root reads); nothing is read
@@ -520,10 +575,12 @@ main(int argc, char **argv)
 
     struct event *sigterm = evsignal_new(d.base, SIGTERM, on_signal, &d);
     struct event *sigint = evsignal_new(d.base, SIGINT, on_signal, &d);
+    struct event *sighup = evsignal_new(d.base, SIGHUP, on_sighup, &d);
     struct event *watchdog = NULL;
     uint64_t wd_usec = 0;
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
+    event_add(sighup, NULL);
     if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
         /* Half the interval, as sd_watchdog_enabled(3) advises. */
         struct timeval tv = { .tv_sec = (time_t)(wd_usec / 2000000),
@@ -546,6 +603,7 @@ main(int argc, char **argv)
 
     event_free(sigterm);
     event_free(sigint);
+    event_free(sighup);
     if (watchdog)
         event_free(watchdog);
 out:
@@ -575,6 +633,8 @@ out:
         engines_free(d.engines);
     if (d.base)
         event_base_free(d.base);
+    if (uid_lock >= 0)
+        close(uid_lock);
     conf_free(&conf);
     return rc;
 }

@@ -8,8 +8,9 @@
  * A Load for a new version waits until nothing is in flight on a process,
  * and nothing is sent to it meanwhile (the hot reload, sv_pump()).  A
  * failed first Load fails the worker (load_error, until a reset) and its
- * other processes go with it; a failed reload sends only that host away,
- * so that the next one starts from the worker's version.  A validator of
+ * other processes go with it; after a failed reload the host keeps
+ * serving the version it ran (issue 27), as every host keeps what it ran
+ * when a Load fails (ipc/PROTOCOL.md).  A validator of
  * the in-process path answers with the library it checked
  * (sv_ip_loaded()).
  */
@@ -263,12 +264,17 @@ on_loaded(struct ipc_channel *ch, const struct ipc_frame *reply, int *fds,
     sv_host_finish_loads(h, "load_error", msg);
     if (h->forgotten || p->stop != STOP_NONE)
         goto out;
-    if (was_running) {
-        /* A failed hot reload: what the host runs now is unsure, so it
-         * goes; the next event starts one with the worker's version.  (An
-         * in-process library keeps running the version it has.) */
-        sv_proc_shutdown(p, p->validator ? STOP_VALIDATED : STOP_IDLE,
-                         p->sv->conf->shutdown_grace_ms);
+    if (was_running && p->validator) {
+        /* The in-process library keeps running the version it has; the
+         * validator's host goes as after any validation. */
+        sv_proc_shutdown(p, STOP_VALIDATED, p->sv->conf->shutdown_grace_ms);
+    } else if (was_running) {
+        /* A failed hot reload: a host keeps running the version it had
+         * (ipc/PROTOCOL.md, Loaded), which the undone change made the
+         * worker's again; the events that waited for the Load go on.
+         * The refused version is not sent to it again. */
+        p->refused_version = p->code_version;
+        sv_host_kick(h);
     } else {
         sv_host_set_failed(h, "load_error", msg);
         /* The code does not load: the worker's other processes, starting

@@ -439,7 +439,8 @@ procs_prepare(struct host *h)
         next = TAILQ_NEXT(p, hlink);
         p->full = false;
         if (sv_proc_serving(p) && p->loaded && !p->load_sent &&
-            p->loaded_version != h->w->version && p->ninflight == 0) {
+            p->loaded_version != h->w->version &&
+            p->refused_version != h->w->version && p->ninflight == 0) {
             sv_load_reload(p);
             if (h->forgotten)
                 return false;

@@ -150,6 +150,7 @@ struct proc {
     bool loaded;           /* some version is loaded */
     bool load_sent;        /* a Load awaits its Loaded */
     uint32_t loaded_version;
+    uint32_t refused_version; /* a reload it failed: not sent again */
     bool hb_outstanding;
     bool exited;
     int wstatus;

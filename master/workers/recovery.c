@@ -18,6 +18,7 @@
 #include "lib/timestamp.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
+#include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
@@ -114,6 +115,42 @@ fail_worker(struct recovery *rc, struct worker *w, const char *why)
     rc->failed++;
 }
 
+/* Whether w can run on this daemon as it is now configured: its engine
+ * known and available, in-process allowed if it asks for it.  Else false
+ * with the reason and what to do in err.  A worker that cannot run is
+ * restored failed (issue 27), listed so in recovery's summary and in
+ * /health. */
+static bool
+runnable_here(const struct daemon *d, const struct worker *w, char *err,
+              size_t errlen)
+{
+    const struct engines_entry *e = w->engine;
+    if (e == NULL) {
+        snprintf(err, errlen,
+                 "no engine for mime_type %s: add its descriptor to "
+                 "engines_dir and restart",
+                 w->mime_type);
+        return false;
+    }
+    if (!e->available) {
+        snprintf(err, errlen,
+                 "engine %s is unavailable: %s; fix it and restart the "
+                 "daemon",
+                 e->name, e->reason ? e->reason : "unknown reason");
+        return false;
+    }
+    if (w->in_process && !(e->in_process && d->conf->allow_in_process_native)) {
+        snprintf(err, errlen,
+                 "isolation in-process is not allowed here (%s); set "
+                 "allow_in_process_native = true and restart the daemon",
+                 e->in_process ? "allow_in_process_native = false"
+                               : "the engine's descriptor has no "
+                                 "in_process = yes");
+        return false;
+    }
+    return true;
+}
+
 static void
 restore(struct recovery *rc, struct entry *e)
 {
@@ -146,9 +183,7 @@ restore(struct recovery *rc, struct entry *e)
         w->engine = engines_find_mime(d->engines, w->mime_type);
         if (st != STORE_OK) {
             fail_worker(rc, w, err);
-        } else if (w->engine == NULL) {
-            snprintf(err, sizeof err, "no engine for mime_type %s",
-                     w->mime_type);
+        } else if (!runnable_here(d, w, err, sizeof err)) {
             fail_worker(rc, w, err);
         } else {
             if (w->status == WORKER_SUSPENDED)

@@ -96,6 +96,7 @@ struct worker_counters {
     uint64_t published;     /* outputs it published */
     uint64_t redelivered;   /* deliveries nacked for a later retry */
     uint64_t dead_lettered; /* events it gave up on */
+    uint64_t refused;       /* events refused at the door: its queue full */
 };
 
 struct worker {

@@ -399,3 +399,37 @@ def test_missing_runtime_makes_the_engine_unavailable(wm_builddir,
         assert "the .NET runtime" in msg and "also-none" in msg, msg
     finally:
         assert d.stop() == 0, d.log()
+
+
+def test_bare_assembly_is_a_worker(wm_builddir, wmd, tmp_path):
+    """Issue 27: the .dll `dotnet build` leaves, sent as it is, loads and
+    runs; a native library sent as one is refused saying what it is."""
+    folder, _ = build_worker(wm_builddir, "echo", tmp_path / "bare")
+    [dll] = [p for p in folder.glob("*.dll")
+             if p.name != "Virtufin.Worker.DevKit.dll"]
+    w = create(wmd, dll.read_bytes())
+    r = wmd.invoke(w["id"], "echo", data={"n": 7})
+    assert r.status == 200, (r, wmd.log()[-3000:])
+    assert r.json["data"] == {"n": 7} and r.json["type"] == "echo.out"
+    so = (wm_builddir / "tests" / "workers" / "native" /
+          "libecho.so").read_bytes()
+    r = wmd.post("/v1/workers", {"mime_type": MIME, "topic": "n",
+                                 "code": {"content": b64(b"MZ" + so[2:])}})
+    assert r.code == "load_failed", r
+    assert "not a .NET assembly" in r.json["error"]["message"], r
+
+
+def test_wmctl_sends_a_nupkg_shaped_zip_to_dotnet(wm_builddir, wmd, echo_pkg,
+                                                   tmp_path):
+    """Issue 27: `wmctl create X.zip` of a zip laid out as a nupkg
+    (lib/<tfm>/*.dll) creates a .NET worker, not a native one."""
+    pkg = tmp_path / "Echo.zip"
+    pkg.write_bytes(echo_pkg)
+    r = subprocess.run([str(wm_builddir / "cli" / "wmctl"), "--socket",
+                        str(wmd.socket), "--json", "create", str(pkg),
+                        "--topic", "z"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    w = json.loads(r.stdout)
+    assert wmd.get(f"/v1/workers/{w['id']}").json["mime_type"] == MIME
+    assert wmd.invoke(w["id"], "echo", data=1).status == 200

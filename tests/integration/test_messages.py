@@ -295,7 +295,11 @@ def test_reserved_topics(wmd):
 
 
 def test_backlog_overflow_isolates_tenants(wm_builddir, tmp_path):
-    opts = dict(FAST, queue_max_events=5)
+    """Under the opt-in drop_oldest_topics a full queue dead-letters
+    (backlog_overflow) rather than refusing, and one tenant's full queue
+    does not slow another's publishes.  (Refusal at the door, the default,
+    is test_backpressure.py's.)"""
+    opts = dict(FAST, queue_max_events=5, drop_oldest_topics="busy")
     d = Daemon(wm_builddir, tmp_path, options=opts).start()
     try:
         slow = d.create(topic="busy", tenant="slowco", name="slow")

@@ -359,11 +359,17 @@ def test_recovery_and_the_operator_switch(wm_builddir, tmp_path, lib):
         assert d.stop() == 0
     d = daemon(wm_builddir, tmp_path, allow=False).start()
     try:
+        # Issue 27: recovery itself finds that the worker cannot run here,
+        # and says so and what to do.
+        rec = d.get("/health").json["checks"]["recovery"]
+        assert rec["failed"] == 1 and rec["recovered"] == 0, rec
+        view = d.get(f"/v1/workers/{w['id']}").json
+        assert view["state"] == "failed", view
+        assert "allow_in_process_native = true" in view["error"], view
+        assert "recovery: 0 workers restored, 1 failed" in d.log()
         r = d.invoke(w["id"], "echo")
         assert r.status == 422, r
         assert "allow_in_process_native" in r.json["error"]["message"]
-        view = d.get(f"/v1/workers/{w['id']}").json
-        assert view["state"] == "failed", view
     finally:
         assert d.stop() == 0
 

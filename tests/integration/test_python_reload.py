@@ -42,6 +42,25 @@ def test_failed_reload_keeps_the_running_version(wmd):
     assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
 
 
+def test_failed_reload_does_no_harm(wmd):
+    """Issue 27: a reload that fails leaves the running version's host
+    alive (the same process), the worker `running` at its old version, and
+    emits no `failed` state: only the failed reload is reported."""
+    w = create(wmd, VERSION.format(v=1))
+    pid = host_pid(wmd, w["id"])
+    assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
+    r = wmd.put(f"/v1/workers/{w['id']}/code",
+                {"code": {"content": __import__("wm").b64(
+                    "def Process(event) nope\n")}})
+    assert r.status == 422, r
+    assert wmd.invoke(w["id"], "go").json["data"]["version"] == 1
+    view = wmd.get(f"/v1/workers/{w['id']}").json
+    assert view["state"] == "running" and view["version"] == 1, view
+    assert view["pid"] == pid and view["restarts"] == 0, view
+    states = [e["data"].get("state") for e in wmd.lifecycle(w["id"])]
+    assert "failed" not in states, wmd.lifecycle(w["id"])
+
+
 def test_tracebacks_show_the_running_versions_lines(wmd):
     """Tracebacks quote the module's source (there is no file): after a
     reload that failed at its top level, the running version's lines."""

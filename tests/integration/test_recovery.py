@@ -158,3 +158,26 @@ def test_recovering_answers_503_then_healthy(wm_builddir, tmp_path):
         assert len(d.get("/v1/workers").json["workers"]) == n
     finally:
         assert d.stop() == 0
+
+
+def test_worker_whose_engine_is_gone_restored_failed(wm_builddir, tmp_path):
+    """Issue 27: recovery checks that each worker can run where it is
+    restored: one whose engine became unavailable (its host binary gone)
+    is restored failed, counted in /health's recovery summary, with the
+    engine's reason and what to do."""
+    d = _daemon(wm_builddir, tmp_path).start()
+    w = d.create(name="orphan")
+    assert d.stop() == 0
+    broken = (d.engines / "test.engine").read_text().replace(
+        f"host = {d.testhost}", f"host = {tmp_path}/no-such-host")
+    d = Daemon(wm_builddir, tmp_path, engines={"test.engine": broken})
+    d.start()
+    try:
+        rec = d.get("/health").json["checks"]["recovery"]
+        assert rec["failed"] == 1 and rec["recovered"] == 0, rec
+        view = d.get(f"/v1/workers/{w['id']}").json
+        assert view["state"] == "failed", view
+        assert "engine test is unavailable" in view["error"], view
+        assert "no-such-host" in view["error"], view
+    finally:
+        assert d.stop() == 0

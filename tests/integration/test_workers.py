@@ -10,12 +10,11 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 
 import pytest
 
-from wm import Daemon, b64
+from wm import Daemon, b64, free_port
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                   r"[0-9a-f]{12}$")
@@ -126,8 +125,11 @@ def test_hot_reload_and_history(wmd):
 
 
 def test_reload_that_fails_to_load_keeps_the_old_version(wmd):
+    """...in the same host, which goes on serving (issue 27)."""
     w = wmd.create()
     wid = w["id"]
+    assert wmd.invoke(wid).status == 200
+    pid = wmd.get(f"/v1/workers/{wid}").json["pid"]
     r = wmd.put(f"/v1/workers/{wid}/code",
                 {"code": {"content": b64("load_fail syntax error line 3")}})
     assert r.status == 422 and r.code == "load_failed", r
@@ -136,6 +138,8 @@ def test_reload_that_fails_to_load_keeps_the_old_version(wmd):
     assert g["version"] == 1
     assert len(wmd.get(f"/v1/workers/{wid}/history").json["versions"]) == 1
     assert wmd.invoke(wid).status == 200
+    g = wmd.get(f"/v1/workers/{wid}").json
+    assert g["pid"] == pid and g["state"] == "running", g
 
 
 def test_create_that_fails_to_load_leaves_nothing(wmd):
@@ -384,19 +388,11 @@ def test_sigterm_stops_hosts_and_exits_0(wmd):
     wmd.start()  # the fixture stops it again
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_tcp_needs_the_token(wm_builddir, tmp_path):
     import http.client
     token = "s3cret-token-0123456789"
     (tmp_path / "token").write_text(token + "\n")
-    port = _free_port()
+    port = free_port()
     d = Daemon(wm_builddir, tmp_path, options={"listen": f"127.0.0.1:{port}"})
     d.start()
     try:

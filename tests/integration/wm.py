@@ -62,6 +62,15 @@ class Response:
         return f"<{self.status} {self.raw[:300]!r}>"
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on (for `listen`)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def b64(text):
     if isinstance(text, str):
         text = text.encode()
@@ -249,6 +258,9 @@ class Daemon:
             "engines_dir": str(self.engines),
             "log_level": "debug",
             "token_file": str(self.tmp / "token"),
+            # Each test's own: the machine-wide default would make every
+            # daemon of concurrent test runs refuse the others' ranges.
+            "host_uid_lock_dir": str(self.tmp / "uids"),
         }
         if os.geteuid() == 0:
             opts["user"] = str(MASTER_USER)

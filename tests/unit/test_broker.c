@@ -260,24 +260,100 @@ test_bound_and_modes(void)
     spin(5);
     pub(b, "q", "e2");
     spin(5);
-    pub(b, "q", "e3"); /* w1's queue is full: its overflow, not w2's */
+    /* w1's queue is full: the publish is refused whole, w2 gets nothing
+     * of it either, and broker_admit() names w1. */
+    struct broker_sub *full = NULL;
+    CHECK_EQ(broker_admit(b, "t1", "q", 1, &full), -1);
+    CHECK(full == s);
+    CHECK(strcmp(broker_sub_name(full), "w1") == 0);
+    errno = 0;
+    CHECK_EQ(pub(b, "q", "e3"), -1);
+    CHECK_EQ(errno, EAGAIN);
     spin(20);
     CHECK_EQ(a.n, 0);
-    CHECK_EQ(a.overflows, 1);
-    CHECK_EQ(other.n, 3);
-    CHECK_EQ(other.overflows, 0);
+    CHECK_EQ(a.overflows, 0);
+    CHECK_EQ(other.n, 2);
     CHECK_EQ(broker_sub_backlog(s), 2);
-    /* Closed: nothing new queues, the backlog waits. */
+    /* Closed: nothing new queues, the backlog waits, publishes pass. */
     broker_sub_set_mode(s, BROKER_SUB_CLOSED);
-    pub(b, "q", "e4");
+    CHECK_EQ(broker_admit(b, "t1", "q", 1, NULL), 0);
+    CHECK_EQ(pub(b, "q", "e4"), 0);
     spin(20);
     CHECK_EQ(a.n, 0);
-    CHECK_EQ(a.overflows, 1);
+    CHECK_EQ(other.n, 3);
     CHECK_EQ(broker_sub_backlog(s), 2);
     broker_sub_set_mode(s, BROKER_SUB_ACTIVE);
     spin(20);
     CHECK_EQ(a.n, 2);
     CHECK(strcmp(a.text[0], "e1") == 0 && strcmp(a.text[1], "e2") == 0);
+    broker_close(b);
+}
+
+/* broker_admit() for n events: room for each of them in every queue. */
+static void
+test_admit_batch(void)
+{
+    char dir[256];
+    struct seen a = { 0 };
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 3, 0);
+    REQUIRE(b);
+    struct broker_sub *s = sub(b, "q", "w1", &a, false);
+    REQUIRE(s);
+    broker_sub_set_mode(s, BROKER_SUB_PAUSED);
+    CHECK_EQ(broker_admit(b, "t1", "q", 4, NULL), -1);
+    CHECK_EQ(broker_admit(b, "t1", "q", 3, NULL), 0);
+    CHECK_EQ(broker_admit(b, "t1", "nobody", 100, NULL), 0);
+    CHECK_EQ(pub(b, "q", "e1"), 0);
+    CHECK_EQ(broker_admit(b, "t1", "q", 3, NULL), -1);
+    CHECK_EQ(broker_admit(b, "t1", "q", 2, NULL), 0);
+    broker_close(b);
+}
+
+/* A drop_oldest queue takes every event: its oldest waiting one leaves
+ * through the overflow callback, never one out with the subscriber. */
+static void
+test_drop_oldest(void)
+{
+    char dir[256];
+    struct seen a = { 0 };
+    struct broker_stats st;
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 2, 0);
+    REQUIRE(b);
+    struct broker_sub_spec spec = {
+        .tenant = "t1",
+        .topic = "q",
+        .name = "w1",
+        .max_inflight = 1,
+        .drop_oldest = true,
+        .deliver = on_deliver,
+        .overflow = on_over,
+        .arg = &a,
+    };
+    struct broker_sub *s = broker_subscribe(b, &spec);
+    REQUIRE(s);
+    CHECK_EQ(pub(b, "q", "e1"), 0);
+    spin(5); /* e1 is out, unsettled */
+    CHECK_EQ(a.n, 1);
+    CHECK_EQ(pub(b, "q", "e2"), 0);
+    CHECK_EQ(broker_admit(b, "t1", "q", 5, NULL), 0);
+    CHECK_EQ(pub(b, "q", "e3"), 0); /* full: e2 (waiting) goes */
+    CHECK_EQ(a.overflows, 1);
+    CHECK_EQ(pub(b, "q", "e4"), 0); /* e3 goes */
+    CHECK_EQ(a.overflows, 2);
+    CHECK_EQ(broker_sub_backlog(s), 2);
+    broker_ack(a.d[0]);
+    spin(20);
+    CHECK_EQ(a.n, 2);
+    CHECK(strcmp(a.text[1], "e4") == 0);
+    broker_ack(a.d[1]);
+    spin(5);
+    broker_stats(b, &st);
+    CHECK_EQ(st.overflowed, 2);
+    CHECK_EQ(st.pending, 0);
     broker_close(b);
 }
 
@@ -584,6 +660,8 @@ main(void)
     RUN(test_fanout);
     RUN(test_redelivery);
     RUN(test_bound_and_modes);
+    RUN(test_admit_batch);
+    RUN(test_drop_oldest);
     RUN(test_restart);
     RUN(test_replay_verified);
     RUN(test_drops);

@@ -393,6 +393,10 @@ test_bad_values(void)
     /* list entries are checked one by one */
     bad_o("code_source_allowed_networks=10.0.0.0/8,nonsense",
           "code_source_allowed_networks", "nonsense");
+    bad_o("drop_oldest_topics=metrics.*,a/b", "drop_oldest_topics",
+          "'a/b' is not a topic pattern");
+    bad_o("drop_oldest_topics=[ab]", "drop_oldest_topics",
+          "'[ab]' is not a topic pattern");
     bad_o("python_allowlist=sometimes", "python_allowlist",
           "true/false, 1/0, yes/no or on/off");
 }

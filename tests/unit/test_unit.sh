@@ -1,5 +1,6 @@
 #!/bin/sh
-# test_unit.sh — systemd-analyze verify on the built workmanager.service.
+# test_unit.sh — systemd-analyze verify on the built workmanager.service,
+# and on the unit and the tmpfiles.d file as `make install` installs them.
 #
 # The unit is checked as built, except that ExecStart names the daemon of
 # this build tree (verify fails when ExecStart is not executable, and the
@@ -43,6 +44,7 @@ esac
 # WATCHDOG; the sandbox: a delegated cgroup subtree).
 for want in Type=notify NotifyAccess=main WatchdogSec=30 Delegate=yes \
     KillMode=mixed OOMPolicy=continue RuntimeDirectory=workmanager \
+    RuntimeDirectoryPreserve=yes 'ExecReload=/bin/kill -HUP $MAINPID' \
     StateDirectory=workmanager; do
     grep -qx "$want" "$unit" || fail "$unit: no line $want"
 done
@@ -62,6 +64,34 @@ cat "$tmp/out"
 [ "$rc" -eq 0 ] || fail "systemd-analyze verify exited $rc"
 if grep -e 'workmanager\.service' -e "$tmp" "$tmp/out" >/dev/null; then
     fail "systemd-analyze verify has something to say about the unit"
+fi
+
+# The installed unit and tmpfiles.d file, as `make install` puts them
+# (into a DESTDIR): the unit verifies as the built one does, and
+# systemd-tmpfiles makes /run/workmanager and its uids/ from the file.
+dest="$tmp/dest"
+make -s install-nodist_systemdunitDATA install-dist_tmpfilesDATA \
+    DESTDIR="$dest" >"$tmp/install" 2>&1 ||
+    fail "make install of the unit and tmpfiles.d file: $(cat "$tmp/install")"
+installed=$(find "$dest" -name workmanager.service -type f | head -n 1)
+tmpfiles=$(find "$dest" -path '*/tmpfiles.d/workmanager.conf' -type f |
+    head -n 1)
+if [ -z "$installed" ] || [ -z "$tmpfiles" ]; then
+    fail "make install put no workmanager.service or tmpfiles.d file in $dest"
+else
+    mkdir -p "$tmp/verify"
+    sed "s|^ExecStart=[^ ]*|ExecStart=$daemon|" "$installed" \
+        >"$tmp/verify/workmanager.service"
+    systemd-analyze verify --man=no "$tmp/verify/workmanager.service" \
+        >"$tmp/out2" 2>&1 || fail "verify of the installed unit: $(cat "$tmp/out2")"
+    grep -e 'workmanager\.service' "$tmp/out2" >/dev/null &&
+        fail "systemd-analyze verify on the installed unit: $(cat "$tmp/out2")"
+    if command -v systemd-tmpfiles >/dev/null 2>&1; then
+        systemd-tmpfiles --create --root="$tmp/root" "$tmpfiles" \
+            >"$tmp/out3" 2>&1 || fail "systemd-tmpfiles: $(cat "$tmp/out3")"
+        [ -d "$tmp/root/run/workmanager/uids" ] ||
+            fail "$tmpfiles does not make /run/workmanager/uids"
+    fi
 fi
 
 [ "$failed" -eq 0 ] && echo "ok   test_unit (systemd-analyze verify)"

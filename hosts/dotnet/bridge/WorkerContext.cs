@@ -1,6 +1,7 @@
 // WorkerContext.cs — one loaded worker (DESIGN §5, issue 10): a nupkg's
-// lib/<tfm>/ assemblies in a collectible AssemblyLoadContext of their
-// own, the DevKit resolved to the host's shared copy so that IWorker is
+// lib/<tfm>/ assemblies, or one bare assembly as `dotnet build` leaves it
+// (issue 27: its PE bytes, told from a zip by their "MZ"), in a
+// collectible AssemblyLoadContext of their own, the DevKit resolved to the host's shared copy so that IWorker is
 // one type, and the package's one public non-abstract IWorker made.
 // Unload() starts the context's unloading; the old contexts are watched
 // through weak references and counted when collected.
@@ -10,6 +11,8 @@ using System.IO;
 using System.IO.Compression;
 using System.Linq;
 using System.Reflection;
+using System.Reflection.Metadata;
+using System.Reflection.PortableExecutable;
 using System.Runtime.CompilerServices;
 using System.Runtime.Loader;
 using System.Threading;
@@ -89,6 +92,8 @@ internal sealed class WorkerContext
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static WorkerContext FromPackage(byte[] nupkg)
     {
+        if (nupkg.Length >= 2 && nupkg[0] == (byte)'M' && nupkg[1] == (byte)'Z')
+            return FromAssemblies(BareAssembly(nupkg), bare: true);
         var dlls = new Dictionary<string, byte[]>(StringComparer.OrdinalIgnoreCase);
         ZipArchive zip;
         try {
@@ -127,6 +132,30 @@ internal sealed class WorkerContext
             if (dlls.Count == 0)
                 throw new LoadException($"lib/{tfm}/ holds no .dll");
         }
+        return FromAssemblies(dlls, bare: false);
+    }
+
+    // A bare assembly under its own name, which is how the context finds
+    // it when it resolves references.
+    private static Dictionary<string, byte[]> BareAssembly(byte[] pe)
+    {
+        string name;
+        try {
+            using var reader = new PEReader(new MemoryStream(pe));
+            if (!reader.HasMetadata)
+                throw new LoadException("the .dll is a native library, not a .NET assembly");
+            var md = reader.GetMetadataReader();
+            if (!md.IsAssembly)
+                throw new LoadException("the .dll is a .NET module without an assembly manifest");
+            name = md.GetString(md.GetAssemblyDefinition().Name);
+        } catch (BadImageFormatException e) {
+            throw new LoadException($"the .dll is not a .NET assembly: {e.Message}");
+        }
+        return new Dictionary<string, byte[]>(StringComparer.OrdinalIgnoreCase) { [name] = pe };
+    }
+
+    private static WorkerContext FromAssemblies(Dictionary<string, byte[]> dlls, bool bare)
+    {
         var alc = new Context(dlls);
         try {
             var assemblies = new List<Assembly>();
@@ -139,7 +168,10 @@ internal sealed class WorkerContext
                     throw new LoadException($"{name}.dll is not a .NET assembly: {e.Message}");
                 }
             }
-            return new WorkerContext(alc, Instantiate(assemblies));
+            return new WorkerContext(alc, Instantiate(assemblies, bare
+                ? " (a bare .dll brings none of its dependencies; the host serves only the " +
+                  "DevKit: send the nupkg of `dotnet pack` instead)"
+                : ""));
         } catch {
             alc.Unload();
             throw;
@@ -148,7 +180,8 @@ internal sealed class WorkerContext
 
     // The one public non-abstract IWorker of the assemblies, made with its
     // parameterless constructor.
-    internal static IWorker Instantiate(IEnumerable<Assembly> assemblies)
+    // missing: said after the error when a referenced assembly is absent.
+    internal static IWorker Instantiate(IEnumerable<Assembly> assemblies, string missing = "")
     {
         var found = new List<Type>();
         foreach (var a in assemblies) {
@@ -157,7 +190,7 @@ internal sealed class WorkerContext
                 types = a.GetExportedTypes();
             } catch (Exception e) when (e is ReflectionTypeLoadException or FileNotFoundException
                                          or TypeLoadException) {
-                throw new LoadException($"{a.GetName().Name}: its types cannot be read: {e.Message}");
+                throw new LoadException($"{a.GetName().Name}: its types cannot be read: {e.Message}{missing}");
             }
             found.AddRange(types.Where(t => t.IsClass && !t.IsAbstract &&
                                             !t.ContainsGenericParameters &&
