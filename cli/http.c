@@ -4,7 +4,7 @@
  * exits.
  *
  * The control socket is reached with CURLOPT_UNIX_SOCKET_PATH and a
- * placeholder host ("http://localhost"), which evhttp ignores.  No total
+ * placeholder host ("http://localhost"), which the daemon ignores.  No total
  * timeout: an invoke lasts as long as the worker's own deadline, a
  * subscription as long as the user wants; only connecting is bounded.
  */
@@ -205,7 +205,8 @@ handle_new(struct http_client *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_USERAGENT, "wmctl/" PACKAGE_VERSION);
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    /* evhttp answers at once; no 100-continue round trip. */
+    /* No 100-continue round trip: the daemon refuses a body announced too
+     * large before reading it either way. */
     *hdrs = curl_slist_append(*hdrs, "Expect:");
     if (c->auth)
         *hdrs = curl_slist_append(*hdrs, c->auth);

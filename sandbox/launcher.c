@@ -86,6 +86,7 @@ struct lhost {
     struct sandbox_cg *cg;
     int slot;          /* its user's, or -1 */
     struct lzygote *z; /* the zygote it was forked from, or NULL */
+    bool orphaned;     /* that zygote was lost while it ran */
 };
 
 static struct {
@@ -325,6 +326,10 @@ host_by_pid(pid_t pid)
 static void
 zygote_lost(struct lzygote *z)
 {
+    /* Its hosts die now: their deaths are reported as its (host_ended()). */
+    for (size_t i = 0; i < L.nhosts; i++)
+        if (L.hosts[i].z == z)
+            L.hosts[i].orphaned = true;
     if (z->sock >= 0)
         close(z->sock);
     z->sock = -1;
@@ -452,7 +457,11 @@ zygote_fork(const struct sandbox_launcher_engine *e, uint32_t seq, int chan,
     int fds[ZYGOTE_FDS_MAX];
     unsigned n = 0;
 
-    if (zygote_up(e, err, errlen) < 0) {
+    /* A zygote killed as it started (or just before a fork was asked of
+     * it: nothing of this spawn reached it yet) is not the worker's
+     * failure: a second one is tried once.  One that cannot start fails
+     * twice. */
+    if (zygote_up(e, err, errlen) < 0 && zygote_up(e, err, errlen) < 0) {
         errno = EAGAIN;
         return -1;
     }
@@ -781,6 +790,10 @@ host_ended(size_t i, int wstatus)
     /* The memory limit's OOM killer sends SIGKILL; its group counts it. */
     d.oom = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
             sandbox_cg_oom_kills(h->cg) > 0;
+    /* Killed with its zygote (the parent-death signal is SIGKILL); a host
+     * that ended otherwise meanwhile ended on its own. */
+    d.zygote_lost =
+        h->orphaned && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && !d.oom;
     d.syscall = -1;
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
         seccomp_call(h->host_pid, &d);

@@ -131,6 +131,9 @@ struct launcher_death {
     uint32_t oom;    /* its cgroup's OOM killer killed in it */
     int32_t syscall; /* the call a seccomp filter killed it for, or -1 */
     char syscall_name[32];
+    uint32_t zygote_lost; /* it was killed because the zygote it was forked
+                             from died (their parent-death signal): its
+                             death is not its worker's fault */
 };
 
 #endif /* WM_SANDBOX_LAUNCHER_H */

@@ -1,8 +1,9 @@
 /*
  * api.h — master/api/, the admin API room (DESIGN §8): HTTP/1.1 + JSON over
- * libevent's evhttp on the control socket (unix, mode and group
- * configurable, peer credentials logged) and optionally on TCP with a
- * bearer token.  router.c holds the listeners, the gate and the route
+ * the room's own HTTP server (http_server.h: http_conn.c, http_reply.c,
+ * http_listen.c, on libevent's loop) on the control socket (unix, mode and
+ * group configurable, peer credentials logged) and optionally on TCP with
+ * a bearer token.  router.c holds the listeners, the gate and the route
  * table; request.c a request's life (reading its body, answering, the
  * audit trail); one route_*.c per resource (workers, with worker_body.c
  * for a worker's JSON both ways and route_invoke.c for invoke; topics;
@@ -25,18 +26,28 @@
 
 struct daemon;
 struct api;
-struct evhttp_request;
-struct evkeyvalq;
+struct http_request;
+struct http_header;
 struct worker;
 
 /* The most path segments a request may have: /v1/workers/{id}/{action} is
  * four; longer paths are refused as unknown routes. */
 #define API_MAX_SEGMENTS 6
+/* The most query parameters read; later ones are ignored. */
+#define API_MAX_PARAMS 32
+
+/* A request's query parameters, decoded (text holds them). */
+struct api_params {
+    unsigned n;
+    const char *name[API_MAX_PARAMS];
+    const char *value[API_MAX_PARAMS];
+    char text[];
+};
 
 struct api_req {
     struct api *api;
     struct daemon *d;
-    struct evhttp_request *req;
+    struct http_request *hreq;   /* the server's, until the answer */
     const char *method;          /* "GET", "POST", ... */
     char *path;                  /* decoded path, without the query */
     char *query;                 /* raw query string, or NULL */
@@ -46,8 +57,8 @@ struct api_req {
     char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
     bool gone;     /* the client hung up before the answer */
     bool mutation; /* audited */
-    char worker[UUID_SIZE];   /* the worker concerned, for the audit trail */
-    struct evkeyvalq *params; /* the parsed query, once api_query() ran */
+    char worker[UUID_SIZE];    /* the worker concerned, for the audit trail */
+    struct api_params *params; /* the parsed query, once api_query() ran */
     void (*stream_gone)(void *arg);
     void *stream_arg;
 };
@@ -61,11 +72,11 @@ void api_stop_listening(struct api *api);
 void api_free(struct api *api);
 
 /* For the router (request.c): the request of req as the routes see it,
- * with the close callback that marks it gone.  Returns NULL when it has
+ * with the gone callback that marks it gone.  Returns NULL when it has
  * already been answered (500 out of memory; 404 for a path that does not
  * decode or has more than API_MAX_SEGMENTS segments). */
 struct api_req *api_req_new(struct api *api, struct daemon *d,
-                            struct evhttp_request *req);
+                            struct http_request *req);
 
 /* Answers with status and a JSON body (the reference is stolen; NULL for
  * no body) and frees rq. */
@@ -97,6 +108,12 @@ json_t *api_body_object(struct api_req *rq);
 const unsigned char *api_body_raw(struct api_req *rq, size_t *len);
 /* A request header, or NULL. */
 const char *api_header(struct api_req *rq, const char *name);
+/* Every request header, in the order sent (*n of them; valid until the
+ * answer). */
+const struct http_header *api_headers(struct api_req *rq, size_t *n);
+/* Adds a header to the answer (Retry-After, WWW-Authenticate), before
+ * it. */
+void api_reply_header(struct api_req *rq, const char *name, const char *value);
 
 /* A query parameter (decoded), or NULL. */
 const char *api_query(struct api_req *rq, const char *name);

@@ -1,7 +1,8 @@
 /*
  * request.c — one request of the admin API from its arrival to its answer
- * (api.h): made from libevent's request (method, decoded path and its
- * segments, query, peer), read (body, headers, query parameters) and
+ * (api.h): made from the HTTP server's request (http_server.h: method,
+ * decoded path and its segments, query, peer), read (body, headers, query
+ * parameters) and
  * answered (JSON, error, text, a stream), the audit trail written on the
  * way out; and the small readers and writers of the JSON the routes share
  * (a body's optional members, an instant).
@@ -19,15 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-
+#include "lib/hex.h"
 #include "lib/timestamp.h"
+#include "master/api/http_server.h"
 #include "master/core/audit.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -37,59 +33,37 @@
 static void
 req_free(struct api_req *rq)
 {
-    if (rq->params) {
-        evhttp_clear_headers(rq->params);
-        free(rq->params);
-    }
+    free(rq->params);
     free(rq->path);
     free(rq->query);
     free(rq->segbuf);
     free(rq);
 }
 
-static const char *
-method_name(enum evhttp_cmd_type t)
+/* Percent-decodes s[0, len) into out (at least len + 1 bytes), '+' as a
+ * blank when plus; a '%' not followed by two hex digits stays as it is.
+ * Returns -1 for an encoded NUL. */
+static int
+uri_decode(const char *s, size_t len, bool plus, char *out)
 {
-    switch (t) {
-    case EVHTTP_REQ_GET:
-        return "GET";
-    case EVHTTP_REQ_POST:
-        return "POST";
-    case EVHTTP_REQ_PUT:
-        return "PUT";
-    case EVHTTP_REQ_DELETE:
-        return "DELETE";
-    case EVHTTP_REQ_HEAD:
-        return "HEAD";
-    case EVHTTP_REQ_PATCH:
-        return "PATCH";
-    default:
-        return "OTHER";
+    char *o = out;
+    for (size_t i = 0; i < len; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < len &&
+            (hi = hex_digit_value(s[i + 1])) >= 0 &&
+            (lo = hex_digit_value(s[i + 2])) >= 0) {
+            if (hi == 0 && lo == 0)
+                return -1;
+            *o++ = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (plus && s[i] == '+') {
+            *o++ = ' ';
+        } else {
+            *o++ = s[i];
+        }
     }
-}
-
-/* Who sent req: the peer's credentials on the control socket, else its TCP
- * address. */
-static void
-peer_of(struct evhttp_request *req, char *out, size_t len)
-{
-    struct evhttp_connection *c = evhttp_request_get_connection(req);
-    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
-    int fd = bev ? (int)bufferevent_getfd(bev) : -1;
-    struct ucred cred;
-    socklen_t cl = sizeof cred;
-
-    if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-        cl == sizeof cred && cred.pid > 0) {
-        snprintf(out, len, "uid=%u gid=%u pid=%d", (unsigned)cred.uid,
-                 (unsigned)cred.gid, (int)cred.pid);
-        return;
-    }
-    char *host = NULL;
-    ev_uint16_t port = 0;
-    if (c)
-        evhttp_connection_get_peer(c, &host, &port);
-    snprintf(out, len, "tcp %s:%u", host ? host : "?", (unsigned)port);
+    *o = '\0';
+    return 0;
 }
 
 static int
@@ -107,48 +81,50 @@ split_path(struct api_req *rq)
 }
 
 static void
-on_client_gone(struct evhttp_connection *c, void *arg)
+on_client_gone(void *arg)
 {
-    (void)c;
     struct api_req *rq = arg;
     rq->gone = true;
     if (rq->stream_gone) {
-        /* A stream: libevent detached the request in the middle of its
-         * answer and leaves it to us. */
+        /* A stream: it ends here, and the server frees its request. */
         rq->stream_gone(rq->stream_arg);
-        if (evhttp_request_get_connection(rq->req) == NULL)
-            evhttp_request_free(rq->req);
         req_free(rq);
     }
 }
 
 struct api_req *
-api_req_new(struct api *api, struct daemon *d, struct evhttp_request *req)
+api_req_new(struct api *api, struct daemon *d, struct http_request *req)
 {
     struct api_req *rq = calloc(1, sizeof *rq);
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
 
     if (rq == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
+        http_reply_error(req, 500, "internal", "out of memory");
         return NULL;
     }
     rq->api = api;
     rq->d = d;
-    rq->req = req;
-    rq->method = method_name(evhttp_request_get_command(req));
-    rq->path = evhttp_uridecode(path ? path : "/", 0, NULL);
-    rq->query = query ? strdup(query) : NULL;
-    peer_of(req, rq->peer, sizeof rq->peer);
-    rq->mutation =
-        strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req),
-                                  on_client_gone, rq);
+    rq->hreq = req;
+    rq->method = req->method;
+    rq->path = malloc(req->path_len + 1);
+    if (req->query) {
+        rq->query = malloc(req->query_len + 1);
+        if (rq->query) {
+            memcpy(rq->query, req->query, req->query_len);
+            rq->query[req->query_len] = '\0';
+        }
+    }
+    snprintf(rq->peer, sizeof rq->peer, "%s", req->peer->text);
+    rq->mutation = !req->head && strcmp(rq->method, "GET") != 0;
+    http_request_on_gone(req, on_client_gone, rq);
 
-    if (rq->path == NULL || split_path(rq) != 0) {
-        if (rq->path == NULL)
-            rq->path = strdup("?");
+    if (rq->path == NULL || (req->query && rq->query == NULL)) {
+        free(rq->path);
+        rq->path = strdup("?");
+        api_error(rq, 500, "internal", "out of memory");
+        return NULL;
+    }
+    if (uri_decode(req->path, req->path_len, false, rq->path) != 0 ||
+        split_path(rq) != 0) {
         api_error(rq, 404, "not_found", "no such route");
         return NULL;
     }
@@ -160,15 +136,29 @@ api_req_new(struct api *api, struct daemon *d, struct evhttp_request *req)
 const unsigned char *
 api_body_raw(struct api_req *rq, size_t *len)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(rq->req);
-    *len = evbuffer_get_length(in);
-    return evbuffer_pullup(in, -1);
+    *len = rq->hreq->body_len;
+    return rq->hreq->body;
 }
 
 const char *
 api_header(struct api_req *rq, const char *name)
 {
-    return evhttp_find_header(evhttp_request_get_input_headers(rq->req), name);
+    return http_request_header(rq->hreq, name);
+}
+
+const struct http_header *
+api_headers(struct api_req *rq, size_t *n)
+{
+    *n = rq->hreq->nheaders;
+    return rq->hreq->headers;
+}
+
+void
+api_reply_header(struct api_req *rq, const char *name, const char *value)
+{
+    if (http_request_add_header(rq->hreq, name, value) != 0)
+        log_warning("api: %s %s: the answer's header %s does not fit",
+                    rq->method, rq->path, name);
 }
 
 json_t *
@@ -197,20 +187,56 @@ api_body_object(struct api_req *rq)
     return j;
 }
 
+/* The query's parameters, decoded once (api.h: struct api_params). */
+static struct api_params *
+params_parse(const char *query)
+{
+    size_t len = strlen(query);
+    struct api_params *p = malloc(sizeof *p + len + 1);
+    if (p == NULL)
+        return NULL;
+    p->n = 0;
+    char *buf = p->text;
+    const char *s = query;
+    while (*s && p->n < API_MAX_PARAMS) {
+        const char *amp = strchr(s, '&');
+        size_t n = amp ? (size_t)(amp - s) : strlen(s);
+        const char *eq = memchr(s, '=', n);
+        size_t kn = eq ? (size_t)(eq - s) : n;
+        if (kn > 0) {
+            char *k = buf;
+            if (uri_decode(s, kn, true, k) == 0) {
+                buf = k + strlen(k) + 1;
+                char *v = buf;
+                if (uri_decode(eq ? eq + 1 : s + n, eq ? n - kn - 1 : 0, true,
+                               v) == 0) {
+                    buf = v + strlen(v) + 1;
+                    p->name[p->n] = k;
+                    p->value[p->n] = v;
+                    p->n++;
+                } else {
+                    buf = k;
+                }
+            }
+        }
+        s += n;
+        if (*s == '&')
+            s++;
+    }
+    return p;
+}
+
 const char *
 api_query(struct api_req *rq, const char *name)
 {
     if (rq->query == NULL)
         return NULL;
-    if (rq->params == NULL) {
-        rq->params = calloc(1, sizeof *rq->params);
-        if (rq->params == NULL)
-            return NULL;
-        TAILQ_INIT(rq->params);
-        if (evhttp_parse_query_str(rq->query, rq->params) != 0)
-            return NULL;
-    }
-    return evhttp_find_header(rq->params, name);
+    if (rq->params == NULL && (rq->params = params_parse(rq->query)) == NULL)
+        return NULL;
+    for (unsigned i = 0; i < rq->params->n; i++)
+        if (strcmp(rq->params->name[i], name) == 0)
+            return rq->params->value[i];
+    return NULL;
 }
 
 int
@@ -252,19 +278,20 @@ api_member_str(struct api_req *rq, json_t *obj, const char *key,
 static void
 send_json(struct api_req *rq, int status, json_t *body)
 {
-    struct evbuffer *out = evbuffer_new();
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->req);
 
-    if (text) {
-        evbuffer_add(out, text, strlen(text));
-        evbuffer_add(out, "\n", 1);
-        evhttp_add_header(h, "Content-Type", "application/json");
+    if (text == NULL) {
+        http_reply(rq->hreq, status, NULL, NULL, 0);
+        return;
     }
-    /* libevent knows no phrase for 507 (RFC 4918). */
-    evhttp_send_reply(rq->req, status,
-                      status == 507 ? "Insufficient Storage" : NULL, out);
-    evbuffer_free(out);
+    size_t len = strlen(text);
+    char *nl = realloc(text, len + 2);
+    if (nl) {
+        text = nl;
+        text[len++] = '\n';
+        text[len] = '\0';
+    }
+    http_reply(rq->hreq, status, "application/json", text, len);
     free(text);
 }
 
@@ -274,13 +301,13 @@ finish(struct api_req *rq, int status, json_t *body, const char *code)
     if (rq->mutation)
         audit_write(rq->d, rq->peer, rq->method, rq->path, rq->worker, status,
                     code);
-    if (!rq->gone) {
-        /* Before the answer: sending may free the request. */
-        struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
-        if (c)
-            evhttp_connection_set_closecb(c, NULL, NULL);
+    /* A gone client's answer is dropped by the server, which frees its
+     * request then. */
+    http_request_on_gone(rq->hreq, NULL, NULL);
+    if (rq->gone)
+        http_reply(rq->hreq, status, NULL, NULL, 0);
+    else
         send_json(rq, status, body);
-    }
     json_decref(body);
     req_free(rq);
 }
@@ -346,8 +373,7 @@ api_refuse_while_recovering(struct api_req *rq)
 {
     if (rq->d->recovery != DAEMON_RECOVERY_RUNNING)
         return false;
-    evhttp_add_header(evhttp_request_get_output_headers(rq->req), "Retry-After",
-                      "1");
+    api_reply_header(rq, "Retry-After", "1");
     api_error(rq, 503, "recovering",
               "workers are being recovered; retry shortly");
     return true;
@@ -357,19 +383,8 @@ void
 api_reply_text(struct api_req *rq, int status, const char *content_type,
                const char *text, size_t len)
 {
-    if (!rq->gone) {
-        struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
-        struct evbuffer *out = evbuffer_new();
-        if (c)
-            evhttp_connection_set_closecb(c, NULL, NULL);
-        evhttp_add_header(evhttp_request_get_output_headers(rq->req),
-                          "Content-Type", content_type);
-        if (out)
-            evbuffer_add(out, text, len);
-        evhttp_send_reply(rq->req, status, NULL, out);
-        if (out)
-            evbuffer_free(out);
-    }
+    http_request_on_gone(rq->hreq, NULL, NULL);
+    http_reply(rq->hreq, status, content_type, text, rq->gone ? 0 : len);
     req_free(rq);
 }
 
@@ -377,41 +392,23 @@ void
 api_stream_start(struct api_req *rq, const char *content_type,
                  void (*gone)(void *arg), void *arg)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->req);
-
     rq->stream_gone = gone;
     rq->stream_arg = arg;
-    evhttp_add_header(h, "Content-Type", content_type);
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(rq->req, 200, "OK");
+    http_request_add_header(rq->hreq, "Cache-Control", "no-cache");
+    http_stream_start(rq->hreq, 200, content_type);
 }
 
 int
 api_stream_write(struct api_req *rq, const char *data, size_t len,
                  size_t max_pending)
 {
-    struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
-    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
-    struct evbuffer *out;
-
-    if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > max_pending)
-        return -1;
-    out = evbuffer_new();
-    if (out == NULL)
-        return -1;
-    evbuffer_add(out, data, len);
-    evhttp_send_reply_chunk(rq->req, out);
-    evbuffer_free(out);
-    return 0;
+    return http_stream_write(rq->hreq, data, len, max_pending);
 }
 
 void
 api_stream_end(struct api_req *rq)
 {
-    struct evhttp_connection *c = evhttp_request_get_connection(rq->req);
-
-    if (c)
-        evhttp_connection_set_closecb(c, NULL, NULL);
-    evhttp_send_reply_end(rq->req);
+    http_request_on_gone(rq->hreq, NULL, NULL);
+    http_stream_end(rq->hreq);
     req_free(rq);
 }

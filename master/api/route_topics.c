@@ -34,16 +34,16 @@
 #include <sys/queue.h>
 
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #include "lib/name.h"
 #include "lib/timestamp.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
+#include "master/api/http_server.h"
 #include "master/broker/admit.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
+#include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
 
@@ -134,13 +134,14 @@ content_type_is(const char *ct, const char *want)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
-/* Binary mode: the ce-* headers and the body, as a batch of one. */
+/* Binary mode: the ce-* headers and the body, as a batch of one.  On
+ * failure *status is the answer's (400, or 431 for a header too large). */
 static int
-binary_event(struct api_req *rq, struct events_batch *batch, char *err,
-             size_t errlen)
+binary_event(struct api_req *rq, struct events_batch *batch, int *status,
+             char *err, size_t errlen)
 {
-    struct evkeyvalq *h = evhttp_request_get_input_headers(rq->req);
-    struct evkeyval *kv;
+    size_t nh;
+    const struct http_header *h = api_headers(rq, &nh);
     const char *names[EVENTS_MAX_EXTENSIONS + 16];
     const char *values[EVENTS_MAX_EXTENSIONS + 16];
     char *owned[EVENTS_MAX_EXTENSIONS + 16];
@@ -148,19 +149,29 @@ binary_event(struct api_req *rq, struct events_batch *batch, char *err,
     const unsigned char *body = api_body_raw(rq, &len);
     int rc = -1;
 
-    TAILQ_FOREACH (kv, h, next) {
-        bool ce = strncasecmp(kv->key, "ce-", 3) == 0;
-        if (!ce && strcasecmp(kv->key, "Content-Type") != 0)
+    for (size_t i = 0; i < nh; i++) {
+        const struct http_header *kv = &h[i];
+        bool ce = strncasecmp(kv->name, "ce-", 3) == 0;
+        if (!ce && strcasecmp(kv->name, "Content-Type") != 0)
             continue;
+        if (ce && kv->value_len > rq->d->conf->max_ce_header_bytes) {
+            snprintf(err, errlen,
+                     "header %s has %zu bytes; the limit "
+                     "(max_ce_header_bytes) is %llu",
+                     kv->name, kv->value_len,
+                     (unsigned long long)rq->d->conf->max_ce_header_bytes);
+            *status = 431;
+            goto out;
+        }
         if (n == sizeof names / sizeof names[0]) {
             snprintf(err, errlen, "too many ce-* headers");
             goto out;
         }
         /* ce-content-type stays unstripped: it fails the name rule
          * (events.h) rather than pass for Content-Type. */
-        const char *from = ce && strcasecmp(kv->key, "ce-content-type") != 0
-                               ? kv->key + 3
-                               : kv->key;
+        const char *from = ce && strcasecmp(kv->name, "ce-content-type") != 0
+                               ? kv->name + 3
+                               : kv->name;
         char *name = strdup(from);
         if (name == NULL) {
             snprintf(err, errlen, "out of memory");
@@ -211,8 +222,7 @@ api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    evhttp_add_header(evhttp_request_get_output_headers(rq->req), "Retry-After",
-                      "1");
+    api_reply_header(rq, "Retry-After", "1");
     api_error_extra(rq, 503, code, extra, "%s", msg);
 }
 
@@ -281,7 +291,7 @@ publish(struct api_req *rq, const char *topic)
     const char *ct = api_header(rq, "Content-Type");
     struct events_batch batch;
     char err[512];
-    int rc;
+    int rc, status = 400;
 
     if (flow_topic_reserved(topic)) {
         api_error(rq, 400, "invalid_argument",
@@ -305,6 +315,15 @@ publish(struct api_req *rq, const char *topic)
                       "a batch is a JSON array of CloudEvents");
             return;
         }
+        if (json_array_size(body) > rq->d->conf->max_batch_events) {
+            size_t n = json_array_size(body);
+            json_decref(body);
+            api_error(rq, 413, "payload_too_large",
+                      "the batch has %zu events; the limit "
+                      "(max_batch_events) is %u",
+                      n, rq->d->conf->max_batch_events);
+            return;
+        }
         rc = events_batch_from_json(body, &batch, err, sizeof err);
         json_decref(body);
     } else if (content_type_is(ct, "application/cloudevents+json")) {
@@ -321,10 +340,12 @@ publish(struct api_req *rq, const char *topic)
             memmove(err, p, strlen(p) + 1);
         }
     } else {
-        rc = binary_event(rq, &batch, err, sizeof err);
+        rc = binary_event(rq, &batch, &status, err, sizeof err);
     }
     if (rc != 0) {
-        api_error(rq, 400, "invalid_argument", "%s", err);
+        api_error(rq, status,
+                  status == 431 ? "headers_too_large" : "invalid_argument",
+                  "%s", err);
         events_batch_free(&batch);
         return;
     }

@@ -2,16 +2,25 @@
  * router.c — the admin API's listeners, the gate every request passes and
  * the route table (api.h).
  *
- * Two listeners share one evhttp: the control socket (unix; trusted by its
- * file mode and group, each peer's uid/gid/pid logged) and, when `listen`
- * is set, TCP, where every request must carry `Authorization: Bearer
- * <token>` with the token of `token_file` (compared in constant time).
+ * Two listeners share one HTTP server (http_server.h): the control socket
+ * (unix; trusted by its file mode and group, each peer's uid/gid/pid
+ * logged) and, when `listen` is set, TCP, where every request must carry
+ * `Authorization: Bearer <token>` with the token of `token_file` (compared
+ * in constant time).  Each listener has its own cap on connections
+ * (control_socket_max_connections, http_max_connections), so a flood of
+ * the TCP port leaves the control socket reachable; the server answers
+ * what it refuses itself (limits, deadlines, bad HTTP) with the API's JSON
+ * error object.
  *
- * The gate, in this order: a known path, the token on TCP (but for the
- * public paths of gate_public_path()), the body size, no mutation while
- * the daemon stops.  Bodies: evhttp refuses bodies over
- * twice max_body_bytes on its own (413 with its own page); up to that,
- * requests over max_body_bytes get the JSON `payload_too_large` error here.
+ * Descriptors: at start the soft RLIMIT_NOFILE is raised to the hard
+ * limit, fd_reserve descriptors are kept for hosts, the store and the
+ * journal, and the caps are lowered, if they must, so that the control
+ * socket's and the TCP listener's connections fit in what is left.
+ *
+ * The gate, in this order: a known path, the token on TCP (gate_admits();
+ * gate_public_path() names what TCP serves without it),
+ * no mutation while the daemon stops.  Bodies over max_body_bytes never
+ * reach it: the server refuses them (413) before reading them.
  *
  * Routes are a table matched in order on the first two path segments and
  * the number of segments; each route file then dispatches on the rest.
@@ -21,32 +30,36 @@
 #include "master/api/api.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
-#include <event2/http.h>
-
 #include "lib/errbuf.h"
+#include "master/api/http_server.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
 
 #define TOKEN_MAX 512
 
+/* The kernel's queue of connections not yet accepted, per listener. */
+#define LISTEN_BACKLOG 128
+
 struct api {
     struct daemon *d;
-    struct evhttp *http;
-    struct evhttp_bound_socket *unix_sock;
-    struct evhttp_bound_socket *tcp_sock;
+    struct http_server *http;
+    struct http_listener *unix_sock;
+    struct http_listener *tcp_sock;
+    unsigned unix_cap; /* connections, after the descriptor plan */
+    unsigned tcp_cap;
     char *unix_path;
     char token[TOKEN_MAX];
     size_t token_len;
@@ -55,20 +68,6 @@ struct api {
 };
 
 /* ---- the gate and the routes ----------------------------------------- */
-
-static bool
-from_tcp(struct evhttp_request *req)
-{
-    struct evhttp_connection *c = evhttp_request_get_connection(req);
-    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int fd = bev ? (int)bufferevent_getfd(bev) : -1;
-
-    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
-        return true; /* unknown: demand the token */
-    return ss.ss_family != AF_UNIX;
-}
 
 /* Constant-time comparison of the presented bearer token with token. */
 static bool
@@ -171,31 +170,31 @@ gate_public_path(const struct api *api, const struct api_req *rq,
            bearer_is(api->metrics_token, api->metrics_token_len, auth);
 }
 
+/* Whether rq may pass: on TCP only with the bearer token (else answered
+ * 401 here).  The one place that says who needs a token. */
+static bool
+gate_admits(struct api *api, struct api_req *rq)
+{
+    const char *auth = api_header(rq, "Authorization");
+    if (!rq->hreq->peer->tcp || gate_public_path(api, rq, auth) ||
+        token_ok(api, auth))
+        return true;
+    api_reply_header(rq, "WWW-Authenticate", "Bearer");
+    api_error(rq, 401, "unauthorized",
+              "a valid bearer token is required on TCP");
+    return false;
+}
+
 static void
-on_request(struct evhttp_request *req, void *arg)
+on_request(struct http_request *req, void *arg)
 {
     struct api *api = arg;
     struct api_req *rq = api_req_new(api, api->d, req);
 
     if (rq == NULL)
         return; /* answered */
-    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
-                                          "Authorization");
-    if (from_tcp(req) && !gate_public_path(api, rq, auth) &&
-        !token_ok(api, auth)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "WWW-Authenticate", "Bearer");
-        api_error(rq, 401, "unauthorized",
-                  "a valid bearer token is required on TCP");
+    if (!gate_admits(api, rq))
         return;
-    }
-    size_t len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
-    if (len > rq->d->conf->max_body_bytes) {
-        api_error(rq, 413, "payload_too_large",
-                  "the body has %zu bytes; the limit (max_body_bytes) is %zu",
-                  len, (size_t)rq->d->conf->max_body_bytes);
-        return;
-    }
     if (rq->d->stopping && rq->mutation) {
         api_error(rq, 503, "recovering", "the daemon is shutting down");
         return;
@@ -249,7 +248,7 @@ bind_unix(struct api *api, char *err, size_t errlen)
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        listen(fd, 128) != 0) {
+        listen(fd, LISTEN_BACKLOG) != 0) {
         snprintf(err, errlen, "control_socket %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -275,10 +274,11 @@ bind_unix(struct api *api, char *err, size_t errlen)
             return -1;
         }
     }
-    api->unix_sock = evhttp_accept_socket_with_handle(api->http, fd);
+    char name[128];
+    snprintf(name, sizeof name, "control socket %s", path);
+    api->unix_sock = http_listener_new(api->http, fd, name, api->unix_cap, 0);
     if (api->unix_sock == NULL) {
-        snprintf(err, errlen, "control_socket %s: cannot accept", path);
-        close(fd);
+        snprintf(err, errlen, "control_socket %s: out of memory", path);
         return -1;
     }
     api->unix_path = strdup(path);
@@ -313,6 +313,46 @@ read_token(const char *key, const char *file, char *token, size_t *len,
     return 0;
 }
 
+/* A listening TCP socket on host:port (the first address that binds);
+ * -1 with errno. */
+static int
+tcp_socket(const char *host, const char *port)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC,
+        .ai_socktype = SOCK_STREAM,
+        .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+    };
+    struct addrinfo *res, *ai;
+    int fd = -1, e = EADDRNOTAVAIL;
+
+    if (getaddrinfo(*host ? host : NULL, port, &hints, &res) != 0) {
+        errno = EADDRNOTAVAIL;
+        return -1;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        int one = 1;
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+            bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, LISTEN_BACKLOG) == 0)
+            break;
+        e = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        errno = e;
+    return fd;
+}
+
 static int
 bind_tcp(struct api *api, char *err, size_t errlen)
 {
@@ -343,41 +383,111 @@ bind_tcp(struct api *api, char *err, size_t errlen)
          read_token("metrics_token_file", c->metrics_token_file,
                     api->metrics_token, &api->metrics_token_len, err, errlen)))
         return -1;
-    api->tcp_sock =
-        evhttp_bind_socket_with_handle(api->http, host, (ev_uint16_t)port);
-    if (api->tcp_sock == NULL) {
+    int fd = tcp_socket(host, colon + 1);
+    if (fd < 0) {
         return errbuf_set(err, errlen, "listen %s: cannot bind: %s", listen_on,
                           strerror(errno));
     }
+    char name[300];
+    snprintf(name, sizeof name, "tcp %s", listen_on);
+    api->tcp_sock =
+        http_listener_new(api->http, fd, name, api->tcp_cap,
+                          api->d->conf->http_max_connections_per_peer);
+    if (api->tcp_sock == NULL)
+        return errbuf_set(err, errlen, "listen %s: out of memory", listen_on);
     log_info("api: listening on tcp %s (bearer token required)", listen_on);
     return 0;
+}
+
+/* The descriptor plan (see the file comment): raises the soft nofile
+ * limit, then fits the caps of both listeners under it, fd_reserve
+ * aside. */
+static void
+plan_descriptors(struct api *api)
+{
+    const struct conf *c = api->d->conf;
+    struct rlimit rl;
+    unsigned long was = 0, nofile = 0;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        was = (unsigned long)rl.rlim_cur;
+        if (rl.rlim_cur < rl.rlim_max) {
+            rlim_t cur = rl.rlim_cur;
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+                log_warning("api: cannot raise the nofile limit from %lu to "
+                            "%lu: %s",
+                            was, (unsigned long)rl.rlim_max, strerror(errno));
+                rl.rlim_cur = cur;
+            }
+        }
+        nofile = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1u << 30
+                     ? 1u << 30
+                     : (unsigned long)rl.rlim_cur;
+    }
+    bool tcp = c->listen && *c->listen;
+    api->unix_cap = c->control_socket_max_connections;
+    api->tcp_cap = tcp ? c->http_max_connections : 0;
+    if (nofile == 0)
+        return;
+    /* In use now: the kernel hands out the lowest free descriptor. */
+    int probe = fcntl(0, F_DUPFD_CLOEXEC, 0);
+    unsigned long used = probe >= 0 ? (unsigned long)probe : 64;
+    if (probe >= 0)
+        close(probe);
+    unsigned long reserve = c->fd_reserve;
+    unsigned long budget =
+        nofile > used + reserve + 2 ? nofile - used - reserve : 2;
+    if ((unsigned long)api->unix_cap + api->tcp_cap > budget) {
+        unsigned long ux = tcp ? budget / 4 : budget - 1;
+        if (ux < 1)
+            ux = 1;
+        if (ux < api->unix_cap)
+            api->unix_cap = (unsigned)ux;
+        if (tcp)
+            api->tcp_cap = (unsigned)(budget - api->unix_cap);
+        log_warning("api: %lu descriptors (nofile) with %lu in use and %lu "
+                    "kept (fd_reserve) leave room for %u connections on the "
+                    "control socket and %u on tcp; raise the hard nofile "
+                    "limit (LimitNOFILE=) for more",
+                    nofile, used, reserve, api->unix_cap, api->tcp_cap);
+    }
+    http_server_set_fd_reserve(api->http, (unsigned)nofile, (unsigned)reserve);
+    log_info("api: descriptors: nofile %lu (was %lu), %lu kept for hosts, "
+             "the store and the journal; at most %u connections on the "
+             "control socket, %u on tcp",
+             nofile, was, reserve, api->unix_cap, api->tcp_cap);
 }
 
 struct api *
 api_new(struct daemon *d, char *err, size_t errlen)
 {
+    const struct conf *c = d->conf;
     struct api *api = calloc(1, sizeof *api);
     if (api == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     api->d = d;
-    api->http = evhttp_new(d->base);
+    struct http_limits lim = {
+        .max_header_bytes = (size_t)c->http_max_header_bytes,
+        .max_headers = c->http_max_headers,
+        .max_url_bytes = (size_t)c->http_max_url_bytes,
+        .max_body_bytes = c->max_body_bytes,
+        .header_timeout_ms = (unsigned)c->http_header_timeout_ms,
+        .body_timeout_ms = (unsigned)c->http_body_timeout_ms,
+        .idle_timeout_ms = (unsigned)c->http_idle_timeout_ms,
+        .write_timeout_ms = (unsigned)c->http_write_timeout_ms,
+    };
+    api->http = http_server_new(d->base, &lim, on_request, api);
     if (api->http == NULL) {
         snprintf(err, errlen, "cannot create the HTTP server");
         free(api);
         return NULL;
     }
-    evhttp_set_allowed_methods(
-        api->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                       EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
-    /* Twice the limit, so that most oversized bodies still get the JSON
-     * error (see the file comment). */
-    evhttp_set_max_body_size(api->http,
-                             (ev_ssize_t)d->conf->max_body_bytes * 2);
-    evhttp_set_gencb(api->http, on_request, api);
+    plan_descriptors(api);
     if (bind_unix(api, err, errlen) ||
-        (d->conf->listen && *d->conf->listen && bind_tcp(api, err, errlen))) {
+        (c->listen && *c->listen && bind_tcp(api, err, errlen))) {
         api_free(api);
         return NULL;
     }
@@ -389,14 +499,10 @@ api_stop_listening(struct api *api)
 {
     /* Followers of topics get the end of their stream. */
     api_topics_close_streams();
-    if (api->unix_sock) {
-        evhttp_del_accept_socket(api->http, api->unix_sock);
-        api->unix_sock = NULL;
-    }
-    if (api->tcp_sock) {
-        evhttp_del_accept_socket(api->http, api->tcp_sock);
-        api->tcp_sock = NULL;
-    }
+    http_listener_free(api->unix_sock);
+    api->unix_sock = NULL;
+    http_listener_free(api->tcp_sock);
+    api->tcp_sock = NULL;
 }
 
 void
@@ -405,7 +511,7 @@ api_free(struct api *api)
     if (api == NULL)
         return;
     api_stop_listening(api);
-    evhttp_free(api->http);
+    http_server_free(api->http);
     if (api->unix_path) {
         unlink(api->unix_path);
         free(api->unix_path);

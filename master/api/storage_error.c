@@ -16,8 +16,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include <event2/http.h>
-
 #include "master/api/api.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
@@ -34,8 +32,7 @@ api_error_storage(struct api_req *rq, int err, json_t *extra, const char *fmt,
     (void)vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (!full)
-        evhttp_add_header(evhttp_request_get_output_headers(rq->req),
-                          "Retry-After", "1");
+        api_reply_header(rq, "Retry-After", "1");
     api_error_extra(
         rq, full ? 507 : 503,
         full ? "insufficient_storage" : "storage_unavailable", extra,

@@ -49,8 +49,10 @@
  * deliveries resume.
  *
  * Deliveries.  Up to max_inflight deliveries of a subscription are out at
- * once; each is settled exactly once by broker_ack() (done) or
- * broker_nack() (deliver again after a delay, counting one more delivery).
+ * once; each is settled exactly once by broker_ack() (done),
+ * broker_nack() (deliver again after a delay, counting one more delivery)
+ * or broker_release() (deliver again, the same delivery: it did not reach
+ * the worker).
  * Dead-lettering is the message flow (flow.c)'s: it publishes the dead letter,
  * then acks.
  *
@@ -179,6 +181,11 @@ void broker_unsubscribe(struct broker_sub *s, bool keep);
 void broker_ack(struct broker_delivery *d);
 /* Delivers again after delay_ms with count + 1. */
 void broker_nack(struct broker_delivery *d, uint32_t delay_ms);
+/* Delivers again after delay_ms with the same count: the delivery never
+ * reached its worker's code (it waited in the master while the worker
+ * failed or stopped, or its host died for a cause not the worker's), so
+ * it is not counted, nor journaled. */
+void broker_release(struct broker_delivery *d, uint32_t delay_ms);
 
 /* Recovery is over: backlogs of durable names that did not subscribe again
  * (their worker is gone) are dropped, counted in the log. */

@@ -549,8 +549,10 @@ on_redeliver(evutil_socket_t fd, short what, void *arg)
         sub_kick(ds->active);
 }
 
-void
-broker_nack(struct broker_delivery *pub, uint32_t delay_ms)
+/* d again after delay_ms, as its next delivery (counted: its count grows
+ * and is journaled) or as the same one (an attempt that did not count). */
+static void
+redeliver(struct broker_delivery *pub, uint32_t delay_ms, bool counted)
 {
     struct dl *d = (struct dl *)pub;
     struct broker *b = d->b;
@@ -558,15 +560,18 @@ broker_nack(struct broker_delivery *pub, uint32_t delay_ms)
 
     if (d->where != DL_OUT && d->where != DL_ORPHAN)
         return;
-    b->st.nacked++;
+    if (counted)
+        b->st.nacked++;
     if (d->where == DL_ORPHAN) {
         /* Its subscription was deleted meanwhile. */
         dl_settle(b, d);
         return;
     }
     ds->nout--;
-    d->pub.count++;
-    journal_dl(b, d, false);
+    if (counted) {
+        d->pub.count++;
+        journal_dl(b, d, false);
+    }
     d->timer = evtimer_new(b->base, on_redeliver, d);
     struct timeval tv = { delay_ms / 1000, (delay_ms % 1000) * 1000 };
     if (d->timer == NULL || evtimer_add(d->timer, &tv) < 0) {
@@ -582,6 +587,18 @@ broker_nack(struct broker_delivery *pub, uint32_t delay_ms)
     }
     if (ds->active)
         sub_kick(ds->active);
+}
+
+void
+broker_nack(struct broker_delivery *d, uint32_t delay_ms)
+{
+    redeliver(d, delay_ms, true);
+}
+
+void
+broker_release(struct broker_delivery *d, uint32_t delay_ms)
+{
+    redeliver(d, delay_ms, false);
 }
 
 /* ---- publishing ------------------------------------------------------- */

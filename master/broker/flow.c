@@ -264,12 +264,20 @@ static void on_overflow_solo(struct broker_sub *s, const uint8_t *event,
 static void on_overflow_group(struct broker_sub *s, const uint8_t *event,
                               size_t len, void *arg);
 
+/* Whether w takes events now: running, and not failed (a crash loop, a
+ * load or an engine that failed: its events wait for a start). */
+static bool
+takes_events(const struct worker *w)
+{
+    return w->status == WORKER_RUNNING && w->state != WORKER_STATE_FAILED;
+}
+
 static enum broker_sub_mode
 mode_of(const struct worker *w)
 {
-    return w->status == WORKER_RUNNING     ? BROKER_SUB_ACTIVE
-           : w->status == WORKER_SUSPENDED ? BROKER_SUB_PAUSED
-                                           : BROKER_SUB_CLOSED;
+    return takes_events(w)               ? BROKER_SUB_ACTIVE
+           : w->status != WORKER_STOPPED ? BROKER_SUB_PAUSED
+                                         : BROKER_SUB_CLOSED;
 }
 
 /* Deliveries out at once for a worker: more than its concurrency, so that
@@ -579,8 +587,9 @@ job_finish(struct job *j)
                         outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms,
                                          d->count));
             break;
-        case OUTCOME_REQUEUE:
-            broker_nack(d, 0);
+        case OUTCOME_REQUEUE: /* not tried: the same delivery, later */
+            broker_release(
+                d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, 1));
             break;
         }
     }
@@ -732,7 +741,8 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
 
 static void
 on_processed(struct worker *w, const struct ipc_result *r,
-             const char *error_type, const char *message, void *arg)
+             const char *error_type, const char *message, bool delivered,
+             void *arg)
 {
     struct job *j = arg;
     struct flow *dp = j->dp;
@@ -754,6 +764,16 @@ on_processed(struct worker *w, const struct ipc_result *r,
         snprintf(msgbuf, sizeof msgbuf, "%.*s", (int)e->message.len,
                  e->message.ptr ? e->message.ptr : "");
         message = msgbuf;
+    }
+    if (j->icb == NULL && error_type && !delivered &&
+        !outcome_is_worker_error(error_type)) {
+        /* It never reached the worker's code (supervise_event_cb): its
+         * worker failed or stopped, or its host died for a cause not the
+         * worker's.  Not a delivery: it waits, uncounted (its worker's
+         * subscription is paused while the worker is failed). */
+        j->action = OUTCOME_REQUEUE;
+        job_finish(j);
+        return;
     }
     w->counters.processed++;
     if (error_type)
@@ -905,7 +925,7 @@ group_pick(struct group *g)
 {
     for (size_t k = 0; k < g->n; k++) {
         struct binding *bd = g->members[(g->next + k) % g->n];
-        if (bd->w->status == WORKER_RUNNING) {
+        if (takes_events(bd->w)) {
             g->next = (g->next + k + 1) % g->n;
             return bd;
         }
@@ -913,13 +933,14 @@ group_pick(struct group *g)
     return NULL;
 }
 
-/* A delivery that cannot start: back to the queue, later. */
+/* A delivery that cannot start: back to the queue, later, uncounted (it
+ * did not reach a worker). */
 static void
 delivery_refuse(struct flow *dp, struct broker_delivery *d, const char *why)
 {
     log_warning("flow: an event of %s/%s cannot start: %s", d->tenant, d->topic,
                 why);
-    broker_nack(
+    broker_release(
         d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, d->count));
 }
 

@@ -8,7 +8,9 @@
  * topic (named "group:<group>"), whose deliveries go to one running member
  * at a time, round robin, under the group lock.  The subscription follows
  * the worker's desired status: running delivers, suspended queues, stopped
- * keeps its backlog and queues nothing new.
+ * keeps its backlog and queues nothing new; a running worker whose state is
+ * failed (a crash loop, a failed load) queues as a suspended one does,
+ * until a start resets it (its events wait, DESIGN §6, §7).
  *
  * A delivery is stamped with the worker's config, processed on its host,
  * then settled by outcome.h's rules: outputs published (to the input's
@@ -18,7 +20,11 @@
  * a transient failure nacked with a growing delay, then dead-lettered to
  * <topic>-dead with deadletterreason and deliverycount.  An event is
  * acknowledged only once its outputs (or its dead letter) are stored: one
- * the broker refuses makes it a transient failure, output_refused.
+ * the broker refuses makes it a transient failure, output_refused.  Only
+ * an attempt that reached the worker's host counts as a delivery
+ * (supervise_event_cb): one that failed while queued in the master, or
+ * whose host died for a cause not the worker's, goes back uncounted
+ * (broker_release()).
  *
  * Trust: an event is verified once, where it comes into the process, and
  * decoded afterwards with ipc_cloudevent_decode_trusted(), never verified
@@ -61,7 +67,7 @@ void flow_free(struct flow *dp);
 /* Binds w to its subscription, in the mode of its status.  Returns 0, or
  * -1 with a message. */
 int flow_attach(struct flow *dp, struct worker *w, char *err, size_t errlen);
-/* w's status changed. */
+/* w's status changed, or its state went to or from failed. */
 void flow_status(struct flow *dp, struct worker *w);
 /* w is being deleted: its backlog is dropped (a group's stays while the
  * group has members), its events in flight end. */

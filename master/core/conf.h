@@ -182,6 +182,19 @@ struct conf {
     /* Limits. */
     uint64_t max_body_bytes;
     uint64_t max_frame_bytes;
+    uint64_t http_max_header_bytes;
+    unsigned http_max_headers;
+    uint64_t http_max_url_bytes;
+    uint64_t max_ce_header_bytes;
+    unsigned max_batch_events;
+    uint64_t http_header_timeout_ms;
+    uint64_t http_body_timeout_ms;
+    uint64_t http_idle_timeout_ms;
+    uint64_t http_write_timeout_ms;
+    unsigned http_max_connections;
+    unsigned http_max_connections_per_peer;
+    unsigned control_socket_max_connections;
+    unsigned fd_reserve;
 
     /* Code and engines' policies. */
     struct conf_list allowed_code_source_hosts;

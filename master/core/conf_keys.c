@@ -79,6 +79,19 @@
  * | `retry_on_error` | bool | `false` | `WM_RETRY_ON_ERROR` | Redeliver events whose worker reported an error, like a transient failure, instead of acknowledging them. |
  * | `max_body_bytes` | size (bytes), 1024–1073741824 | `32MiB` | `WM_MAX_BODY_BYTES` | Largest admin API request body (code travels base64 in it). |
  * | `max_frame_bytes` | size (bytes), 4096–1073741824 | `16MiB` | `WM_MAX_FRAME_BYTES` | Largest frame between the master and a host, size prefix included. |
+ * | `http_max_header_bytes` | size (bytes), 1024–1048576 | `64KiB` | `WM_HTTP_MAX_HEADER_BYTES` | Largest request head (request line and headers) of the admin API; a larger one is answered 431 headers_too_large. |
+ * | `http_max_headers` | integer, 1–10000 | `100` | `WM_HTTP_MAX_HEADERS` | Most headers one admin API request may have; more are answered 431 headers_too_large. |
+ * | `http_max_url_bytes` | size (bytes), 256–1048576 | `8KiB` | `WM_HTTP_MAX_URL_BYTES` | Longest request target (path and query) of the admin API; a longer one is answered 414 uri_too_long. |
+ * | `max_ce_header_bytes` | size (bytes), 64–1048576 | `4KiB` | `WM_MAX_CE_HEADER_BYTES` | Largest value of one ce-* header of a binary-mode event; a larger one is answered 431 headers_too_large naming the header (all of them together are bounded by http_max_header_bytes). |
+ * | `max_batch_events` | integer, 1–1000000 | `10000` | `WM_MAX_BATCH_EVENTS` | Most events one batched publish may carry; more are answered 413 payload_too_large. |
+ * | `http_header_timeout_ms` | duration (ms), 100–600000 | `10000` | `WM_HTTP_HEADER_TIMEOUT_MS` | Time from the first byte of an admin API request to its last header, not restarted by each byte; past it 408 request_timeout and the connection closes. |
+ * | `http_body_timeout_ms` | duration (ms), 100–600000 | `30000` | `WM_HTTP_BODY_TIMEOUT_MS` | Time a request body may go without a byte arriving; past it 408 request_timeout and the connection closes. |
+ * | `http_idle_timeout_ms` | duration (ms), 100–86400000 | `60000` | `WM_HTTP_IDLE_TIMEOUT_MS` | Time a kept-alive admin API connection may wait for its next request before it is closed (event streams are exempt). |
+ * | `http_write_timeout_ms` | duration (ms), 100–600000 | `30000` | `WM_HTTP_WRITE_TIMEOUT_MS` | Time a client may leave its answer (or its event stream) unread, with the socket full, before the connection is dropped. |
+ * | `http_max_connections` | integer, 1–1000000 | `1024` | `WM_HTTP_MAX_CONNECTIONS` | Most connections open at once on the TCP listener; further clients wait in the kernel's backlog until one closes (lowered at start-up to what the descriptor limit allows). |
+ * | `http_max_connections_per_peer` | integer, 0–1000000 | `256` | `WM_HTTP_MAX_CONNECTIONS_PER_PEER` | Most connections open at once from one address on the TCP listener; the next is answered 429 too_many_connections and closed; 0 = no limit. |
+ * | `control_socket_max_connections` | integer, 1–1000000 | `256` | `WM_CONTROL_SOCKET_MAX_CONNECTIONS` | Most connections open at once on the control socket, apart from the TCP listener's so that a flood of TCP clients never locks the operator out. |
+ * | `fd_reserve` | integer, 16–1000000 | `256` | `WM_FD_RESERVE` | Descriptors kept for hosts, the store and the journal: connections are refused before fewer than this many are left (the soft nofile limit is raised to the hard one at start-up). |
  * | `allowed_code_source_hosts` | list | empty | `WM_ALLOWED_CODE_SOURCE_HOSTS`, `ALLOWED_CODE_SOURCE_HOSTS` | Hosts that code URLs may name; empty allows every host. |
  * | `code_source_allow_http` | bool | `false` | `WM_CODE_SOURCE_ALLOW_HTTP` | Let code URLs use http as well as https (no integrity or secrecy in transit: give code.sha256). |
  * | `code_source_allowed_networks` | list | empty | `WM_CODE_SOURCE_ALLOWED_NETWORKS` | Networks (CIDR, or single addresses) that code URLs may reach although they are private, loopback, link-local, CGNAT, unique-local or otherwise not public. |
@@ -679,6 +692,159 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(max_frame_bytes, uint64_t),
         .min = 4096,
         .max = ONE_GIB,
+    },
+    {
+        .name = "http_max_header_bytes",
+        .type = CONF_SIZE,
+        .def = "64KiB",
+        .env = "WM_HTTP_MAX_HEADER_BYTES",
+        .doc = "Largest request head (request line and headers) of the "
+               "admin API; a larger one is answered 431 headers_too_large.",
+        .offset = AT(http_max_header_bytes, uint64_t),
+        .min = 1024,
+        .max = 1048576,
+    },
+    {
+        .name = "http_max_headers",
+        .type = CONF_UINT,
+        .def = "100",
+        .env = "WM_HTTP_MAX_HEADERS",
+        .doc = "Most headers one admin API request may have; more are "
+               "answered 431 headers_too_large.",
+        .offset = AT(http_max_headers, unsigned),
+        .min = 1,
+        .max = 10000,
+    },
+    {
+        .name = "http_max_url_bytes",
+        .type = CONF_SIZE,
+        .def = "8KiB",
+        .env = "WM_HTTP_MAX_URL_BYTES",
+        .doc = "Longest request target (path and query) of the admin API; "
+               "a longer one is answered 414 uri_too_long.",
+        .offset = AT(http_max_url_bytes, uint64_t),
+        .min = 256,
+        .max = 1048576,
+    },
+    {
+        .name = "max_ce_header_bytes",
+        .type = CONF_SIZE,
+        .def = "4KiB",
+        .env = "WM_MAX_CE_HEADER_BYTES",
+        .doc = "Largest value of one ce-* header of a binary-mode event; a "
+               "larger one is answered 431 headers_too_large naming the "
+               "header (all of them together are bounded by "
+               "http_max_header_bytes).",
+        .offset = AT(max_ce_header_bytes, uint64_t),
+        .min = 64,
+        .max = 1048576,
+    },
+    {
+        .name = "max_batch_events",
+        .type = CONF_UINT,
+        .def = "10000",
+        .env = "WM_MAX_BATCH_EVENTS",
+        .doc = "Most events one batched publish may carry; more are "
+               "answered 413 payload_too_large.",
+        .offset = AT(max_batch_events, unsigned),
+        .min = 1,
+        .max = 1000000,
+    },
+    {
+        .name = "http_header_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "10000",
+        .env = "WM_HTTP_HEADER_TIMEOUT_MS",
+        .doc = "Time from the first byte of an admin API request to its "
+               "last header, not restarted by each byte; past it 408 "
+               "request_timeout and the connection closes.",
+        .offset = AT(http_header_timeout_ms, uint64_t),
+        .min = 100,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "http_body_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "30000",
+        .env = "WM_HTTP_BODY_TIMEOUT_MS",
+        .doc = "Time a request body may go without a byte arriving; past "
+               "it 408 request_timeout and the connection closes.",
+        .offset = AT(http_body_timeout_ms, uint64_t),
+        .min = 100,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "http_idle_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "60000",
+        .env = "WM_HTTP_IDLE_TIMEOUT_MS",
+        .doc = "Time a kept-alive admin API connection may wait for its "
+               "next request before it is closed (event streams are "
+               "exempt).",
+        .offset = AT(http_idle_timeout_ms, uint64_t),
+        .min = 100,
+        .max = ONE_DAY_MS,
+    },
+    {
+        .name = "http_write_timeout_ms",
+        .type = CONF_DURATION_MS,
+        .def = "30000",
+        .env = "WM_HTTP_WRITE_TIMEOUT_MS",
+        .doc = "Time a client may leave its answer (or its event stream) "
+               "unread, with the socket full, before the connection is "
+               "dropped.",
+        .offset = AT(http_write_timeout_ms, uint64_t),
+        .min = 100,
+        .max = TEN_MIN_MS,
+    },
+    {
+        .name = "http_max_connections",
+        .type = CONF_UINT,
+        .def = "1024",
+        .env = "WM_HTTP_MAX_CONNECTIONS",
+        .doc = "Most connections open at once on the TCP listener; further "
+               "clients wait in the kernel's backlog until one closes "
+               "(lowered at start-up to what the descriptor limit allows).",
+        .offset = AT(http_max_connections, unsigned),
+        .min = 1,
+        .max = 1000000,
+    },
+    {
+        .name = "http_max_connections_per_peer",
+        .type = CONF_UINT,
+        .def = "256",
+        .env = "WM_HTTP_MAX_CONNECTIONS_PER_PEER",
+        .doc = "Most connections open at once from one address on the TCP "
+               "listener; the next is answered 429 too_many_connections "
+               "and closed; 0 = no limit.",
+        .offset = AT(http_max_connections_per_peer, unsigned),
+        .min = 0,
+        .max = 1000000,
+    },
+    {
+        .name = "control_socket_max_connections",
+        .type = CONF_UINT,
+        .def = "256",
+        .env = "WM_CONTROL_SOCKET_MAX_CONNECTIONS",
+        .doc = "Most connections open at once on the control socket, apart "
+               "from the TCP listener's so that a flood of TCP clients "
+               "never locks the operator out.",
+        .offset = AT(control_socket_max_connections, unsigned),
+        .min = 1,
+        .max = 1000000,
+    },
+    {
+        .name = "fd_reserve",
+        .type = CONF_UINT,
+        .def = "256",
+        .env = "WM_FD_RESERVE",
+        .doc = "Descriptors kept for hosts, the store and the journal: "
+               "connections are refused before fewer than this many are "
+               "left (the soft nofile limit is raised to the hard one at "
+               "start-up).",
+        .offset = AT(fd_reserve, unsigned),
+        .min = 16,
+        .max = 1000000,
     },
 
     /* Code and engines' policies. */

@@ -95,6 +95,10 @@ on_state(struct worker *w, enum worker_state old, void *arg)
                unasked) {
         lifecycle_emit_exit(d, w);
     }
+    /* A failed worker's events wait for its start (flow.h). */
+    if ((w->state == WORKER_STATE_FAILED) != (old == WORKER_STATE_FAILED) &&
+        d->flow)
+        flow_status(d->flow, w);
 }
 
 /* An in-process call past its deadline: the worker.error a host's death

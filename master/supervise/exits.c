@@ -28,6 +28,14 @@
  * running, or failed once crash_loop_max restarts happened within
  * crash_loop_window_s (no more restarts until a load or an apply of
  * "running" resets it).
+ *
+ * A death that is not the worker's fault (p->blameless) is not charged:
+ * a host killed with its zygote (the launcher's death report says so), a
+ * host of a launcher that died, a pool host that died killed before it
+ * answered its first Load (died_in_pool()).  Its events go back to the
+ * queue uncounted, its Load waiters wait for the next host, the crash-loop
+ * window and last_exit are left alone, and the pump starts another host
+ * at once (host_after_blameless()).  The log line says so.
  */
 #include "config.h"
 
@@ -187,6 +195,40 @@ sv_restart_on_backoff(evutil_socket_t fd, short what, void *arg)
     sv_host_release(h);
 }
 
+/* A death not the worker's fault (p->blameless): nothing is charged.  Its
+ * events went back to the queue uncounted; the pump starts a process for
+ * them at once (the launcher starts a new zygote if one is needed), and
+ * the crash-loop window does not count it. */
+static void
+host_after_blameless(struct host *h, bool live)
+{
+    struct supervisor *sv = h->sv;
+    struct worker *w = h->w;
+
+    if (live || h->failed)
+        return; /* its other processes' state, or the failure's */
+    if (w->status == WORKER_SUSPENDED)
+        sv_state_set(sv, w, WORKER_STATE_SUSPENDED);
+    else if (w->status != WORKER_RUNNING || sv->shutting_down)
+        sv_state_set(sv, w, WORKER_STATE_STOPPED);
+    else
+        sv_state_set(sv, w,
+                     evtimer_pending(h->backoff, NULL) ? WORKER_STATE_PENDING
+                                                       : WORKER_STATE_IDLE);
+}
+
+/* Whether p, taken from the warm pool, died killed before it answered
+ * its first Load, by no one of the daemon (not us, not the memory
+ * limit): a pool host that died before it took the worker's code (an
+ * operator's kill -9 while it waited, its zygote's loss).  The worker's
+ * own code can only have been reading its Load then. */
+static bool
+died_in_pool(const struct proc *p)
+{
+    return p->from_pool && !p->loaded && p->kill_reason == NULL && !p->oom &&
+           WIFSIGNALED(p->wstatus) && WTERMSIG(p->wstatus) == SIGKILL;
+}
+
 /* ---- finalizing a process --------------------------------------------- */
 
 void
@@ -201,6 +243,8 @@ sv_proc_finalize(struct proc *p)
     bool killed = p->kill_reason != NULL;
     int nr = strcmp(reason, "seccomp") == 0 ? p->syscall : -1;
 
+    if (p->blameless == NULL && died_in_pool(p))
+        p->blameless = "a pool host, it died before it took the worker's code";
     supervise_wait_describe(p->wstatus, how, sizeof how);
     if (nr >= 0) {
         size_t n = strlen(how);
@@ -216,10 +260,15 @@ sv_proc_finalize(struct proc *p)
                  h && h->w ? h->w->limits.memory_mb : 0);
     else
         snprintf(msg, sizeof msg, "the host ended with %s", how);
-    log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
-              "host pid %d of worker %s exited: %s, reason %s%s%s",
-              sv_proc_pid(p), p->worker_id, how, reason, killed ? ": " : "",
-              killed ? p->kill_msg : "");
+    if (p->blameless)
+        log_warning("host pid %d of worker %s exited: %s, not the worker's "
+                    "fault (%s): not charged to it",
+                    sv_proc_pid(p), p->worker_id, how, p->blameless);
+    else
+        log_write(stop == STOP_NONE || killed ? LOG_WARNING : LOG_INFO,
+                  "host pid %d of worker %s exited: %s, reason %s%s%s",
+                  sv_proc_pid(p), p->worker_id, how, reason, killed ? ": " : "",
+                  killed ? p->kill_msg : "");
     LIST_REMOVE(p, link);
     sv->nprocs--;
     if (h == NULL) {
@@ -253,19 +302,26 @@ sv_proc_finalize(struct proc *p)
     bool live = h->nprocs > 0;
     bool serving = sv_host_serving_other(h, NULL);
     sv_host_update_pid(h);
-    w->last_exit.present = true;
-    snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
-    w->last_exit.signal = sig;
-    w->last_exit.code = code;
-    w->last_exit.syscall = nr;
-    snprintf(w->last_exit.syscall_name, sizeof w->last_exit.syscall_name, "%s",
-             nr >= 0 ? p->syscall_name : "");
-    w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
+    /* (A death not the worker's is not its last exit: the log says it.) */
+    if (p->blameless == NULL) {
+        w->last_exit.present = true;
+        snprintf(w->last_exit.reason, sizeof w->last_exit.reason, "%s", reason);
+        w->last_exit.signal = sig;
+        w->last_exit.code = code;
+        w->last_exit.syscall = nr;
+        snprintf(w->last_exit.syscall_name, sizeof w->last_exit.syscall_name,
+                 "%s", nr >= 0 ? p->syscall_name : "");
+        w->last_exit.at_ms = now_ms(CLOCK_REALTIME);
+    }
 
     sv_host_hold(h);
-    sv_event_fail_inflight(h, p, reason, msg);
-    /* Loads asked for after a requested stop wait for the next host. */
-    if (!h->forgotten && stop == STOP_NONE && !serving)
+    if (p->blameless) /* not tried: for the next host, uncounted */
+        sv_event_requeue_inflight(h, p);
+    else
+        sv_event_fail_inflight(h, p, reason, msg);
+    /* Loads asked for after a requested stop, or whose host died for a
+     * cause not the worker's, wait for the next host. */
+    if (!h->forgotten && stop == STOP_NONE && !serving && !p->blameless)
         sv_host_finish_loads(h, reason, msg);
     if (h->forgotten)
         goto out;
@@ -278,7 +334,7 @@ sv_proc_finalize(struct proc *p)
     case STOP_DAEMON:
         if (killed)
             sv_state_set(sv, w, WORKER_STATE_KILLED);
-        else if (sig || code)
+        else if ((sig || code) && p->blameless == NULL)
             sv_state_set(sv, w, WORKER_STATE_FAILED);
         else
             sv_state_set(sv, w,
@@ -301,7 +357,10 @@ sv_proc_finalize(struct proc *p)
                      h->failed ? WORKER_STATE_FAILED : WORKER_STATE_IDLE);
         break;
     case STOP_NONE:
-        host_after_crash(h, reason, how, live, serving);
+        if (p->blameless)
+            host_after_blameless(h, live);
+        else
+            host_after_crash(h, reason, how, live, serving);
         break;
     }
     if (!h->forgotten && !live)
@@ -330,8 +389,9 @@ proc_exited(struct proc *p, int wstatus)
 }
 
 /* The launcher is gone: its hosts died with it (they die with their
- * parent), and no host can start any more.  Every proc ends as killed;
- * the daemon is told (hooks.launcher_lost). */
+ * parent), and no host can start any more.  Every proc ends, its death
+ * not its worker's fault (its events are not charged); the daemon is told
+ * (hooks.launcher_lost). */
 static void
 launcher_lost(struct supervisor *sv, const char *why)
 {
@@ -347,11 +407,8 @@ launcher_lost(struct supervisor *sv, const char *why)
         next = LIST_NEXT(p, link);
         if (p->exited)
             continue;
-        if (p->kill_reason == NULL) {
-            p->kill_reason = "crash";
-            snprintf(p->kill_msg, sizeof p->kill_msg,
-                     "the launcher that started it %s", why);
-        }
+        if (p->kill_reason == NULL && p->blameless == NULL)
+            p->blameless = "the launcher that started it died";
         proc_exited(p, SIGKILL); /* a wait status: killed by SIGKILL */
     }
     if (sv->hooks.launcher_lost)
@@ -383,6 +440,8 @@ sv_launcher_on_read(evutil_socket_t fd, short what, void *arg)
         if (p == NULL)
             continue; /* cannot happen: the launcher reports its own */
         p->oom = d.oom != 0;
+        if (d.zygote_lost && p->blameless == NULL)
+            p->blameless = "its zygote died";
         p->syscall = d.syscall;
         snprintf(p->syscall_name, sizeof p->syscall_name, "%s", d.syscall_name);
         proc_exited(p, d.wstatus);

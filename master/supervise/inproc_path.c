@@ -271,6 +271,7 @@ ip_deliver(struct host *h)
         sv_event_complete(h, ev, NULL, "worker_error", "out of memory");
         return 0;
     }
+    ev->delivered = true; /* the library has it: this attempt counts */
     TAILQ_INSERT_TAIL(&h->inflight, ev, link);
     h->ninflight++;
     sv_timer_ms(ev->deadline, ev->deadline_ms);

@@ -273,6 +273,7 @@ sv_pool_take(struct host *h)
     sv_timer_del(p->hb_timeout);
     p->hb_outstanding = false;
     p->h = h;
+    p->from_pool = true;
     p->validator = w->in_process;
     snprintf(p->worker_id, sizeof p->worker_id, "%s", w->id);
     TAILQ_INSERT_TAIL(&h->procs, p, hlink);
@@ -319,6 +320,13 @@ sv_pool_lost(struct proc *p, const char *reason, const char *how)
     if (p->stop != STOP_NONE || p->sv->shutting_down ||
         p->sv->launcher_ev == NULL)
         return;
+    if (p->blameless) { /* its zygote died: not a failure of the pool's */
+        log_info("engine %s: pool host pid %d died (%s): another in %llu ms",
+                 pool->e->name, sv_proc_pid(p), p->blameless,
+                 (unsigned long long)p->sv->conf->restart_base_delay_ms);
+        pool_schedule(pool, p->sv->conf->restart_base_delay_ms);
+        return;
+    }
     snprintf(why, sizeof why, "pid %d ended with %s (%s)", sv_proc_pid(p), how,
              reason);
     pool_failed(pool, why);

@@ -129,8 +129,8 @@ sv_proc_shutdown(struct proc *p, enum proc_stop stop, uint64_t grace_ms)
 
     if (p->stop == STOP_NONE || p->stop == STOP_IDLE)
         p->stop = stop;
-    if (p->kill_reason)
-        return; /* dying already; the exit will mean `stop` */
+    if (p->kill_reason || p->exited)
+        return; /* dying or dead already; the exit will mean `stop` */
     /* (A validator whose library runs in the master is not the worker's
      * state.) */
     if (h && stop != STOP_FAILED && !(p->validator && h->ip) &&

@@ -78,7 +78,7 @@ sv_event_complete(struct host *h, struct sv_event *ev,
                   const struct ipc_result *r, const char *type, const char *msg)
 {
     sv_host_hold(h);
-    ev->cb(h->w, r, type, msg, ev->arg);
+    ev->cb(h->w, r, type, msg, ev->delivered, ev->arg);
     event_free_one(ev);
     sv_host_release(h);
 }
@@ -135,7 +135,8 @@ start_waiting(struct host *h, struct proc *p)
 
 /* Puts the events in flight on p that match back at the front of the
  * queue, in their order, for the next host: all of them (its running
- * ones were not at fault), or only those it had not started. */
+ * ones were not at fault), or only those it had not started.  Their
+ * attempt on p does not count (supervise_event_cb). */
 static void
 requeue_inflight(struct host *h, const struct proc *p, bool waiting_only)
 {
@@ -146,8 +147,15 @@ requeue_inflight(struct host *h, const struct proc *p, bool waiting_only)
         if (o->p != p || (waiting_only && !o->waiting))
             continue;
         inflight_remove(h, o);
+        o->delivered = false;
         TAILQ_INSERT_HEAD(&h->queue, o, link);
     }
+}
+
+void
+sv_event_requeue_inflight(struct host *h, struct proc *p)
+{
+    requeue_inflight(h, p, false);
 }
 
 void
@@ -186,7 +194,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
 int
 sv_event_queue(struct host *h, const uint8_t *event, size_t len,
-               uint32_t delivery, supervise_done_cb cb, void *arg)
+               uint32_t delivery, supervise_event_cb cb, void *arg)
 {
     struct sv_event *ev = calloc(1, sizeof *ev);
 
@@ -338,6 +346,7 @@ deliver_one(struct host *h, struct proc *p)
     TAILQ_INSERT_TAIL(&h->inflight, ev, link);
     h->ninflight++;
     ev->p = p;
+    ev->delivered = true; /* in its channel: this attempt counts */
     /* Beyond its max_inflight the host queues it: its deadline starts
      * when it does (start_waiting()). */
     ev->waiting = p->ninflight >= p->max_inflight;

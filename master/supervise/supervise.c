@@ -386,7 +386,7 @@ supervise_load(struct supervisor *sv, struct worker *w, supervise_done_cb cb,
 
 int
 supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
-                  size_t len, supervise_done_cb cb, void *arg)
+                  size_t len, supervise_event_cb cb, void *arg)
 {
     return supervise_process_delivery(sv, w, event, len, 1, cb, arg);
 }
@@ -394,7 +394,7 @@ supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
 int
 supervise_process_delivery(struct supervisor *sv, struct worker *w,
                            const uint8_t *event, size_t len, uint32_t delivery,
-                           supervise_done_cb cb, void *arg)
+                           supervise_event_cb cb, void *arg)
 {
     struct host *h;
 

@@ -20,10 +20,12 @@
  * them, over which its events are spread.  Hosts start lazily (on the first
  * event, or when a create or reload must validate code), are reaped after
  * the worker's idle timeout, and are restarted with exponential backoff
- * after a crash, up to a crash-loop cap.  The supervisor owns struct host
- * and writes the observed fields of struct worker (state, pid: the first
- * host's, restarts, last_exit); it never touches the desired status or the
- * store.
+ * after a crash, up to a crash-loop cap; a death that is not the worker's
+ * fault (with its zygote or the launcher, a pool host's before its Load)
+ * is restarted at once and charges nothing (exits.c).  The supervisor owns
+ * struct host and writes the observed fields of struct worker (state, pid: the
+ * first host's, restarts, last_exit); it never touches the desired status or
+ * the store.
  *
  * The warm pool: for an engine whose descriptor says `warm = N`
  * (engines.h), N hosts are kept started, confined and handshaken with no
@@ -51,6 +53,7 @@
 #ifndef WM_MASTER_SUPERVISE_H
 #define WM_MASTER_SUPERVISE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,6 +107,20 @@ typedef void (*supervise_done_cb)(struct worker *w, const struct ipc_result *r,
                                   const char *error_type, const char *message,
                                   void *arg);
 
+/* Outcome of one event (supervise_process_delivery()): as
+ * supervise_done_cb, and whether this attempt counts as a delivery of the
+ * event.  It counts (delivered true) once the event reached a host: was
+ * written into its channel, or handed to the in-process library.  It does
+ * not when the event failed while still queued in the master (its worker
+ * failed, stopped or was deleted, the daemon stops), nor when it was in a
+ * host that died for a cause that is not the worker's (its zygote or the
+ * launcher died, a timeout of another event of the host): such an event
+ * was not tried, and its delivery count and the worker's crash-loop budget
+ * stay as they were (DESIGN §6, §7). */
+typedef void (*supervise_event_cb)(struct worker *w, const struct ipc_result *r,
+                                   const char *error_type, const char *message,
+                                   bool delivered, void *arg);
+
 /*
  * A supervisor, and its launcher forked now with what decides how hosts
  * are confined (launcher_client.h): the engines' host binaries by name and, for
@@ -133,13 +150,13 @@ int supervise_load(struct supervisor *sv, struct worker *w,
  * within w's deadline.  Returns -1 (cb not called) if w's status does not
  * allow events. */
 int supervise_process(struct supervisor *sv, struct worker *w,
-                      const uint8_t *event, size_t len, supervise_done_cb cb,
+                      const uint8_t *event, size_t len, supervise_event_cb cb,
                       void *arg);
 /* The same, telling the host which delivery of the event this is (1 for
  * the first; Process.delivery). */
 int supervise_process_delivery(struct supervisor *sv, struct worker *w,
                                const uint8_t *event, size_t len,
-                               uint32_t delivery, supervise_done_cb cb,
+                               uint32_t delivery, supervise_event_cb cb,
                                void *arg);
 
 /* Holds (hold true) or lets go of the events of

@@ -89,7 +89,7 @@ struct sv_event {
     struct host *h;
     const uint8_t *buf;
     size_t len;
-    supervise_done_cb cb;
+    supervise_event_cb cb;
     void *arg;
     struct event *deadline;
     uint32_t deadline_ms;
@@ -97,6 +97,8 @@ struct sv_event {
     struct proc *p; /* the host process it is in flight on */
     bool waiting;   /* in flight, prefetched: queued in its host, not started,
                        its deadline not running yet */
+    bool delivered; /* this attempt counts (supervise_event_cb): it reached
+                       a host, and was not put back in the queue since */
     int64_t started_us;     /* monotonic, when its host started it */
     struct native_job *job; /* in process: its call, while in flight */
     bool journaled; /* a broker delivery: waits while deliveries are held */
@@ -165,6 +167,13 @@ struct proc {
     bool shutdown_sent;
     uint64_t grace_ms;       /* of the Shutdown sent */
     const char *kill_reason; /* why we killed it (static), or NULL */
+    /* Why its death is not its worker's fault (static), or NULL: it died
+     * with its zygote or the launcher, or was a pool host that died
+     * before it took the worker's code.  Such a death is not charged
+     * (exits.c): its events go back to the queue uncounted, and the
+     * crash-loop window does not count it. */
+    const char *blameless;
+    bool from_pool; /* taken from the warm pool (pool.c) */
     char kill_msg[256];
     struct event *linger;
     struct event *grace;
@@ -457,7 +466,7 @@ void sv_pump(struct host *h);
 /* Queues one event of h (a copy of event[0..len)) with its callback and
  * kicks h.  0, or -1 when out of memory (cb not called). */
 int sv_event_queue(struct host *h, const uint8_t *event, size_t len,
-                   uint32_t delivery, supervise_done_cb cb, void *arg);
+                   uint32_t delivery, supervise_event_cb cb, void *arg);
 
 /* Runs ev's callback (ev already out of its list) and frees ev. */
 void sv_event_complete(struct host *h, struct sv_event *ev,
@@ -472,6 +481,10 @@ void sv_event_fail_queued(struct host *h, const char *type, const char *msg);
  * the queue instead. */
 void sv_event_fail_inflight(struct host *h, struct proc *p, const char *type,
                             const char *msg);
+
+/* Puts every event in flight on p back at the front of the queue, in
+ * order, uncounted (their host died for a cause not theirs). */
+void sv_event_requeue_inflight(struct host *h, struct proc *p);
 
 /* ---- pool.c: the warm pool -------------------------------------------- */
 

@@ -88,6 +88,7 @@ struct outcome {
     char msg[512];
     char exc[64];
     bool traceback;
+    bool delivered; /* an event's: the attempt counts (supervise_event_cb) */
     uint32_t nout;
     char out_type[128];
     char out_data[256];
@@ -252,11 +253,12 @@ struct sent {
 
 static void
 on_sent_done(struct worker *w, const struct ipc_result *r, const char *type,
-             const char *msg, void *arg)
+             const char *msg, bool delivered, void *arg)
 {
     struct sent *s = arg;
 
     on_done(w, r, type, msg, s->o);
+    s->o->delivered = delivered;
     ipc_fb_builder_free(&s->b);
     free(s);
 }
