@@ -43,10 +43,11 @@
  * broker_health() says why).
  *
  * Storage failures.  While the backend cannot store (a full disk),
- * publishes fail and no durable subscription is handed an event: its
- * settlement could not be stored, so it would be delivered again after a
- * restart.  The backend recovers by itself once it can write, and
- * deliveries resume.
+ * publishes fail (EIO, broker_health() says why), settlements made
+ * meanwhile are kept and stored first once it can, and the storage hook
+ * tells the owner, which stops handing deliveries on: an event processed
+ * meanwhile would be delivered again after a restart.  The backend
+ * recovers by itself once it can write; the hook says so too.
  *
  * Deliveries.  Up to max_inflight deliveries of a subscription are out at
  * once; each is settled exactly once by broker_ack() (done),

@@ -25,13 +25,7 @@
  * where str is u16 length | bytes.  Replay rebuilds every message with its
  * unsettled names; a message with none left is released at once.
  *
- * Storage failures: while the journal cannot write (journal.h), no
- * delivery starts (on_kick) and the owner's storage hook holds what was
- * handed out already; a SETTLE or COUNT the journal refuses meanwhile is
- * kept (struct unsaved) and appended once it writes again, so that an
- * event processed during the outage is not delivered again after a
- * restart.  Only records in the write that failed are lost (the events
- * then in flight come back: at least once).
+ * Storage failures (the journal cannot write): broker_storage.c.
  *
  * Delivery order: FIFO per subscription; a nacked delivery goes back to the
  * head of its queue once its delay has passed.  Deliveries of a
@@ -56,6 +50,7 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
+#include "master/broker/broker_private.h"
 #include "master/broker/broker_record.h"
 #include "master/broker/journal.h"
 #include "master/core/log.h"
@@ -126,15 +121,6 @@ struct topic {
 
 TAILQ_HEAD(msg_list, msg);
 
-/* A SETTLE or COUNT record the journal refused while it could not write,
- * appended when it writes again. */
-struct unsaved {
-    struct unsaved *next;
-    uint8_t type;
-    size_t len;
-    uint8_t p[];
-};
-
 struct broker {
     struct event_base *base;
     struct journal *j;
@@ -153,9 +139,6 @@ struct broker {
     uint64_t next_delivery_id;
     uint64_t publish_gen;
     uint64_t segment_bytes; /* the journal's, for compaction's rule */
-    struct unsaved *unsaved, **unsaved_tail; /* in append order */
-    broker_storage_cb storage_cb;
-    void *storage_arg;
     int (*verify)(const uint8_t *event, size_t len); /* replayed events */
 };
 
@@ -318,39 +301,6 @@ journal_msg(struct broker *b, struct msg *m, uint64_t origin,
     return 0;
 }
 
-/* Keeps a record the journal refused while it cannot write.  0, or -1
- * out of memory. */
-static int
-unsaved_keep(struct broker *b, uint8_t type, const uint8_t *p, size_t len)
-{
-    struct unsaved *u = malloc(sizeof *u + len);
-
-    if (u == NULL)
-        return -1;
-    u->next = NULL;
-    u->type = type;
-    u->len = len;
-    memcpy(u->p, p, len);
-    *b->unsaved_tail = u;
-    b->unsaved_tail = &u->next;
-    return 0;
-}
-
-/* The journal writes again: the records kept meanwhile go first. */
-static void
-unsaved_flush(struct broker *b)
-{
-    struct unsaved *u;
-
-    while ((u = b->unsaved) != NULL &&
-           journal_append(b->j, u->type, 0, u->p, u->len, NULL, NULL) != 0) {
-        b->unsaved = u->next;
-        free(u);
-    }
-    if (b->unsaved == NULL)
-        b->unsaved_tail = &b->unsaved;
-}
-
 /* Appends a SETTLE (count 0) or COUNT record of d. */
 static void
 journal_dl(struct broker *b, const struct dl *d, bool settle)
@@ -368,9 +318,7 @@ journal_dl(struct broker *b, const struct dl *d, bool settle)
         brec_writer_uint(&w, d->pub.count, 4);
     if (w.p == buf && !w.oom &&
         journal_append(b->j, settle ? REC_SETTLE : REC_COUNT, 0, w.p, w.len,
-                       NULL, NULL) == 0 &&
-        (journal_writable(b->j) ||
-         unsaved_keep(b, settle ? REC_SETTLE : REC_COUNT, w.p, w.len) != 0))
+                       NULL, NULL) == 0)
         log_err("broker: cannot journal the %s of an event of %s/%s: %s",
                 settle ? "settlement" : "delivery count", d->m->t->tenant,
                 d->m->t->topic, strerror(errno));
@@ -488,10 +436,6 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    /* No delivery while settlements cannot be journaled: one processed
-     * now would come back after a restart (on_journal_state resumes). */
-    if (!journal_writable(b->j))
-        return;
     ds->hold++;
     while (s->mode == BROKER_SUB_ACTIVE && ds->active == s &&
            ds->nout < s->max_inflight && !TAILQ_EMPTY(&ds->queue)) {
@@ -1115,30 +1059,10 @@ broker_recovered(struct broker *b)
 
 /* ---- open, close, stats ---------------------------------------------- */
 
-/* The journal stops writing, or writes again: the owner is told; once it
- * writes, the settlements kept go first, then every subscription delivers
- * again. */
-static void
-on_journal_state(bool writable, void *arg)
+struct journal *
+broker_journal(const struct broker *b)
 {
-    struct broker *b = arg;
-    struct broker_sub *s;
-
-    if (writable)
-        unsaved_flush(b);
-    for (size_t i = 0; writable && i < b->nbuckets; i++)
-        for (struct topic *t = b->buckets[i]; t; t = t->next)
-            LIST_FOREACH (s, &t->subs, link)
-                sub_kick(s);
-    if (b->storage_cb)
-        b->storage_cb(writable, b->storage_arg);
-}
-
-void
-broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg)
-{
-    b->storage_cb = cb;
-    b->storage_arg = arg;
+    return b->j;
 }
 
 struct broker *
@@ -1169,7 +1093,6 @@ broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
     b->buckets = calloc(b->nbuckets, sizeof *b->buckets);
     LIST_INIT(&b->wild);
     TAILQ_INIT(&b->msgs);
-    b->unsaved_tail = &b->unsaved;
     if (b->buckets == NULL) {
         errbuf_set(err, errlen, "out of memory");
         goto fail;
@@ -1198,7 +1121,6 @@ broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
     b->norigin = b->corigin = 0;
     b->st.recovered = b->st.pending;
     journal_set_compact_hook(b->j, on_compact, b);
-    journal_set_state_hook(b->j, on_journal_state, b);
     if (b->st.recovered)
         log_info("broker: %" PRIu64 " pending deliveries of %" PRIu64
                  " events recovered from the journal",
@@ -1254,10 +1176,6 @@ broker_close(struct broker *b)
         LIST_REMOVE(s, link);
         sub_free(s);
     }
-    for (struct unsaved *u = b->unsaved, *un; u; u = un) {
-        un = u->next;
-        free(u);
-    }
     free(b->buckets);
     free(b->by_origin);
     free(b);
@@ -1273,20 +1191,4 @@ broker_stats(const struct broker *b, struct broker_stats *out)
     out->journal_bytes = js.bytes;
     out->journal_segments = js.segments;
     out->journal_live = js.live_records;
-}
-
-void
-broker_health(const struct broker *b, struct broker_health *out)
-{
-    struct journal_health h;
-
-    journal_health(b->j, &h);
-    *out = (struct broker_health){
-        .writable = h.writable,
-        .error = h.error,
-        .since = h.since,
-        .failures = h.failures,
-        .recoveries = h.recoveries,
-    };
-    snprintf(out->message, sizeof out->message, "%s", h.message);
 }

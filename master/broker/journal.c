@@ -93,7 +93,8 @@
  * recover every JOURNAL_RETRY_MS and on a refused LIVE append, one
  * attempt at a time: the failed segment truncated to its last good
  * record, a fresh segment at next_lsn.  Once one works, the fresh segment
- * is the active one and appends go on.  The failed lsns are skipped, never
+ * is the active one, the AUX records kept meanwhile (jn_defer) are
+ * appended first, and appends go on.  The failed lsns are skipped, never
  * reused (a segment's first lsn is then more than one above the last lsn
  * before it, which the reading at open allows).
  */
@@ -131,6 +132,8 @@
 #define JN_DEFAULT_SEGMENT (64ull << 20)
 #define JN_DEFAULT_MAX (1ull << 30)
 #define JN_DEFAULT_SYNC_MS 100u
+/* AUX records kept while the journal cannot write, at most. */
+#define JN_DEFER_MAX (4u << 20)
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -410,6 +413,51 @@ jn_recover(struct journal *j)
     journal_writer_recover(j, j->next_lsn);
 }
 
+/* Keeps an AUX record appended while the journal cannot write.  0, or -1
+ * (past JN_DEFER_MAX, out of memory). */
+static int
+jn_defer(struct journal *j, uint8_t type, unsigned flags, const void *payload,
+         size_t len)
+{
+    struct jn_deferred *d;
+
+    if (j->defer_bytes + len > JN_DEFER_MAX ||
+        (d = malloc(sizeof *d + len)) == NULL)
+        return -1;
+    *d = (struct jn_deferred){ .type = type,
+                               .flags = (uint8_t)flags,
+                               .len = len };
+    if (len > 0)
+        memcpy(d->payload, payload, len);
+    *j->defer_tail = d;
+    j->defer_tail = &d->next;
+    j->defer_bytes += len;
+    return 0;
+}
+
+/* Appends the kept records (write) or drops them (the journal closes),
+ * logging what is lost. */
+static void
+jn_flush_deferred(struct journal *j, bool write)
+{
+    struct jn_deferred *d;
+    size_t lost = 0;
+
+    while ((d = j->defer_head) != NULL) {
+        j->defer_head = d->next;
+        if (!write || journal_append(j, d->type, d->flags, d->payload, d->len,
+                                     NULL, NULL) == 0)
+            lost++;
+        free(d);
+    }
+    j->defer_tail = &j->defer_head;
+    j->defer_bytes = 0;
+    if (lost > 0)
+        log_err("journal: %s: %zu record(s) kept while it could not write "
+                "are lost",
+                j->dir, lost);
+}
+
 /* The writer answered a recovery: err 0, it writes again at next_lsn. */
 static void
 jn_recovered(struct journal *j, int err, const char *msg)
@@ -428,6 +476,7 @@ jn_recovered(struct journal *j, int err, const char *msg)
     log_notice("journal: %s is written again (it failed %" PRId64
                " s earlier: %s)",
                j->dir, (int64_t)time(NULL) - j->fail_since, j->fail_msg);
+    jn_flush_deferred(j, true);
     journal_collect(j);
 }
 
@@ -734,6 +783,7 @@ jn_free(struct journal *j)
     }
     for (size_t i = 0; i < j->nsegs; i++)
         free(j->segs[i].bits);
+    jn_flush_deferred(j, false);
     free(j->segs);
     free(j->wq);
     journal_work_free(&j->pending);
@@ -768,6 +818,7 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
     j->dirfd = -1;
     j->efd = -1;
     j->wfd = -1;
+    j->defer_tail = &j->defer_head;
     j->hold = true;
     j->fsync = cfg->fsync;
     j->segment_bytes =
@@ -872,18 +923,20 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     uint32_t crc;
     int rc = 0;
 
-    if (j->failed) {
-        if (live)
-            jn_recover(j); /* the next publish tries too */
-        errno = EIO;
-        return 0;
-    }
     if (len > JOURNAL_MAX_PAYLOAD) {
         errno = EMSGSIZE;
         return 0;
     }
     if (flags > UINT8_MAX || (len > 0 && payload == NULL)) {
         errno = EINVAL;
+        return 0;
+    }
+    if (j->failed) {
+        if (live)
+            jn_recover(j); /* the next publish tries too */
+        else if (cb == NULL && jn_defer(j, type, flags, payload, len) == 0)
+            return JOURNAL_DEFERRED;
+        errno = EIO;
         return 0;
     }
     if (live && j->bytes >= j->max_bytes) {

@@ -37,7 +37,10 @@
  * Failure: a write, fdatasync or segment creation that fails (ENOSPC,
  * EDQUOT, EIO...) stops the journal writing: the appends queued with it
  * complete with that errno, later ones are refused (EIO), and
- * journal_health() names the file, the error and the time.  The journal
+ * journal_health() names the file, the error and the time; an AUX append
+ * without a callback is kept meanwhile (JOURNAL_DEFERRED) and written first
+ * once the journal writes again, so that an owner's settlements made
+ * during the outage are not lost.  The journal
  * recovers by itself: every JOURNAL_RETRY_MS, and at once on a refused
  * LIVE append, it truncates the failed segment to the end of its last good
  * record and starts a fresh segment; once that works it writes again (the
@@ -71,6 +74,10 @@ enum journal_fsync {
 
 /* While the journal cannot write, it tries to recover this often. */
 #define JOURNAL_RETRY_MS 500u
+
+/* What journal_append() returns for an AUX record kept while the journal
+ * cannot write (it gets its lsn when written). */
+#define JOURNAL_DEFERRED UINT64_MAX
 
 /* The largest payload of one record. */
 #define JOURNAL_MAX_PAYLOAD (64u << 20)
@@ -127,7 +134,8 @@ int journal_replay(struct journal *j, journal_replay_cb cb, void *arg,
  * errno: ENOSPC when flags has JOURNAL_LIVE and the journal's bytes reached
  * max_bytes (AUX records are always accepted, so that the journal can
  * drain), EMSGSIZE for a payload over JOURNAL_MAX_PAYLOAD, EIO while the
- * journal cannot write (journal_health() says why; see Failure), EINVAL
+ * journal cannot write (journal_health() says why; see Failure: an AUX
+ * record without cb is kept then, JOURNAL_DEFERRED, up to 4 MiB), EINVAL
  * for flags above 0xff (a record keeps one byte of them) or a NULL payload
  * with len > 0, ENOMEM.  cb may be NULL; it is never called from inside
  * journal_append. */

@@ -49,6 +49,15 @@
 
 struct event;
 
+/* An AUX record appended while the journal could not write, kept until it
+ * writes again (journal.c). */
+struct jn_deferred {
+    struct jn_deferred *next;
+    uint8_t type, flags;
+    size_t len;
+    uint8_t payload[];
+};
+
 struct jn_seg {
     uint64_t first_lsn;
     uint64_t last_lsn; /* first_lsn - 1 while it holds no record */
@@ -107,6 +116,8 @@ struct journal {
     uint64_t failures, recoveries;
     char fail_msg[JN_MSG_SIZE]; /* while failed: which file, which error */
     struct event *ev_retry;     /* while failed: the next recovery */
+    struct jn_deferred *defer_head, **defer_tail; /* in append order */
+    uint64_t defer_bytes;
     journal_state_cb state_cb;
     void *state_arg;
     bool hold; /* no deletion until the replay or an append */

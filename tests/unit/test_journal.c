@@ -1182,6 +1182,8 @@ test_write_recovery(void)
     errno = 0;
     CHECK_EQ(put(j, 1, JOURNAL_LIVE, 10, true), 0);
     CHECK_EQ(errno, EIO);
+    /* An AUX record without a callback is kept, written on recovery. */
+    CHECK_EQ(journal_append(j, 7, 0, NULL, 0, NULL, NULL), JOURNAL_DEFERRED);
     spin(200);
     CHECK_EQ(hook_writable, 0);
     journal_health(j, &h);
@@ -1204,10 +1206,14 @@ test_write_recovery(void)
     journal_close(j);
     j = reopen(dir, &r);
     REQUIRE(j != NULL);
-    CHECK_EQ(r.n, (size_t)ok + 5);
+    CHECK_EQ(r.n, (size_t)ok + 6);
     CHECK_EQ(r.bad_payloads, 0);
     for (size_t i = 1; i < r.n; i++)
         CHECK(r.v[i].lsn > r.v[i - 1].lsn);
+    /* The kept record, first after the recovery. */
+    REQUIRE(r.n > (size_t)ok);
+    CHECK_EQ(r.v[ok].type, 7);
+    CHECK_EQ(r.v[ok].len, 0);
     journal_stats(j, &st);
     CHECK_EQ(st.torn_bytes, 0);
     CHECK_EQ(st.corrupt_records, 0);
