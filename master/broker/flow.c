@@ -514,11 +514,11 @@ job_release_lock(struct job *j)
  * the broker refused.
  *
  * Only a refusal at the call is seen here (the journal's budget is
- * exhausted, or the journal failed earlier: ENOSPC, EIO).  A write that
+ * exhausted, or the journal cannot write: ENOSPC, EIO).  A write that
  * fails later, on the journal's writer (a disk that fills up now), fails
- * the journal: it writes nothing after its first error, and the input's
- * settlement, appended after the outputs, is never stored either, so the
- * input comes back at the next start.  Waiting for each output's
+ * the journal: what it wrote from that write on is truncated away when
+ * it recovers, the input's settlement, appended after the outputs, with
+ * it, so the input comes back at the next start.  Waiting for each output's
  * durability before the ack would cost a journal round trip per event for
  * no more safety. */
 static size_t
@@ -1122,6 +1122,17 @@ flow_note_write(struct flow *dp, struct worker *w,
 
 /* ---- life ------------------------------------------------------------ */
 
+/* The broker cannot store settlements (a full disk), or can again: the
+ * deliveries taken but not yet in a host wait meanwhile. */
+static void
+on_storage(bool writable, void *arg)
+{
+    struct flow *dp = arg;
+
+    if (dp->d->sv)
+        supervise_hold_deliveries(dp->d->sv, !writable);
+}
+
 struct flow *
 flow_new(struct daemon *d)
 {
@@ -1132,6 +1143,8 @@ flow_new(struct daemon *d)
     dp->d = d;
     LIST_INIT(&dp->groups);
     LIST_INIT(&dp->bindings);
+    if (d->broker)
+        broker_set_storage_hook(d->broker, on_storage, dp);
     return dp;
 }
 
@@ -1143,6 +1156,8 @@ flow_free(struct flow *dp)
 
     if (dp == NULL)
         return;
+    if (dp->d->broker)
+        broker_set_storage_hook(dp->d->broker, NULL, NULL);
     /* Shutdown: the broker, closed next, frees the subscriptions; their
      * backlogs stay journaled for the next start. */
     while ((bd = LIST_FIRST(&dp->bindings)) != NULL) {

@@ -403,9 +403,22 @@ supervise_process_delivery(struct supervisor *sv, struct worker *w,
     if (w->status != WORKER_RUNNING || sv->shutting_down)
         return -1;
     h = host_get(sv, w);
-    if (h == NULL)
+    if (h == NULL || sv_event_queue(h, event, len, delivery, cb, arg) != 0)
         return -1;
-    return sv_event_queue(h, event, len, delivery, cb, arg);
+    /* Before the pump runs: sv_event_queue() only kicked it. */
+    TAILQ_LAST(&h->queue, sv_event_list)->journaled = true;
+    return 0;
+}
+
+void
+supervise_hold_deliveries(struct supervisor *sv, bool hold)
+{
+    struct host *h;
+
+    sv->hold_deliveries = hold;
+    if (!hold)
+        LIST_FOREACH (h, &sv->hosts, link)
+            sv_host_kick(h);
 }
 
 void

@@ -159,6 +159,13 @@ int supervise_process_delivery(struct supervisor *sv, struct worker *w,
                                uint32_t delivery, supervise_event_cb cb,
                                void *arg);
 
+/* Holds (hold true) or lets go of the events of
+ * supervise_process_delivery() not yet handed to a host: held, they wait
+ * in their host's queue, in order (and what queues behind them), while
+ * the broker cannot store their settlements (flow.c); let go, every host
+ * goes on.  Events already in a host are not called back. */
+void supervise_hold_deliveries(struct supervisor *sv, bool hold);
+
 /* Applies w->status: running (nothing to do: hosts start lazily),
  * suspended (no new events; the host stays), stopped (Shutdown with the
  * grace, SIGKILL after it).  done, if not NULL, runs once the host is gone
