@@ -85,6 +85,15 @@ def Process(event):
 """
 
 
+def comm(pid):
+    """A process's name (/proc/PID/comm), or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def proc_figures(pid):
     """RSS (KiB), open descriptors and threads of a process."""
     out = {"pid": pid}
@@ -119,6 +128,7 @@ class Soak:
             "created", "deleted", "churn_errors", "operator_starts")}
         self.kills = {k: 0 for k in ("host", "zygote", "launcher", "master")}
         self.figures = []
+        self.chaos_error = None
         self.workers = {}
         self.seq = 0
 
@@ -260,7 +270,7 @@ class Soak:
             return [p.pid for p in mine.values() if zygote(p)]
         if kind == "launcher":
             return [p.pid for p in mine.values()
-                    if p.comm == "wm-launcher"]
+                    if p.ppid == self.d.proc.pid and comm(p.pid) == "wm-launcher"]
         if kind == "host":
             out = []
             for name in ("ledger-a", "ledger-b"):
@@ -272,6 +282,13 @@ class Soak:
         return [self.d.proc.pid]
 
     def chaos(self):
+        try:
+            self.chaos_loop()
+        except Exception as e:  # a soak without its kills proves nothing
+            self.chaos_error = repr(e)
+            raise
+
+    def chaos_loop(self):
         while not self.stop.wait(self.rng.uniform(3, 8)):
             kind = self.rng.choice(["host", "host", "zygote", "launcher",
                                     "master"])
@@ -389,6 +406,7 @@ def main():
         report = {"seed": args.seed, "seconds": round(
             time.monotonic() - began, 1), "dir": tmp,
             "counts": soak.counts, "kills": soak.kills,
+            "chaos_error": soak.chaos_error,
             "ledger": soak.ledger(), "master": soak.figures}
     finally:
         soak.d.stop()
@@ -397,7 +415,8 @@ def main():
     if args.out:
         Path(args.out).write_text(text + "\n")
     led = report["ledger"]
-    return 1 if led["lost"] or led["wrong_dead_letters"] else 0
+    return 1 if (led["lost"] or led["wrong_dead_letters"]
+                 or report["chaos_error"]) else 0
 
 
 if __name__ == "__main__":

@@ -845,9 +845,15 @@ job_process(struct job *j)
     if (w)
         j->bd->token = j->token;
     clock_gettime(CLOCK_MONOTONIC, &j->start);
-    if (w == NULL ||
-        supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen, count,
-                                   on_processed, j) != 0) {
+    /* An invoke (no broker delivery) has no settlement to store: it is
+     * not held while the journal cannot write. */
+    int rc = w == NULL ? -1
+             : j->d
+                 ? supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen,
+                                              count, on_processed, j)
+                 : supervise_process(j->dp->d->sv, w, j->ev, j->evlen,
+                                     on_processed, j);
+    if (rc != 0) {
         if (j->icb) {
             j->icb(w, NULL, "stopped", "the worker cannot take events now",
                    j->iarg);

@@ -386,17 +386,12 @@ supervise_load(struct supervisor *sv, struct worker *w, supervise_done_cb cb,
     return 0;
 }
 
-int
-supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
-                  size_t len, supervise_event_cb cb, void *arg)
-{
-    return supervise_process_delivery(sv, w, event, len, 1, cb, arg);
-}
-
-int
-supervise_process_delivery(struct supervisor *sv, struct worker *w,
-                           const uint8_t *event, size_t len, uint32_t delivery,
-                           supervise_event_cb cb, void *arg)
+/* Queues an event on w's host; journaled: a broker delivery, whose
+ * settlement the journal must be able to store (held meanwhile). */
+static int
+queue_event(struct supervisor *sv, struct worker *w, const uint8_t *event,
+            size_t len, uint32_t delivery, bool journaled,
+            supervise_event_cb cb, void *arg)
 {
     struct host *h;
 
@@ -406,8 +401,23 @@ supervise_process_delivery(struct supervisor *sv, struct worker *w,
     if (h == NULL || sv_event_queue(h, event, len, delivery, cb, arg) != 0)
         return -1;
     /* Before the pump runs: sv_event_queue() only kicked it. */
-    TAILQ_LAST(&h->queue, sv_event_list)->journaled = true;
+    TAILQ_LAST(&h->queue, sv_event_list)->journaled = journaled;
     return 0;
+}
+
+int
+supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
+                  size_t len, supervise_event_cb cb, void *arg)
+{
+    return queue_event(sv, w, event, len, 1, false, cb, arg);
+}
+
+int
+supervise_process_delivery(struct supervisor *sv, struct worker *w,
+                           const uint8_t *event, size_t len, uint32_t delivery,
+                           supervise_event_cb cb, void *arg)
+{
+    return queue_event(sv, w, event, len, delivery, true, cb, arg);
 }
 
 void

@@ -148,12 +148,13 @@ int supervise_load(struct supervisor *sv, struct worker *w,
 /* Processes one event (an ABI CloudEvent buffer, 8-aligned, borrowed: it
  * must stay valid until cb runs) on w's host, starting it if needed,
  * within w's deadline.  Returns -1 (cb not called) if w's status does not
- * allow events. */
+ * allow events.  An invoke: never held by supervise_hold_deliveries(). */
 int supervise_process(struct supervisor *sv, struct worker *w,
                       const uint8_t *event, size_t len, supervise_event_cb cb,
                       void *arg);
-/* The same, telling the host which delivery of the event this is (1 for
- * the first; Process.delivery). */
+/* The same for a broker delivery, telling the host which delivery of the
+ * event this is (1 for the first; Process.delivery); held while
+ * supervise_hold_deliveries() holds. */
 int supervise_process_delivery(struct supervisor *sv, struct worker *w,
                                const uint8_t *event, size_t len,
                                uint32_t delivery, supervise_event_cb cb,

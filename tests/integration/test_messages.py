@@ -502,6 +502,7 @@ def test_full_disk_journal_recovers_without_restart(wm_builddir, tmp_path):
         accepted += r.json["ids"]
         d.wait_for(lambda: "event b2 delivery" in d.log(),
                    what="the backlog started")
+        gw = d.create(topic="gw", name="maker")  # before the disk fills
         fill(d.state / "filler")
         big = "z" * 65536
         for i in range(20):
@@ -518,6 +519,19 @@ def test_full_disk_journal_recovers_without_restart(wm_builddir, tmp_path):
         r = publish(d, "led", event("x", id_="refused"))
         assert r.status == 507 and \
             r.json["error"]["code"] == "insufficient_storage", r
+        # Invokes go on (they store nothing), and a worker's own publish
+        # (the gateway) is told the same as a client.
+        r0 = d.invoke(gw["id"], "echo")
+        assert r0.status == 200, r0
+        r = d.invoke(gw["id"], "gateway", gwservice="workmanager.publish",
+                     gwmethod="publish",
+                     gwrequest='{"topic": "t2", "event": {"specversion": '
+                               '"1.0", "id": "g1", "source": "t", '
+                               '"type": "x"}}')
+        assert r.status == 200, r
+        res = r.json["data"]
+        assert res["status"] == 507, res
+        assert res["error"].startswith("insufficient_storage:"), res
         h = d.get("/health")
         assert h.status == 503, h
         assert h.json["status"] == "Degraded", h.json
