@@ -12,29 +12,11 @@ import sys
 
 import pytest
 
-from wm import Daemon, free_port
+from clients_lib import CLIENTS, MIME, TOKEN, daemon  # noqa: F401
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve()
-                       .parents[2] / "clients" / "python"))
+sys.path.insert(0, str(CLIENTS / "python"))
 import workmanager  # noqa: E402
 from workmanager import AsyncClient, Client, event  # noqa: E402
-
-MIME = "application/x-wm-test"
-TOKEN = "client-test-token-0123456789"
-
-
-@pytest.fixture(scope="module")
-def daemon(wm_builddir, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("clientpy")
-    (tmp / "token").write_text(TOKEN + "\n")
-    port = free_port()
-    d = Daemon(wm_builddir, tmp, options={"listen": f"127.0.0.1:{port}"})
-    d.port = port
-    d.start()
-    yield d
-    rc = d.stop()
-    d.check_clean()
-    assert rc == 0, d.log()
 
 
 @pytest.fixture
@@ -138,8 +120,8 @@ def test_publish_and_follow(wm):
 
 
 def test_tcp_with_a_token(daemon, tmp_path):
-    url = f"http://127.0.0.1:{daemon.port}"
-    wm = Client(url=url, token_file=daemon.tmp / "token")
+    url = daemon.url
+    wm = Client(url=url, token_file=daemon.token_file)
     assert isinstance(wm.list_workers(), list)
     with pytest.raises(workmanager.UnauthorizedError) as e:
         Client(url=url, token="not-the-token-at-all").list_workers()
@@ -171,11 +153,11 @@ def test_asyncio_client(daemon):
                 await wm.delete_worker(wid)
             with pytest.raises(workmanager.NotFoundError):
                 await wm.get_worker_history(wid)
-        tcp = AsyncClient(url=f"http://127.0.0.1:{daemon.port}",
+        tcp = AsyncClient(url=daemon.url,
                           token=TOKEN)
         assert isinstance(await tcp.recover_workers(), int)
         with pytest.raises(workmanager.UnauthorizedError):
-            await AsyncClient(url=f"http://127.0.0.1:{daemon.port}",
+            await AsyncClient(url=daemon.url,
                               token="wrong-token-wrong-token").list_workers()
 
     asyncio.run(run())
