@@ -8,6 +8,7 @@ makes workers of its own names and deletes them.
 """
 
 import asyncio
+import subprocess
 import sys
 
 import pytest
@@ -161,3 +162,26 @@ def test_asyncio_client(daemon):
                               token="wrong-token-wrong-token").list_workers()
 
     asyncio.run(run())
+
+
+def test_make_install_puts_it_where_debian_python_finds_it(
+        daemon, wm_builddir, wm_python, tmp_path):
+    dest = tmp_path / "dest"
+    p = subprocess.run(["make", "-s", "-C", str(wm_builddir),
+                        "install-dist_clientpythonDATA", "prefix=/usr",
+                        f"DESTDIR={dest}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    site = dest / "usr" / "lib" / "python3" / "dist-packages"
+    assert (site / "workmanager" / "aio.py").is_file()
+    # Debian's python3 has /usr/lib/python3/dist-packages on its path:
+    # the installed copy, alone, drives the daemon.
+    code = ("import sys, workmanager as w; "
+            "assert '/usr/lib/python3/dist-packages' in sys.path; "
+            f"print(w.__file__, w.Client(socket={str(daemon.socket)!r})"
+            ".list_workers())")
+    r = subprocess.run([wm_python, "-s", "-c", code],
+                       env={"PYTHONPATH": str(site)}, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(str(site / "workmanager")), r.stdout
