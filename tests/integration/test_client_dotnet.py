@@ -14,32 +14,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from clients_lib import TOKEN, daemon  # noqa: F401
-from dotnet_lib import tfm
+from dotnet_lib import need_dotnet, tfm
 
 PROGRAM = Path(__file__).resolve().parents[1] / "clients" / "dotnet"
 
 
-def need_client(builddir):
-    dll = Path(builddir) / "hosts" / "dotnet" / \
-        "Virtufin.WorkManager.Client.dll"
-    why = None
-    if shutil.which("dotnet") is None:
-        why = "no dotnet on PATH: the .NET client is not built"
-    elif not dll.exists():
-        why = f"{dll} is not built (configure found no .NET SDK)"
-    if why:
-        if os.environ.get("DOTNET_MUST_WORK") == "1":
-            pytest.fail(f"DOTNET_MUST_WORK=1 but {why}")
-        pytest.skip(why)
-    return dll.resolve()
-
-
 def test_dotnet_client_against_the_daemon(wm_builddir, daemon,  # noqa: F811
                                           tmp_path):
-    dll = need_client(wm_builddir)
+    dll = need_dotnet(wm_builddir,
+                      "Virtufin.WorkManager.Client.dll").resolve()
     src = tmp_path / "src"
     shutil.copytree(PROGRAM, src)
     (tmp_path / "no-feed").mkdir()
