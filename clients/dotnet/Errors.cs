@@ -47,41 +47,33 @@ public class WorkManagerException : Exception
 }
 
 // 404 not_found, as the original's WorkerNotFoundException.
-public sealed class WorkerNotFoundException : WorkManagerException
-{
-    public WorkerNotFoundException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+public sealed class WorkerNotFoundException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
 // 400 unknown_mime_type, as the original's EngineNotFoundException.
-public sealed class EngineNotFoundException : WorkManagerException
-{
-    public EngineNotFoundException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+public sealed class EngineNotFoundException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
-public sealed class WorkManagerArgumentException : WorkManagerException
-{
-    public WorkManagerArgumentException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+// 400 invalid_argument or invalid_json: the message names what is wrong.
+public sealed class WorkManagerArgumentException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
-public sealed class WorkManagerUnauthorizedException : WorkManagerException
-{
-    public WorkManagerUnauthorizedException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+// 401 unauthorized: over TCP, no token or not the daemon's.
+public sealed class WorkManagerUnauthorizedException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
-public sealed class WorkManagerConflictException : WorkManagerException
-{
-    public WorkManagerConflictException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+// 409 conflict: e.g. a name taken, a worker not running.
+public sealed class WorkManagerConflictException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
-public sealed class LoadFailedException : WorkManagerException
-{
-    public LoadFailedException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
-}
+// 422 load_failed: the host could not load the code.
+public sealed class LoadFailedException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b);
 
 // 422 worker_error: the worker failed on the event.
-public sealed class WorkerFailedException : WorkManagerException
+public sealed class WorkerFailedException(int s, string c, string m, JsonObject? b)
+    : WorkManagerException(s, c, m, b)
 {
-    public WorkerFailedException(int s, string c, string m, JsonObject? b) : base(s, c, m, b) { }
     public string? ErrorType => Body["error_type"]?.GetValue<string>();
     public string? ExceptionType => Body["exception_type"]?.GetValue<string>();
 }

@@ -169,7 +169,8 @@ class Address:
         return self.socket or f"http://{self.host}:{self.port}"
 
     def headers(self, extra=None):
-        h = {"Host": "localhost" if self.socket else f"{self.host}"}
+        h = {"Host": "localhost" if self.socket
+             else f"{self.host}:{self.port}"}
         if self.token and not self.socket:
             h["Authorization"] = f"Bearer {self.token}"
         h.update(extra or {})
