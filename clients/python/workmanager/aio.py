@@ -168,10 +168,15 @@ class _AsyncFollow:
         return self
 
     async def __anext__(self):
-        async for line in self._lines:
-            ev = self._sse.feed(line)
-            if ev is not None:
-                return ev
+        # The stream ends as the sync Follow's does: at its end, or when
+        # the connection breaks (the daemon stopped, the follow closed).
+        try:
+            async for line in self._lines:
+                ev = self._sse.feed(line)
+                if ev is not None:
+                    return ev
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
         raise StopAsyncIteration
 
     async def __aenter__(self):
