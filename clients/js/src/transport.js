@@ -36,7 +36,7 @@ function viaSocket(addr, method, path, body, headers, signal) {
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath: addr.socket, method, path,
       headers: { ...headers, 'Content-Length': body ? body.length : 0 }, signal });
-    req.on('error', (e) => reject(new DaemonUnavailable(addr.where, e)));
+    req.on('error', (e) => reject(e.name === 'AbortError' ? e : new DaemonUnavailable(addr.where, e)));
     req.on('response', (res) => resolve({
       status: res.statusCode, headers: res.headers, chunks: res,
       close: () => res.destroy() }));
