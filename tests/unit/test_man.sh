@@ -23,7 +23,7 @@ daemon=./master/workmanagerd
 wmctl_bin=./cli/wmctl
 engines_d="$srcdir/engines.d"
 pages="workmanagerd.8 wmctl.1 workmanager.conf.5 wm-host.8
-workmanager-workers.7"
+workmanager-workers.7 workmanager-clients.7"
 failed=0
 
 fail() {
