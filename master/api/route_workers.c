@@ -39,6 +39,7 @@
 #include "master/store/record.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/registry.h"
@@ -176,7 +177,7 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
     struct worker *w = op->w;
 
     if (st != STORE_OK) {
-        log_err("store: worker %s: %s", w->id, message);
+        activity_log(w, LOG_ERR, "store: %s", message);
         op_undo(op);
         if (st == STORE_CONFLICT)
             api_error(op->rq, 409, "conflict",
@@ -197,7 +198,7 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
         }
         char aerr[256];
         if (flow_attach(op->d->flow, w, aerr, sizeof aerr) != 0)
-            log_err("worker %s: no subscription: %s", w->id, aerr);
+            activity_log(w, LOG_ERR, "no subscription: %s", aerr);
         lifecycle_emit(op->d, w, "created", NULL);
         if (w->status == WORKER_RUNNING)
             lifecycle_emit(op->d, w, "started", NULL);
@@ -844,7 +845,7 @@ on_record_deleted(enum store_status st, uint64_t revision, const char *message,
     if (st != STORE_OK && st != STORE_NOT_FOUND) {
         char aerr[256];
         if (flow_attach(op->d->flow, op->w, aerr, sizeof aerr) != 0)
-            log_err("worker %s: no subscription: %s", op->w->id, aerr);
+            activity_log(op->w, LOG_ERR, "no subscription: %s", aerr);
         store_failed(op->rq, st, "the store failed", message);
         op_free(op);
         return;

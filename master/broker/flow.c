@@ -537,9 +537,13 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
         }
         if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
                            o->fb.len, NULL, NULL) < 0) {
-            log_err("flow: an output of worker %s to %s/%s is refused: %s",
-                    w ? w->name : "(deleted)", o->tenant, o->topic,
-                    strerror(errno));
+            if (w)
+                activity_log(w, LOG_ERR, "an output to %s/%s is refused: %s",
+                             o->tenant, o->topic, strerror(errno));
+            else
+                log_err("flow: an output of a deleted worker to %s/%s is "
+                        "refused: %s",
+                        o->tenant, o->topic, strerror(errno));
             dp->st.refused_outputs++;
             refused++;
             continue;
@@ -712,23 +716,23 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
         ipc_cloudevent_list_get(&r->outputs, i, &o);
         struct ipc_str t = reply.ptr ? reply : o.type;
         if (t.len == 0 || t.len >= sizeof topic) {
-            log_warning("worker %s: an output has no usable topic; dropped",
-                        w->name);
+            activity_log(w, LOG_WARNING,
+                         "an output has no usable topic; dropped");
             j->dp->st.refused_outputs++;
             continue;
         }
         snprintf(topic, sizeof topic, "%.*s", (int)t.len, t.ptr);
         if (flow_topic_reserved(topic)) {
-            log_warning("worker %s: an output to the reserved topic %s is "
-                        "refused",
-                        w->name, topic);
+            activity_log(w, LOG_WARNING,
+                         "an output to the reserved topic %s is refused",
+                         topic);
             j->dp->st.refused_outputs++;
             continue;
         }
         ipc_fb_builder_init(&fb);
         if (flow_prepare_output(in, &o, j->hops + 1, &fb, err, sizeof err) !=
             0) {
-            log_warning("worker %s: an output is refused: %s", w->name, err);
+            activity_log(w, LOG_WARNING, "an output is refused: %s", err);
             j->dp->st.refused_outputs++;
         } else {
             bool loop = j->hops + 1 > OUTCOME_MAX_HOPS;
@@ -982,8 +986,8 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
         /* Config stamping failed (too many extensions): the event itself
          * cannot be processed by this worker, ever.  Acknowledged once
          * its dead letter is stored. */
-        log_warning("worker %s: an event of %s is dead-lettered: %s",
-                    bd->w->name, d->topic, err);
+        activity_log(bd->w, LOG_WARNING, "an event of %s is dead-lettered: %s",
+                     d->topic, err);
         if (dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
                         d->count) != 0) {
             delivery_refuse(dp, d, "its dead letter was refused");

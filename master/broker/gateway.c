@@ -23,6 +23,7 @@
 #include "master/core/log.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
 
@@ -405,10 +406,11 @@ on_state_key(const char *key, enum store_status status, const uint8_t *value,
 void
 gateway_forget(struct daemon *d, const struct worker *w)
 {
-    char prefix[STORE_KEY_MAX], err[256];
+    char prefix[STORE_KEY_MAX], err[256], label[400];
 
     snprintf(prefix, sizeof prefix, STATE_PREFIX "%s/", w->id);
     if (store_list(d->store, prefix, on_state_key, d, err, sizeof err) !=
         STORE_OK)
-        log_warning("worker %s: its state keys are left: %s", w->id, err);
+        log_warning("worker %s: its state keys are left: %s",
+                    activity_label(w, label, sizeof label), err);
 }
