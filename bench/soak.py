@@ -34,7 +34,9 @@ retried after the delay the daemon asked for.
 Alongside: an invoker calls an echo worker in a loop; a churner creates
 and deletes a worker every CHURN_S seconds; the chaos thread kills, every
 3 to 8 seconds, one of: a ledger worker's host, the zygote, the launcher,
-or (one time in five) the master, which it then starts again.
+or (one time in five) the master, which it then starts again.  A daemon
+that exits by itself (a launcher's death ends it, by design) is started
+again as the unit's Restart=on-failure would, and counted.
 """
 
 import argparse
@@ -127,6 +129,10 @@ class Soak:
             "publish_other", "invoke_200", "invoke_refused", "invoke_other",
             "created", "deleted", "churn_errors", "operator_starts")}
         self.kills = {k: 0 for k in ("host", "zygote", "launcher", "master")}
+        # Exits of the daemon the chaos did not ask for (a launcher's
+        # death ends it, by design): started again, as systemd's
+        # Restart=on-failure does.
+        self.exits = []
         self.figures = []
         self.chaos_error = None
         self.workers = {}
@@ -270,7 +276,8 @@ class Soak:
             return [p.pid for p in mine.values() if zygote(p)]
         if kind == "launcher":
             return [p.pid for p in mine.values()
-                    if p.ppid == self.d.proc.pid and comm(p.pid) == "wm-launcher"]
+                    if p.ppid == self.d.proc.pid
+                    and comm(p.pid) == "wm-launcher"]
         if kind == "host":
             out = []
             for name in ("ledger-a", "ledger-b"):
@@ -288,8 +295,20 @@ class Soak:
             self.chaos_error = repr(e)
             raise
 
+    def restart_if_exited(self):
+        """Starts the daemon again if it exited on its own (the unit's
+        Restart=on-failure); under self.down so the load pauses."""
+        if self.d.proc.poll() is None:
+            return
+        self.exits.append(self.d.proc.returncode)
+        self.down.set()
+        time.sleep(0.3)
+        self.d.start()
+        self.down.clear()
+
     def chaos_loop(self):
         while not self.stop.wait(self.rng.uniform(3, 8)):
+            self.restart_if_exited()
             kind = self.rng.choice(["host", "host", "zygote", "launcher",
                                     "master"])
             pids = self.victims(kind)
@@ -349,6 +368,7 @@ class Soak:
     def drain(self, timeout=180):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            self.restart_if_exited()
             self.start_failed()
             if not self.missing():
                 return
@@ -381,7 +401,7 @@ class Soak:
                 1 for i in good if all(d.get(i) == 1 for d in done.values())),
             "duplicates": dups, "lost": len(lost),
             "wrong_dead_letters": len(wrong_dead), "unknown_dead": len(extra),
-            "examples": (lost + wrong_dead)[:20]})
+            "examples": lost[:10] + wrong_dead[:10]})
         return out
 
 
@@ -407,6 +427,7 @@ def main():
             time.monotonic() - began, 1), "dir": tmp,
             "counts": soak.counts, "kills": soak.kills,
             "chaos_error": soak.chaos_error,
+            "daemon_exits": soak.exits,
             "ledger": soak.ledger(), "master": soak.figures}
     finally:
         soak.d.stop()
