@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "lib/uuid.h"
+#include "master/api/principal.h"
 
 struct daemon;
 struct api;
@@ -56,8 +57,11 @@ struct api_req {
     int nseg;
     char *segbuf;
     char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
-    bool gone;     /* the client hung up before the answer */
-    bool mutation; /* audited */
+    /* Whose credentials (principal.h): made by the gate before any
+     * route runs. */
+    struct api_principal principal;
+    bool gone;                 /* the client hung up before the answer */
+    bool mutation;             /* audited */
     char worker[UUID_SIZE];    /* the worker concerned, for the audit trail */
     struct api_params *params; /* the parsed query, once api_query() ran */
     void (*stream_gone)(void *arg);
@@ -154,6 +158,14 @@ void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
+/* Stops (run false) or starts worker w without a request (its tenant's
+ * suspension and resumption); its record follows.  -1 while an API
+ * change to it is in flight. */
+int api_workers_set_status(struct daemon *d, struct worker *w, bool run);
+/* Deletes every worker of tenant (its deletion); returns how many. */
+unsigned api_workers_remove_tenant(struct daemon *d, const char *tenant);
+/* How many workers tenant has. */
+unsigned api_workers_count_tenant(struct daemon *d, const char *tenant);
 /* POST /v1/workers/{id}/invoke of worker w (route_invoke.c). */
 void api_invoke_route(struct api_req *rq, struct worker *w);
 /* GET /v1/workers/{id}/logs of worker w (route_logs.c), and the end of

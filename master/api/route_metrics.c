@@ -133,6 +133,10 @@ api_metrics_route(struct api_req *rq)
     struct grouplock_stats gs;
     size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
 
+    if (api_scope_refuse(rq, API_OPERATE, NULL, "metrics")) {
+        free(t.p);
+        return;
+    }
     if (t.p == NULL) {
         api_error(rq, 500, "internal", "out of memory");
         return;

@@ -43,7 +43,9 @@
 #include <unistd.h>
 
 #include "lib/errbuf.h"
+#include "lib/timestamp.h"
 #include "master/api/http_server.h"
+#include "master/api/tokens.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -126,6 +128,18 @@ static const struct route routes[] = {
         .max_segments = API_MAX_SEGMENTS,
         .handler = api_topics_route,
     },
+    {
+        .first = "v1",
+        .second = "tenants",
+        .max_segments = 4,
+        .handler = api_tenants_route,
+    },
+    {
+        .first = "v1",
+        .second = "tokens",
+        .max_segments = 3,
+        .handler = api_tokens_route,
+    },
     { .first = "metrics", .max_segments = 1, .handler = api_metrics_route },
 };
 
@@ -170,20 +184,73 @@ gate_public_path(const struct api *api, const struct api_req *rq,
            bearer_is(api->metrics_token, api->metrics_token_len, auth);
 }
 
-/* Whether rq may pass: on TCP only with the bearer token (else answered
- * 401 here).  The one place that says who needs a token. */
+/* The bearer token of an Authorization header, or NULL. */
+static const char *
+bearer_of(const char *auth)
+{
+    static const char prefix[] = "Bearer ";
+    if (auth == NULL || strncmp(auth, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    return auth + sizeof prefix - 1;
+}
+
+static void
+refuse_401(struct api_req *rq, const char *why)
+{
+    api_reply_header(rq, "WWW-Authenticate", "Bearer");
+    api_error(rq, 401, "unauthorized",
+              "%s: send Authorization: Bearer <token> with the token of "
+              "token_file or one from `wmctl token create` (wmctl: "
+              "--token-file FILE or WM_TOKEN_FILE)",
+              why);
+}
+
+/*
+ * Whether rq may pass, its principal made (principal.h); else answered
+ * here: 401 on TCP without a valid token, 403 for a control socket user
+ * nobody mapped.  The one place that says who is who.
+ */
 static bool
 gate_admits(struct api *api, struct api_req *rq)
 {
+    const struct http_peer *peer = rq->hreq->peer;
     const char *auth = api_header(rq, "Authorization");
-    if (!rq->hreq->peer->tcp || gate_public_path(api, rq, auth) ||
-        token_ok(api, auth))
+    char why[512];
+
+    if (!peer->tcp) {
+        if (api_principal_of_peer(peer, api->d->conf->local_principals,
+                                  api->d->conf->control_socket_group,
+                                  &rq->principal, why, sizeof why) == 0)
+            return true;
+        api_error(rq, 403, "forbidden", "%s", why);
+        return false;
+    }
+    /* TLS (issue 22, helper "tls"): a verified client certificate's
+     * mapped tenant and role become rq->principal here, before the
+     * bearer token is read. */
+    if (gate_public_path(api, rq, auth)) {
+        api_principal_operator(&rq->principal, "metrics or probe");
         return true;
-    api_reply_header(rq, "WWW-Authenticate", "Bearer");
-    api_error(rq, 401, "unauthorized",
-              "a valid bearer token is required on TCP: send "
-              "Authorization: Bearer <the token of token_file> (wmctl: "
-              "--token-file FILE or WM_TOKEN_FILE)");
+    }
+    if (token_ok(api, auth)) {
+        api_principal_operator(&rq->principal, "token_file");
+        return true;
+    }
+    const char *bearer = bearer_of(auth);
+    if (bearer == NULL || *bearer == '\0') {
+        refuse_401(rq, "a valid bearer token is required on TCP");
+        return false;
+    }
+    switch (api_tokens_match(bearer, timestamp_now_ms(), &rq->principal)) {
+    case API_TOKEN_OK:
+        return true;
+    case API_TOKEN_EXPIRED:
+        refuse_401(rq, "this token has expired");
+        return false;
+    case API_TOKEN_UNKNOWN:
+        break;
+    }
+    refuse_401(rq, "this token is not valid (unknown or revoked)");
     return false;
 }
 
