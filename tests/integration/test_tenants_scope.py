@@ -341,3 +341,72 @@ def test_tenant_suspend_resume_delete(env):
     assert op.request("GET", f"/v1/workers/{w}")[0] == 404
     assert op.request("GET", "/v1/tenants/gone")[0] == 404
     assert pub.request("POST", "/v1/topics/t/events", ev)[0] == 401
+
+
+# ---- wmctl ---------------------------------------------------------------
+
+def wmctl(env, *args, token_file=None):
+    bin_ = str(env["d"].builddir / "cli" / "wmctl")
+    run_env = {"PATH": "/usr/bin:/bin", "WM_SOCKET": str(env["d"].socket)}
+    argv = [bin_]
+    if token_file:
+        argv += ["--url", f"http://127.0.0.1:{env['port']}",
+                 "--token-file", str(token_file)]
+    return subprocess.run(argv + list(args), capture_output=True, text=True,
+                          env=run_env, timeout=30)
+
+
+def test_wmctl_tenant_and_token(env, tmp_path):
+    r = wmctl(env, "tenant", "create", "cli")
+    assert r.returncode == 0, r.stderr
+    r = wmctl(env, "token", "create", "--tenant", "cli", "--role", "reader",
+              "--expires", "1h")
+    assert r.returncode == 0, r.stderr
+    secret = r.stdout.strip()
+    assert secret.startswith("wmt_") and "\n" not in secret
+    assert "shown this once" in r.stderr
+    tid = secret.split("_")[1]
+    (tmp_path / "t").write_text(secret + "\n")
+    r = wmctl(env, "list", token_file=tmp_path / "t")
+    assert r.returncode == 0 and SECRET_NAME not in r.stdout, r
+    r = wmctl(env, "token", "list", "--tenant", "cli")
+    assert tid in r.stdout and secret not in r.stdout, r
+    # a reader may not make tokens
+    r = wmctl(env, "token", "list", token_file=tmp_path / "t")
+    assert r.returncode == 1 and "forbidden" in r.stderr, r
+    assert wmctl(env, "token", "revoke", tid).returncode == 0
+    r = wmctl(env, "list", token_file=tmp_path / "t")
+    assert r.returncode == 1 and "unauthorized" in r.stderr, r
+    assert wmctl(env, "tenant", "suspend", "cli").returncode == 0
+    assert "suspended" in wmctl(env, "tenant", "show", "cli").stdout
+    assert wmctl(env, "tenant", "resume", "cli").returncode == 0
+    r = wmctl(env, "tenant", "delete", "cli")
+    assert r.returncode == 2 and "--yes" in r.stderr, r
+    assert wmctl(env, "tenant", "delete", "cli", "--yes").returncode == 0
+    assert "cli" not in wmctl(env, "tenant", "list").stdout.split()
+
+
+def test_lifecycle_events_stay_in_their_tenant(env):
+    """A tenant-admin of `other` following the lifecycle topic sees its own
+    worker's events, never acme's."""
+    port = env["port"]
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/topics/workmanager.lifecycle/events HTTP/1.1\r\n"
+              b"Host: x\r\nAuthorization: Bearer "
+              + env["tokens"]["tenant-admin"].encode() + b"\r\n\r\n")
+    buf = b""
+    while b": subscribed" not in buf:
+        buf += s.recv(4096)
+    op = env["op"]
+    for tenant, name in (("acme", "acme-life"), ("other", "other-life")):
+        st, body = op.request("POST", "/v1/workers", {
+            "name": name, "tenant": tenant,
+            "mime_type": "application/x-wm-test", "topic": "t",
+            "code": {"content": b64("echo")}})
+        assert st == 201, body
+    deadline = time.monotonic() + 10
+    while b"other-life" not in buf and time.monotonic() < deadline:
+        buf += s.recv(4096)
+    s.close()
+    assert b"other-life" in buf or b'"tenant":"other"' in buf, buf
+    assert b"acme-life" not in buf and SECRET_NAME.encode() not in buf, buf
