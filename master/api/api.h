@@ -2,13 +2,15 @@
  * api.h — master/api/, the admin API room (DESIGN §8): HTTP/1.1 + JSON over
  * the room's own HTTP server (http_server.h: http_conn.c, http_reply.c,
  * http_listen.c, on libevent's loop) on the control socket (unix, mode and
- * group configurable, peer credentials logged) and optionally on TCP with
- * a bearer token.  router.c holds the listeners, the gate and the route
- * table; request.c a request's life (reading its body, answering, the
- * audit trail); one route_*.c per resource (workers, with worker_body.c
- * for a worker's JSON both ways, route_invoke.c for invoke and
- * route_logs.c for a worker's log lines; topics;
- * health, engines and recover; metrics); events.c and events_json.c the
+ * group configurable, peer credentials logged and mapped to a principal)
+ * and optionally on TCP with a bearer token.  router.c holds the
+ * listeners, the gate and the route table; principal.c what a principal
+ * may do (role x action x tenant); route_tokens.c and route_tenants.c
+ * the tokens and tenants; request.c a request's life (reading its body,
+ * answering, the audit trail); one route_*.c per resource (workers,
+ * with worker_body.c for a worker's JSON both ways, route_invoke.c for
+ * invoke and route_logs.c for a worker's log lines; topics; tenants;
+ * tokens; health, engines and recover; metrics); events.c and events_json.c the
  * CloudEvents codec of the edges (events.h).  A handler either answers at
  * once or keeps its struct api_req until an asynchronous step (a store
  * write, a host's Loaded) completes; a client that hangs up meanwhile

@@ -150,33 +150,46 @@ tenant_json(struct daemon *d, const char *name, const struct tenant *t)
 
 /* ---- writes ---------------------------------------------------------- */
 
+/* A write of the store and whom to answer once it is durable. */
+struct written {
+    struct api_req *rq; /* NULL: nobody */
+    char name[ROLES_TENANT_MAX + 1];
+    json_t *answer; /* a deletion's, else the tenant is answered */
+};
+
+static struct written *
+written_new(struct api_req *rq, const char *name, json_t *answer)
+{
+    struct written *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->rq = rq;
+    w->answer = answer;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    return w;
+}
+
 static void
 on_written(enum store_status st, uint64_t revision, const char *message,
            void *arg)
 {
-    struct api_req *rq = arg;
+    struct written *w = arg;
+    struct api_req *rq = w->rq;
+
     (void)revision;
     if (st != STORE_OK && st != STORE_NOT_FOUND) {
         if (rq)
             api_error(rq, 500, "internal", "the store failed: %s", message);
         else
-            log_err("tenants: the store failed: %s", message);
-        return;
+            log_err("tenants: %s: the store failed: %s", w->name, message);
+    } else if (rq && w->answer) {
+        api_reply(rq, 200, json_incref(w->answer));
+    } else if (rq) {
+        api_reply(rq, rq->nseg == 2 ? 201 : 200,
+                  tenant_json(rq->d, w->name, tenant_find(w->name)));
     }
-    if (rq == NULL)
-        return;
-    struct tenant *t = tenant_find(rq->seg[rq->nseg == 2 ? 1 : 2]);
-    const char *name = rq->nseg == 2 ? NULL : rq->seg[2];
-    if (strcmp(rq->method, "DELETE") == 0) {
-        api_reply(rq, 200, json_pack("{s:s}", "deleted", name));
-        return;
-    }
-    if (name == NULL) {
-        /* A create: the newest tenant is the first. */
-        t = LIST_FIRST(&tenants);
-        name = t->name;
-    }
-    api_reply(rq, rq->nseg == 2 ? 201 : 200, tenant_json(rq->d, name, t));
+    json_decref(w->answer);
+    free(w);
 }
 
 /* Writes t's record, answering rq (NULL: nobody) once durable. */
@@ -190,15 +203,36 @@ persist(struct daemon *d, const struct tenant *t, struct api_req *rq)
                   (json_int_t)t->created_ms, "created_by", t->created_by);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
+    struct written *w = written_new(rq, t->name, NULL);
+
     json_decref(j);
     snprintf(key, sizeof key, KEY_PREFIX "%s", t->name);
-    if (text == NULL ||
+    if (text == NULL || w == NULL ||
         store_put(d->store, key, (const uint8_t *)text, strlen(text),
-                  STORE_ANY_REVISION, on_written, rq) != 0) {
+                  STORE_ANY_REVISION, on_written, w) != 0) {
+        free(w);
         if (rq)
             api_error(rq, 500, "internal", "cannot store tenant %s", t->name);
     }
     free(text);
+}
+
+/* A new tenant name, made by rq's principal, in the table (not yet
+ * persisted); NULL when out of memory (answered). */
+static struct tenant *
+tenant_new(struct api_req *rq, const char *name)
+{
+    struct tenant *t = calloc(1, sizeof *t);
+    if (t == NULL || (t->stopped = json_array()) == NULL) {
+        free(t);
+        api_error(rq, 500, "internal", "out of memory");
+        return NULL;
+    }
+    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->created_by, sizeof t->created_by, "%s", rq->principal.name);
+    t->created_ms = timestamp_now_ms();
+    LIST_INSERT_HEAD(&tenants, t, link);
+    return t;
 }
 
 static const struct api_member tenant_members[] = {
@@ -231,17 +265,9 @@ create(struct api_req *rq)
         api_error(rq, 409, "conflict", "tenant %s exists", name);
         goto out;
     }
-    struct tenant *t = calloc(1, sizeof *t);
-    if (t == NULL || (t->stopped = json_array()) == NULL) {
-        free(t);
-        api_error(rq, 500, "internal", "out of memory");
-        goto out;
-    }
-    snprintf(t->name, sizeof t->name, "%s", name);
-    snprintf(t->created_by, sizeof t->created_by, "%s", rq->principal.name);
-    t->created_ms = timestamp_now_ms();
-    LIST_INSERT_HEAD(&tenants, t, link);
-    persist(rq->d, t, rq);
+    struct tenant *t = tenant_new(rq, name);
+    if (t)
+        persist(rq->d, t, rq);
 out:
     json_decref(body);
 }
@@ -283,19 +309,7 @@ tenant_of_path(struct api_req *rq, bool make)
             api_error(rq, 404, "not_found", "no tenant %s", name);
         return t;
     }
-    if (!make)
-        return NULL;
-    t = calloc(1, sizeof *t);
-    if (t == NULL || (t->stopped = json_array()) == NULL) {
-        free(t);
-        api_error(rq, 500, "internal", "out of memory");
-        return NULL;
-    }
-    snprintf(t->name, sizeof t->name, "%s", name);
-    snprintf(t->created_by, sizeof t->created_by, "%s", rq->principal.name);
-    t->created_ms = timestamp_now_ms();
-    LIST_INSERT_HEAD(&tenants, t, link);
-    return t;
+    return make ? tenant_new(rq, name) : NULL;
 }
 
 static void
@@ -364,20 +378,25 @@ static void delete (struct api_req *rq)
     unsigned tokens = api_tokens_revoke_tenant(rq->d, name);
     log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens)",
                rq->principal.name, name, workers, tokens);
+    json_t *answer =
+        json_pack("{s:s, s:I, s:I}", "deleted", name, "workers",
+                  (json_int_t)workers, "tokens", (json_int_t)tokens);
     struct tenant *t = tenant_find(name);
     if (t == NULL) {
-        api_reply(rq, 200,
-                  json_pack("{s:s, s:I, s:I}", "deleted", name, "workers",
-                            (json_int_t)workers, "tokens", (json_int_t)tokens));
+        api_reply(rq, 200, answer);
         return;
     }
     char key[STORE_KEY_MAX];
     LIST_REMOVE(t, link);
     tenant_free(t);
     snprintf(key, sizeof key, KEY_PREFIX "%s", name);
-    if (store_delete(rq->d->store, key, STORE_ANY_REVISION, on_written, rq) !=
-        0)
+    struct written *w = written_new(rq, name, answer);
+    if (w == NULL || store_delete(rq->d->store, key, STORE_ANY_REVISION,
+                                  on_written, w) != 0) {
+        json_decref(answer); /* no callback runs for a refused delete */
+        free(w);
         api_error(rq, 500, "internal", "cannot delete %s", key);
+    }
 }
 
 void

@@ -3,10 +3,12 @@
  * the route table (api.h).
  *
  * Two listeners share one HTTP server (http_server.h): the control socket
- * (unix; trusted by its file mode and group, each peer's uid/gid/pid
- * logged) and, when `listen` is set, TCP, where every request must carry
- * `Authorization: Bearer <token>` with the token of `token_file` (compared
- * in constant time).  Each listener has its own cap on connections
+ * (unix; reached by its file mode and group, each peer's uid/gid/pid
+ * logged, its principal made from them: principal.h) and, when `listen`
+ * is set, TCP, where every request must carry `Authorization: Bearer
+ * <token>`: the token of `token_file` (compared in constant time), an
+ * operator's, or one of /v1/tokens (route_tokens.c), scoped to a tenant
+ * and a role.  Each listener has its own cap on connections
  * (control_socket_max_connections, http_max_connections), so a flood of
  * the TCP port leaves the control socket reachable; the server answers
  * what it refuses itself (limits, deadlines, bad HTTP) with the API's JSON
@@ -17,7 +19,8 @@
  * journal, and the caps are lowered, if they must, so that the control
  * socket's and the TCP listener's connections fit in what is left.
  *
- * The gate, in this order: a known path, the token on TCP (gate_admits();
+ * The gate, in this order: a known path, the principal (gate_admits():
+ * the peer's credentials on the socket, the token on TCP;
  * gate_public_path() names what TCP serves without it),
  * no mutation while the daemon stops.  Bodies over max_body_bytes never
  * reach it: the server refuses them (413) before reading them.
