@@ -74,15 +74,23 @@ struct api {
 
 /* ---- the gate and the routes ----------------------------------------- */
 
+/* The bearer token of an Authorization header, or NULL. */
+static const char *
+bearer_of(const char *auth)
+{
+    static const char prefix[] = "Bearer ";
+    if (auth == NULL || strncmp(auth, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    return auth + sizeof prefix - 1;
+}
+
 /* Constant-time comparison of the presented bearer token with token. */
 static bool
 bearer_is(const char *token, size_t len, const char *auth)
 {
-    static const char prefix[] = "Bearer ";
-    if (len == 0 || auth == NULL ||
-        strncmp(auth, prefix, sizeof prefix - 1) != 0)
+    const char *t = bearer_of(auth);
+    if (len == 0 || t == NULL)
         return false;
-    const char *t = auth + sizeof prefix - 1;
     size_t n = strlen(t);
     unsigned char diff = n != len;
     for (size_t i = 0; i < len; i++)
@@ -185,16 +193,6 @@ gate_public_path(const struct api *api, const struct api_req *rq,
         return true;
     return get && rq->nseg == 1 && seg_is(rq, 0, "metrics") &&
            bearer_is(api->metrics_token, api->metrics_token_len, auth);
-}
-
-/* The bearer token of an Authorization header, or NULL. */
-static const char *
-bearer_of(const char *auth)
-{
-    static const char prefix[] = "Bearer ";
-    if (auth == NULL || strncmp(auth, prefix, sizeof prefix - 1) != 0)
-        return NULL;
-    return auth + sizeof prefix - 1;
 }
 
 static void
