@@ -151,8 +151,8 @@ def expected(role, method, path):
         return 200  # the verdict only (checked below)
     if path == "/v1/workers" and method == "GET":
         return 403 if role == "publisher" else 200  # (filtered: below)
-    if path == "/v1/engines":
-        return 403 if role == "publisher" else 200
+    if path in ("/v1/engines", "/metrics"):
+        return 403 if role == "publisher" else 200  # metrics: its own only
     return 403
 
 
@@ -219,6 +219,10 @@ def test_own_tenant_is_served(env):
     ev = {"specversion": "1.0", "id": "e1", "source": "t", "type": "echo"}
     st, body = reader.request("POST", f"/v1/workers/{env['acme']}/invoke", ev)
     assert st == 403 and json.loads(body)["error"]["code"] == "forbidden"
+    # its workers' series only, none of the daemon's own
+    st, text = reader.request("GET", "/metrics")
+    assert st == 200 and f'worker="{env["acme"]}"' in text, text
+    assert "workmanager_journal_bytes" not in text, text
     pub = Tcp(env["port"], env["tokens"]["own-publisher"])
     st, body = pub.request("POST", f"/v1/workers/{env['acme']}/invoke", ev)
     assert st == 200, body
