@@ -90,6 +90,19 @@ static const struct wmctl_command commands[] = {
     { .name = "health", .synopsis = "", .run = cmd_health },
     { .name = "recover", .synopsis = "", .run = cmd_recover },
     {
+        .name = "tenant",
+        .synopsis = "create|show|suspend|resume NAME | delete NAME --yes | "
+                    "list",
+        .run = cmd_tenant,
+    },
+    {
+        .name = "token",
+        .synopsis = "create --tenant T --role operator|tenant-admin|"
+                    "publisher|reader [--expires DURATION] | list "
+                    "[--tenant T] | revoke ID",
+        .run = cmd_token,
+    },
+    {
         .name = "pack",
         .synopsis = "[--manifest FILE | --library NAME [--entry-point SYM] "
                     "[--free-result SYM]] [--rid RID]... -o OUT.zip LIB.so",

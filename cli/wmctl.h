@@ -122,6 +122,9 @@ int cmd_tags(struct wmctl *ctl, int argc, char **argv);
 int cmd_invoke(struct wmctl *ctl, int argc, char **argv);
 int cmd_publish(struct wmctl *ctl, int argc, char **argv);
 int cmd_subscribe(struct wmctl *ctl, int argc, char **argv);
+/* cmd_tenants.c */
+int cmd_tenant(struct wmctl *ctl, int argc, char **argv);
+int cmd_token(struct wmctl *ctl, int argc, char **argv);
 /* cmd_pack.c: a local command. */
 int cmd_pack(struct wmctl *ctl, int argc, char **argv);
 

@@ -2,13 +2,15 @@
  * api.h — master/api/, the admin API room (DESIGN §8): HTTP/1.1 + JSON over
  * the room's own HTTP server (http_server.h: http_conn.c, http_reply.c,
  * http_listen.c, on libevent's loop) on the control socket (unix, mode and
- * group configurable, peer credentials logged) and optionally on TCP with
- * a bearer token.  router.c holds the listeners, the gate and the route
- * table; request.c a request's life (reading its body, answering, the
- * audit trail); one route_*.c per resource (workers, with worker_body.c
- * for a worker's JSON both ways, route_invoke.c for invoke and
- * route_logs.c for a worker's log lines; topics;
- * health, engines and recover; metrics); events.c and events_json.c the
+ * group configurable, peer credentials logged and mapped to a principal)
+ * and optionally on TCP with a bearer token.  router.c holds the
+ * listeners, the gate and the route table; principal.c what a principal
+ * may do (role x action x tenant); route_tokens.c and route_tenants.c
+ * the tokens and tenants; request.c a request's life (reading its body,
+ * answering, the audit trail); one route_*.c per resource (workers,
+ * with worker_body.c for a worker's JSON both ways, route_invoke.c for
+ * invoke and route_logs.c for a worker's log lines; topics; tenants;
+ * tokens; health, engines and recover; metrics); events.c and events_json.c the
  * CloudEvents codec of the edges (events.h).  A handler either answers at
  * once or keeps its struct api_req until an asynchronous step (a store
  * write, a host's Loaded) completes; a client that hangs up meanwhile
@@ -24,6 +26,7 @@
 #include <jansson.h>
 
 #include "lib/uuid.h"
+#include "master/api/principal.h"
 
 struct daemon;
 struct api;
@@ -56,8 +59,11 @@ struct api_req {
     int nseg;
     char *segbuf;
     char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
-    bool gone;     /* the client hung up before the answer */
-    bool mutation; /* audited */
+    /* Whose credentials (principal.h): made by the gate before any
+     * route runs. */
+    struct api_principal principal;
+    bool gone;                 /* the client hung up before the answer */
+    bool mutation;             /* audited */
     char worker[UUID_SIZE];    /* the worker concerned, for the audit trail */
     struct api_params *params; /* the parsed query, once api_query() ran */
     void (*stream_gone)(void *arg);
@@ -163,6 +169,14 @@ void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
+/* Stops (run false) or starts worker w without a request (its tenant's
+ * suspension and resumption); its record follows.  -1 while an API
+ * change to it is in flight. */
+int api_workers_set_status(struct daemon *d, struct worker *w, bool run);
+/* Deletes every worker of tenant (its deletion); returns how many. */
+unsigned api_workers_remove_tenant(struct daemon *d, const char *tenant);
+/* How many workers tenant has. */
+unsigned api_workers_count_tenant(struct daemon *d, const char *tenant);
 /* POST /v1/workers/{id}/invoke of worker w (route_invoke.c). */
 void api_invoke_route(struct api_req *rq, struct worker *w);
 /* GET /v1/workers/{id}/logs of worker w (route_logs.c), and the end of

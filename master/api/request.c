@@ -299,8 +299,8 @@ static void
 finish(struct api_req *rq, int status, json_t *body, const char *code)
 {
     if (rq->mutation)
-        audit_write(rq->d, rq->peer, rq->method, rq->path, rq->worker, status,
-                    code);
+        audit_write(rq->d, rq->peer, rq->principal.name, rq->method, rq->path,
+                    rq->worker, status, code);
     /* A gone client's answer is dropped by the server, which frees its
      * request then. */
     http_request_on_gone(rq->hreq, NULL, NULL);

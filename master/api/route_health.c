@@ -126,6 +126,16 @@ api_health_route(struct api_req *rq)
     const char *status = recovery_status(d);
     bool writable;
     json_t *journal = journal_check(d, &writable);
+    if (api_principal_decide(&rq->principal, API_OPERATE, NULL) !=
+        API_SCOPE_ALLOW) {
+        /* A tenant's principal: the verdict, not the daemon's detail. */
+        if (!writable && strcmp(status, "Healthy") == 0)
+            status = "Degraded";
+        json_decref(journal);
+        api_reply(rq, strcmp(status, "Healthy") == 0 ? 200 : 503,
+                  json_pack("{s:s}", "status", status));
+        return;
+    }
     json_t *recovery =
         json_pack("{s:s, s:i, s:i}", "status", status, "recovered",
                   (int)d->recovered, "failed", (int)d->recovery_fails);
@@ -185,6 +195,8 @@ api_engines_route(struct api_req *rq)
                   rq->method, rq->path);
         return;
     }
+    if (api_scope_refuse(rq, API_READ, NULL, "engine"))
+        return;
     api_reply(rq, 200,
               json_pack("{s:o}", "engines",
                         engines_json(rq->d->engines, rq->d->conf, rq->d->sv)));
@@ -221,7 +233,8 @@ api_recover_route(struct api_req *rq)
                   rq->method, rq->path);
         return;
     }
-    if (api_members_none(rq, "recover") != 0 || api_refuse_while_recovering(rq))
+    if (api_scope_refuse(rq, API_OPERATE, NULL, "recovery") ||
+        api_members_none(rq, "recover") != 0 || api_refuse_while_recovering(rq))
         return;
     recover_rq = rq;
     if (recovery_start(rq->d, recovered) != 0) {

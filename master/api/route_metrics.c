@@ -104,9 +104,10 @@ esc(const char *s, char *buf, size_t len)
     return buf;
 }
 
+/* A series of every worker of the tenant (NULL: of every tenant). */
 static void
-per_worker(struct text *t, const struct registry *r, const char *name,
-           const char *help, size_t offset)
+per_worker(struct text *t, const struct registry *r, const char *tenant,
+           const char *name, const char *help, size_t offset)
 {
     char a[300], b[300];
 
@@ -114,6 +115,8 @@ per_worker(struct text *t, const struct registry *r, const char *name,
     for (size_t i = 0; i < registry_count(r); i++) {
         const struct worker *w = registry_at(r, i);
         uint64_t v;
+        if (tenant && strcmp(w->tenant, tenant) != 0)
+            continue;
         if (offset == SIZE_MAX)
             v = w->restarts;
         else
@@ -122,6 +125,43 @@ per_worker(struct text *t, const struct registry *r, const char *name,
             name, w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
             v);
     }
+}
+
+/* The daemon's own gauges: workers by status and state, hosts, pools. */
+static void
+daemon_gauges(struct text *t, struct daemon *d)
+{
+    size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
+
+    for (size_t i = 0; i < registry_count(d->registry); i++) {
+        const struct worker *w = registry_at(d->registry, i);
+        by_status[w->status]++;
+        by_state[w->state]++;
+    }
+    head(t, "workmanager_workers", "gauge",
+         "Registered workers by desired status.");
+    for (int s = WORKER_RUNNING; s <= WORKER_STOPPED; s++)
+        add(t, "workmanager_workers{status=\"%s\"} %zu\n",
+            worker_status_name((enum worker_status)s), by_status[s]);
+    head(t, "workmanager_worker_hosts", "gauge",
+         "Registered workers by observed host state.");
+    for (int s = WORKER_STATE_IDLE; s <= WORKER_STATE_FINISHED; s++)
+        add(t, "workmanager_worker_hosts{state=\"%s\"} %zu\n",
+            worker_state_name((enum worker_state)s), by_state[s]);
+    scalar(t, "workmanager_host_processes", "gauge",
+           "Engine-host processes alive.", supervise_hosts(d->sv));
+    /* The warm pools (supervise.h): ready now, and configured. */
+    head(t, "workmanager_engine_warm_hosts", "gauge",
+         "Pool hosts of an engine ready for a worker to take.");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(t, "workmanager_engine_warm_hosts{engine=\"%s\"} %zu\n",
+            d->engines->v[i].name,
+            supervise_pool_ready(d->sv, &d->engines->v[i]));
+    head(t, "workmanager_engine_warm_hosts_wanted", "gauge",
+         "Pool hosts an engine keeps warm (its descriptor's warm).");
+    for (size_t i = 0; i < d->engines->n; i++)
+        add(t, "workmanager_engine_warm_hosts_wanted{engine=\"%s\"} %u\n",
+            d->engines->v[i].name, d->engines->v[i].warm);
 }
 
 void
@@ -133,47 +173,31 @@ api_metrics_route(struct api_req *rq)
     struct broker_health bh;
     struct flow_stats ds;
     struct grouplock_stats gs;
-    size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
 
+    /* A tenant's reader or admin: its workers' series only. */
+    const char *only = NULL;
+    if (api_principal_decide(&rq->principal, API_OPERATE, NULL) !=
+        API_SCOPE_ALLOW) {
+        if (api_scope_refuse(rq, API_READ, NULL, "metrics")) {
+            free(t.p);
+            return;
+        }
+        only = rq->principal.tenant;
+    }
     if (t.p == NULL) {
         api_error(rq, 500, "internal", "out of memory");
         return;
     }
-    for (size_t i = 0; i < registry_count(d->registry); i++) {
-        const struct worker *w = registry_at(d->registry, i);
-        by_status[w->status]++;
-        by_state[w->state]++;
-    }
-    head(&t, "workmanager_workers", "gauge",
-         "Registered workers by desired status.");
-    for (int s = WORKER_RUNNING; s <= WORKER_STOPPED; s++)
-        add(&t, "workmanager_workers{status=\"%s\"} %zu\n",
-            worker_status_name((enum worker_status)s), by_status[s]);
-    head(&t, "workmanager_worker_hosts", "gauge",
-         "Registered workers by observed host state.");
-    for (int s = WORKER_STATE_IDLE; s <= WORKER_STATE_FINISHED; s++)
-        add(&t, "workmanager_worker_hosts{state=\"%s\"} %zu\n",
-            worker_state_name((enum worker_state)s), by_state[s]);
-    scalar(&t, "workmanager_host_processes", "gauge",
-           "Engine-host processes alive.", supervise_hosts(d->sv));
-    /* The warm pools (supervise.h): ready now, and configured. */
-    head(&t, "workmanager_engine_warm_hosts", "gauge",
-         "Pool hosts of an engine ready for a worker to take.");
-    for (size_t i = 0; i < d->engines->n; i++)
-        add(&t, "workmanager_engine_warm_hosts{engine=\"%s\"} %zu\n",
-            d->engines->v[i].name,
-            supervise_pool_ready(d->sv, &d->engines->v[i]));
-    head(&t, "workmanager_engine_warm_hosts_wanted", "gauge",
-         "Pool hosts an engine keeps warm (its descriptor's warm).");
-    for (size_t i = 0; i < d->engines->n; i++)
-        add(&t, "workmanager_engine_warm_hosts_wanted{engine=\"%s\"} %u\n",
-            d->engines->v[i].name, d->engines->v[i].warm);
+    if (only == NULL)
+        daemon_gauges(&t, d);
     /* Several per worker for an engine of concurrency processes. */
     head(&t, "workmanager_worker_host_processes", "gauge",
          "Engine-host processes of a worker.");
     for (size_t i = 0; i < registry_count(d->registry); i++) {
         const struct worker *w = registry_at(d->registry, i);
         char a[300], b[300];
+        if (only && strcmp(w->tenant, only) != 0)
+            continue;
         add(&t,
             "workmanager_worker_host_processes{worker=\"%s\",name=\"%s\","
             "tenant=\"%s\"} %zu\n",
@@ -181,30 +205,36 @@ api_metrics_route(struct api_req *rq)
             supervise_pids(w, NULL, 0));
     }
 
-    per_worker(&t, d->registry, "workmanager_worker_events_processed_total",
+    per_worker(&t, d->registry, only,
+               "workmanager_worker_events_processed_total",
                "Attempts (deliveries and invokes) a worker completed "
                "successfully.",
                offsetof(struct worker_counters, processed));
-    per_worker(&t, d->registry, "workmanager_worker_events_failed_total",
+    per_worker(&t, d->registry, only, "workmanager_worker_events_failed_total",
                "Attempts (deliveries and invokes) of a worker that ended "
                "in an error; a redelivered event counts once per attempt.",
                offsetof(struct worker_counters, failed));
-    per_worker(&t, d->registry, "workmanager_worker_events_published_total",
+    per_worker(&t, d->registry, only,
+               "workmanager_worker_events_published_total",
                "Output events a worker published.",
                offsetof(struct worker_counters, published));
-    per_worker(&t, d->registry, "workmanager_worker_events_redelivered_total",
+    per_worker(&t, d->registry, only,
+               "workmanager_worker_events_redelivered_total",
                "Deliveries to a worker nacked for a later retry.",
                offsetof(struct worker_counters, redelivered));
-    per_worker(&t, d->registry, "workmanager_worker_events_dead_lettered_total",
+    per_worker(&t, d->registry, only,
+               "workmanager_worker_events_dead_lettered_total",
                "Events a worker's subscription gave up on.",
                offsetof(struct worker_counters, dead_lettered));
-    per_worker(&t, d->registry, "workmanager_worker_events_refused_total",
+    per_worker(&t, d->registry, only, "workmanager_worker_events_refused_total",
                "Events refused at the door (503 subscriber_full): a "
                "worker's queue was full.",
                offsetof(struct worker_counters, refused));
-    per_worker(&t, d->registry, "workmanager_worker_restarts_total",
+    per_worker(&t, d->registry, only, "workmanager_worker_restarts_total",
                "Restarts of a worker's host after a crash.", SIZE_MAX);
 
+    if (only)
+        goto answer;
     flow_stats(d->flow, &ds);
     head(&t, "workmanager_event_processing_seconds", "histogram",
          "Time from handing an event to a host to its Result.");
@@ -290,6 +320,7 @@ api_metrics_route(struct api_req *rq)
            "Events not sent to a stream that read too slowly.",
            api_topics_dropped());
 
+answer:
     if (t.oom)
         api_error(rq, 500, "internal", "out of memory");
     else

@@ -40,6 +40,7 @@
 #include "master/api/api.h"
 #include "master/api/events.h"
 #include "master/api/http_server.h"
+#include "master/api/tokens.h"
 #include "master/broker/admit.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
@@ -68,11 +69,52 @@ api_topics_streams(void)
     return streams_open;
 }
 
+/* The tenant a request means: ?tenant=, else its principal's own
+ * (principal.h: "default" for an operator). */
 static const char *
 tenant_of(struct api_req *rq)
 {
-    const char *t = api_query(rq, "tenant");
-    return t && *t ? t : "default";
+    return api_scope_tenant(rq, api_query(rq, "tenant"));
+}
+
+/* The daemon's topic a tenant's principal may follow in its own tenant:
+ * the lifecycle events of its workers.  Every other workmanager.* topic
+ * is the operators'. */
+#define TENANT_DAEMON_TOPIC "workmanager.lifecycle"
+
+static bool
+tenant_may_follow(const char *topic)
+{
+    return !flow_topic_reserved(topic) ||
+           strcmp(topic, TENANT_DAEMON_TOPIC) == 0;
+}
+
+/* Whether rq's principal may do a on the topics of tenant (`*`: every
+ * tenant's, an operator's); else answers 403 and returns true.  A topic
+ * is no object whose existence could leak: another tenant's is 403. */
+static bool
+topic_refuse(struct api_req *rq, enum api_action a, const char *tenant,
+             const char *topic)
+{
+    const struct api_principal *p = &rq->principal;
+
+    if (p->role == ROLE_OPERATOR)
+        return false;
+    if (strcmp(tenant, "*") == 0 || strcmp(tenant, p->tenant) != 0) {
+        api_error(rq, 403, "forbidden",
+                  "a credential of tenant %s reaches the topics of tenant %s "
+                  "only (tenant=* is for operators)",
+                  p->tenant, p->tenant);
+        return true;
+    }
+    if (a == API_READ && !tenant_may_follow(topic)) {
+        api_error(rq, 403, "forbidden",
+                  "topic %s is the daemon's, for operators; a tenant follows "
+                  "its workers' lifecycle on " TENANT_DAEMON_TOPIC,
+                  topic);
+        return true;
+    }
+    return api_scope_refuse(rq, a, tenant, "topic");
 }
 
 /* ---- publish ----------------------------------------------------------- */
@@ -409,6 +451,7 @@ struct stream {
     struct broker_sub *sub;
     struct event *keepalive;
     uint64_t dropped;
+    bool operator; /* else the daemon's topics but one are left out */
 };
 
 static void
@@ -435,6 +478,8 @@ on_stream_event(struct broker_delivery *d, void *arg)
     struct stream *s = arg;
     struct ipc_cloudevent ce;
 
+    if (!s->operator&& !tenant_may_follow(d->topic))
+        return; /* `*` of a tenant: not the daemon's infra events */
     /* A broker's event: verified or built before (broker.h, Trust). */
     ipc_cloudevent_decode_trusted(d->event, &ce);
     json_t *obj = events_to_json(&ce);
@@ -480,6 +525,7 @@ follow(struct api_req *rq, const char *topic)
         return;
     }
     s->rq = rq;
+    s->operator= rq->principal.role == ROLE_OPERATOR;
     LIST_INSERT_HEAD(&streams, s, link);
     struct broker_sub_spec spec = {
         .tenant = tenant,
@@ -540,12 +586,23 @@ api_topics_route(struct api_req *rq)
                   "tenant \"%s\" is not [A-Za-z0-9_.-]{1,128}", tenant);
         return;
     }
+    tenant = tenant_of(rq);
     if (strcmp(rq->method, "GET") == 0) {
-        follow(rq, topic);
+        if (!topic_refuse(rq, API_READ, tenant, topic))
+            follow(rq, topic);
     } else if (strcmp(rq->method, "POST") == 0) {
-        if (all || (tenant && strcmp(tenant, "*") == 0)) {
+        if (topic_refuse(rq, API_PUBLISH, tenant, topic))
+            return;
+        if (all || strcmp(tenant, "*") == 0) {
             api_error(rq, 400, "invalid_argument",
                       "publish to one topic of one tenant");
+            return;
+        }
+        if (api_tenants_suspended(tenant)) {
+            api_error(rq, 409, "tenant_suspended",
+                      "tenant %s is suspended: its publishes are refused "
+                      "until an operator resumes it (wmctl tenant resume %s)",
+                      tenant, tenant);
             return;
         }
         if (!api_refuse_while_recovering(rq))

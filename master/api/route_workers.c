@@ -590,6 +590,9 @@ create(struct api_req *rq)
         return;
     if (worker_body_create_take(rq, body, &b) != 0)
         goto out;
+    b.tenant = api_scope_tenant(rq, b.tenant);
+    if (api_scope_create_refuse(rq, b.tenant))
+        goto out;
     if ((e = engine_for(rq, b.mime)) == NULL)
         goto out;
     bool in_process = b.isolation && strcmp(b.isolation, "in-process") == 0;
@@ -664,9 +667,13 @@ list(struct api_req *rq)
 {
     json_t *arr = json_array();
     struct registry *r = rq->d->registry;
-    for (size_t i = 0; i < registry_count(r); i++)
-        json_array_append_new(arr,
-                              worker_body_json(registry_at(r, i), rq->d->conf));
+    if (api_scope_refuse(rq, API_READ, NULL, "worker"))
+        return;
+    for (size_t i = 0; i < registry_count(r); i++) {
+        const struct worker *w = registry_at(r, i);
+        if (api_scope_sees(rq, w->tenant))
+            json_array_append_new(arr, worker_body_json(w, rq->d->conf));
+    }
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
 
@@ -880,6 +887,18 @@ is(const struct api_req *rq, const char *method)
     return strcmp(rq->method, method) == 0;
 }
 
+/* What a request on one worker does (principal.h): reading it (itself,
+ * its history, tags, logs), invoking it, or managing it. */
+static enum api_action
+action_of(const struct api_req *rq, const char *action)
+{
+    if (is(rq, "GET") || is(rq, "HEAD"))
+        return API_READ;
+    if (action && strcmp(action, "invoke") == 0)
+        return API_PUBLISH;
+    return API_MANAGE;
+}
+
 void
 api_workers_route(struct api_req *rq)
 {
@@ -902,12 +921,16 @@ api_workers_route(struct api_req *rq)
     if (!is(rq, "GET") && !is(rq, "HEAD") && api_refuse_while_recovering(rq))
         return;
     struct worker *w = registry_lookup(rq->d->registry, rq->seg[2]);
+    const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
+    char what[200];
+    snprintf(what, sizeof what, "worker %s", rq->seg[2]);
     if (w == NULL) {
-        api_error(rq, 404, "not_found", "no worker %s", rq->seg[2]);
+        api_error(rq, 404, "not_found", "no %s", what);
         return;
     }
+    if (api_scope_refuse(rq, action_of(rq, action), w->tenant, what))
+        return;
     snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
-    const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
 
     if (action == NULL) {
         if (is(rq, "GET"))
@@ -945,4 +968,80 @@ api_workers_route(struct api_req *rq)
         put_tags(rq, w);
     else
         api_error(rq, 404, "not_found", "no route %s %s", rq->method, rq->path);
+}
+
+/* ---- a tenant's workers at once (route_tenants.c) --------------------- */
+
+/* A write without a request: logged when it fails; the record's new
+ * revision is taken if the worker still exists. */
+static void
+on_tenant_write(enum store_status st, uint64_t revision, const char *message,
+                void *arg)
+{
+    struct daemon *d = arg;
+    (void)d;
+    (void)revision;
+    if (st != STORE_OK && st != STORE_NOT_FOUND)
+        log_err("store: a tenant's worker record: %s", message);
+}
+
+unsigned
+api_workers_count_tenant(struct daemon *d, const char *tenant)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < registry_count(d->registry); i++)
+        if (strcmp(registry_at(d->registry, i)->tenant, tenant) == 0)
+            n++;
+    return n;
+}
+
+int
+api_workers_set_status(struct daemon *d, struct worker *w, bool run)
+{
+    char key[STORE_KEY_MAX];
+    uint8_t *rec;
+    size_t len;
+
+    if (w->busy)
+        return -1;
+    w->status = run ? WORKER_RUNNING : WORKER_STOPPED;
+    w->updated_at_ms = timestamp_now_ms();
+    record_worker_key(w->id, key, sizeof key);
+    if (record_worker_encode(w, &rec, &len) == 0) {
+        /* Whatever revision: the tenant's decision wins. */
+        store_put(d->store, key, rec, len, STORE_ANY_REVISION, on_tenant_write,
+                  d);
+        w->revision++;
+        free(rec);
+    }
+    flow_status(d->flow, w);
+    supervise_apply(d->sv, w, NULL, NULL);
+    lifecycle_emit(d, w, run ? "started" : "stopped", NULL);
+    return 0;
+}
+
+unsigned
+api_workers_remove_tenant(struct daemon *d, const char *tenant)
+{
+    unsigned n = 0;
+    size_t i = 0;
+
+    while (i < registry_count(d->registry)) {
+        struct worker *w = registry_at(d->registry, i);
+        char key[STORE_KEY_MAX];
+        if (strcmp(w->tenant, tenant) != 0 || w->busy) {
+            i++;
+            continue;
+        }
+        flow_detach(d->flow, w);
+        supervise_forget(d->sv, w);
+        record_worker_key(w->id, key, sizeof key);
+        store_delete(d->store, key, STORE_ANY_REVISION, on_tenant_write, d);
+        gateway_forget(d, w);
+        registry_remove(d->registry, w);
+        lifecycle_emit(d, w, "deleted", NULL);
+        worker_free(w);
+        n++;
+    }
+    return n;
 }

@@ -3,10 +3,12 @@
  * the route table (api.h).
  *
  * Two listeners share one HTTP server (http_server.h): the control socket
- * (unix; trusted by its file mode and group, each peer's uid/gid/pid
- * logged) and, when `listen` is set, TCP, where every request must carry
- * `Authorization: Bearer <token>` with the token of `token_file` (compared
- * in constant time).  Each listener has its own cap on connections
+ * (unix; reached by its file mode and group, each peer's uid/gid/pid
+ * logged, its principal made from them: principal.h) and, when `listen`
+ * is set, TCP, where every request must carry `Authorization: Bearer
+ * <token>`: the token of `token_file` (compared in constant time), an
+ * operator's, or one of /v1/tokens (route_tokens.c), scoped to a tenant
+ * and a role.  Each listener has its own cap on connections
  * (control_socket_max_connections, http_max_connections), so a flood of
  * the TCP port leaves the control socket reachable; the server answers
  * what it refuses itself (limits, deadlines, bad HTTP) with the API's JSON
@@ -17,7 +19,8 @@
  * journal, and the caps are lowered, if they must, so that the control
  * socket's and the TCP listener's connections fit in what is left.
  *
- * The gate, in this order: a known path, the token on TCP (gate_admits();
+ * The gate, in this order: a known path, the principal (gate_admits():
+ * the peer's credentials on the socket, the token on TCP;
  * gate_public_path() names what TCP serves without it),
  * no mutation while the daemon stops.  Bodies over max_body_bytes never
  * reach it: the server refuses them (413) before reading them.
@@ -43,7 +46,9 @@
 #include <unistd.h>
 
 #include "lib/errbuf.h"
+#include "lib/timestamp.h"
 #include "master/api/http_server.h"
+#include "master/api/tokens.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -69,15 +74,23 @@ struct api {
 
 /* ---- the gate and the routes ----------------------------------------- */
 
+/* The bearer token of an Authorization header, or NULL. */
+static const char *
+bearer_of(const char *auth)
+{
+    static const char prefix[] = "Bearer ";
+    if (auth == NULL || strncmp(auth, prefix, sizeof prefix - 1) != 0)
+        return NULL;
+    return auth + sizeof prefix - 1;
+}
+
 /* Constant-time comparison of the presented bearer token with token. */
 static bool
 bearer_is(const char *token, size_t len, const char *auth)
 {
-    static const char prefix[] = "Bearer ";
-    if (len == 0 || auth == NULL ||
-        strncmp(auth, prefix, sizeof prefix - 1) != 0)
+    const char *t = bearer_of(auth);
+    if (len == 0 || t == NULL)
         return false;
-    const char *t = auth + sizeof prefix - 1;
     size_t n = strlen(t);
     unsigned char diff = n != len;
     for (size_t i = 0; i < len; i++)
@@ -126,6 +139,18 @@ static const struct route routes[] = {
         .max_segments = API_MAX_SEGMENTS,
         .handler = api_topics_route,
     },
+    {
+        .first = "v1",
+        .second = "tenants",
+        .max_segments = 4,
+        .handler = api_tenants_route,
+    },
+    {
+        .first = "v1",
+        .second = "tokens",
+        .max_segments = 3,
+        .handler = api_tokens_route,
+    },
     { .first = "metrics", .max_segments = 1, .handler = api_metrics_route },
 };
 
@@ -170,20 +195,63 @@ gate_public_path(const struct api *api, const struct api_req *rq,
            bearer_is(api->metrics_token, api->metrics_token_len, auth);
 }
 
-/* Whether rq may pass: on TCP only with the bearer token (else answered
- * 401 here).  The one place that says who needs a token. */
+static void
+refuse_401(struct api_req *rq, const char *why)
+{
+    api_reply_header(rq, "WWW-Authenticate", "Bearer");
+    api_error(rq, 401, "unauthorized",
+              "%s: send Authorization: Bearer <token> with the token of "
+              "token_file or one from `wmctl token create` (wmctl: "
+              "--token-file FILE or WM_TOKEN_FILE)",
+              why);
+}
+
+/*
+ * Whether rq may pass, its principal made (principal.h); else answered
+ * here: 401 on TCP without a valid token, 403 for a control socket user
+ * nobody mapped.  The one place that says who is who.
+ */
 static bool
 gate_admits(struct api *api, struct api_req *rq)
 {
+    const struct http_peer *peer = rq->hreq->peer;
     const char *auth = api_header(rq, "Authorization");
-    if (!rq->hreq->peer->tcp || gate_public_path(api, rq, auth) ||
-        token_ok(api, auth))
+    char why[512];
+
+    if (!peer->tcp) {
+        if (api_principal_of_peer(peer, api->d->conf->local_principals,
+                                  api->d->conf->control_socket_group,
+                                  &rq->principal, why, sizeof why) == 0)
+            return true;
+        api_error(rq, 403, "forbidden", "%s", why);
+        return false;
+    }
+    /* TLS (issue 22, helper "tls"): a verified client certificate's
+     * mapped tenant and role become rq->principal here, before the
+     * bearer token is read. */
+    if (gate_public_path(api, rq, auth)) {
+        api_principal_operator(&rq->principal, "metrics or probe");
         return true;
-    api_reply_header(rq, "WWW-Authenticate", "Bearer");
-    api_error(rq, 401, "unauthorized",
-              "a valid bearer token is required on TCP: send "
-              "Authorization: Bearer <the token of token_file> (wmctl: "
-              "--token-file FILE or WM_TOKEN_FILE)");
+    }
+    if (token_ok(api, auth)) {
+        api_principal_operator(&rq->principal, "token_file");
+        return true;
+    }
+    const char *bearer = bearer_of(auth);
+    if (bearer == NULL || *bearer == '\0') {
+        refuse_401(rq, "a valid bearer token is required on TCP");
+        return false;
+    }
+    switch (api_tokens_match(bearer, timestamp_now_ms(), &rq->principal)) {
+    case API_TOKEN_OK:
+        return true;
+    case API_TOKEN_EXPIRED:
+        refuse_401(rq, "this token has expired");
+        return false;
+    case API_TOKEN_UNKNOWN:
+        break;
+    }
+    refuse_401(rq, "this token is not valid (unknown or revoked)");
     return false;
 }
 

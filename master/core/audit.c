@@ -98,8 +98,9 @@ audit_close(void)
 }
 
 void
-audit_write(struct daemon *d, const char *peer, const char *method,
-            const char *path, const char *worker, int status, const char *code)
+audit_write(struct daemon *d, const char *peer, const char *principal,
+            const char *method, const char *path, const char *worker,
+            int status, const char *code)
 {
     char at[TIMESTAMP_SIZE];
 
@@ -110,6 +111,8 @@ audit_write(struct daemon *d, const char *peer, const char *method,
                           "method", method, "path", path, "status", status);
     if (j == NULL)
         return;
+    if (principal && *principal)
+        json_object_set_new(j, "principal", json_string(principal));
     if (worker && *worker)
         json_object_set_new(j, "worker", json_string(worker));
     if (code)

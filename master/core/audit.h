@@ -19,10 +19,11 @@ void audit_close(void);
  * trail goes on in the file open before.  0 before audit_open().
  */
 int audit_reopen(char *err, size_t errlen);
-/* Appends {"at","peer","method","path","worker","status","code"}, unless
+/* Appends {"at","peer","principal","method","path","worker","status",
+ * "code"} (principal: the acting credential, principal.h), unless
  * it is a publish (POST /v1/topics/...) that audit_publishes leaves out. */
-void audit_write(struct daemon *d, const char *peer, const char *method,
-                 const char *path, const char *worker, int status,
-                 const char *code);
+void audit_write(struct daemon *d, const char *peer, const char *principal,
+                 const char *method, const char *path, const char *worker,
+                 int status, const char *code);
 
 #endif /* WM_MASTER_AUDIT_H */

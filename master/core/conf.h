@@ -130,6 +130,7 @@ struct conf {
     char *listen;
     char *token_file;
     char *metrics_token_file; /* "": /metrics needs token_file's */
+    char *local_principals;   /* roles.h: uid:N=tenant/role, ... */
     char *engines_dir;
     char *libexec_dir;
     char *instance; /* the host name when not set */

@@ -40,6 +40,7 @@
  * | `listen` | string, may be empty | empty | `WM_LISTEN` | TCP address of the admin API as host:port or [ipv6]:port (bearer token required); empty means no TCP listener. |
  * | `token_file` | path | `<sysconfdir>/workmanager/token` | `WM_TOKEN_FILE` | File holding the bearer token that TCP clients must present. |
  * | `metrics_token_file` | path, may be empty | empty | `WM_METRICS_TOKEN_FILE` | File holding a second bearer token that lets TCP clients read GET /metrics and nothing else (for Prometheus); empty means /metrics needs the admin token. |
+ * | `local_principals` | string, may be empty | empty | `WM_LOCAL_PRINCIPALS` | Control socket users other than root, the daemon's user and the socket's group, mapped to a tenant and a role: entries uid:<N>=<tenant>/<role> or user:<name>=<tenant>/<role>, separated by commas; unmapped users are refused. |
  * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
  * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
  * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
@@ -115,6 +116,7 @@
 
 #include "master/core/conf.h"
 #include "master/core/conf_private.h"
+#include "master/core/roles.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -260,6 +262,19 @@ const struct conf_key conf_key_table[] = {
                "read GET /metrics and nothing else (for Prometheus); empty "
                "means /metrics needs the admin token.",
         .offset = AT(metrics_token_file, char *),
+    },
+    {
+        .name = "local_principals",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_LOCAL_PRINCIPALS",
+        .doc = "Control socket users other than root, the daemon's user and "
+               "the socket's group, mapped to a tenant and a role: entries "
+               "uid:<N>=<tenant>/<role> or user:<name>=<tenant>/<role>, "
+               "separated by commas; unmapped users are refused.",
+        .offset = AT(local_principals, char *),
+        .check = conf_check_local_principals,
     },
 
     /* Backends. */

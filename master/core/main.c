@@ -33,6 +33,7 @@
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "master/api/api.h"
+#include "master/api/tokens.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
 #include "master/broker/gateway.h"
@@ -567,6 +568,11 @@ main(int argc, char **argv)
         log_err("store: %s", err);
         goto out;
     }
+    if (api_tokens_load(d.store, err, sizeof err) != 0 ||
+        api_tenants_load(d.store, err, sizeof err) != 0) {
+        log_err("store: tokens and tenants: %s", err);
+        goto out;
+    }
     if (audit_open(conf.state_dir, err, sizeof err) != 0) {
         log_err("%s", err);
         goto out;
@@ -623,6 +629,8 @@ out:
     store_flush(d.store);
     if (d.api)
         api_free(d.api);
+    api_tokens_free();
+    api_tenants_free();
     if (d.sv)
         supervise_free(d.sv); /* the launcher removes the cgroups */
     else

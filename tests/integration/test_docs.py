@@ -21,7 +21,8 @@ PAGE = SRC / "man" / "workmanagerd.8"
 
 def documented_routes():
     """(method, path) of each `.It Li METHOD /path ...` under .Ss Routes,
-    `Ar id` made the worker w1 and `Ar topic` the topic t."""
+    `Ar id` made the worker w1, `Ar topic` the topic t, `Ar tenant` a
+    tenant that does not exist and `Ar token` a token id that does not."""
     text = PAGE.read_text()
     section = text.split(".Ss Routes\n", 1)[1].split("\n.Ss ", 1)[0]
     routes = []
@@ -31,6 +32,8 @@ def documented_routes():
         spec = line[len(".It Li "):]
         spec = re.sub(r" Ns Op Li \?.*$", "", spec)  # an optional query
         spec = spec.replace(" Ns Ar id", "w1").replace(" Ns Ar topic", "t")
+        spec = spec.replace(" Ns Ar tenant", "doc-t").replace(
+            " Ns Ar token", "0" * 16)
         spec = spec.replace(" Ns Li ", "")
         for part in spec.split(" , "):
             m = re.match(r"^((?:[A-Z]+ \| )*[A-Z]+) (/\S*)(?: \| (.*))?$",

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "master/core/conf.h"
+#include "master/core/roles.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -289,10 +290,19 @@ test_good_names(void)
     if (load(&c, no_file(), false, err, sizeof(err), "user=3000:3000",
              "control_socket_group=wm.admins_2-x", "cgroup_parent=wm-2_x",
              "instance=Host-1.example_a",
-             "min_confinement=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", NULL) != 0) {
+             "min_confinement=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+             "local_principals=uid:1001=acme/reader, uid:1002=b.c-d/operator "
+             "user:root=x_1/tenant-admin",
+             NULL) != 0) {
         FAIL("names: %s", err);
         return;
     }
+    struct roles_local e;
+    CHECK(roles_local_find(c.local_principals, 1002, &e, err, sizeof err) == 1);
+    CHECK(e.role == ROLE_OPERATOR && strcmp(e.tenant, "b.c-d") == 0);
+    CHECK(roles_local_find(c.local_principals, 0, &e, err, sizeof err) == 1);
+    CHECK(e.role == ROLE_TENANT_ADMIN && strcmp(e.tenant, "x_1") == 0);
+    CHECK(roles_local_find(c.local_principals, 1003, &e, err, sizeof err) == 0);
     CHECK(strcmp(c.user, "3000:3000") == 0);
     CHECK(strcmp(c.control_socket_group, "wm.admins_2-x") == 0);
     CHECK(strcmp(c.instance, "Host-1.example_a") == 0);
@@ -381,6 +391,18 @@ test_bad_values(void)
     bad_o("control_socket_group=-wheel", "control_socket_group",
           "not a group name");
     bad_o("user=a/b", "user", "is not a user");
+    /* local_principals (master/core/roles.h) */
+    bad_o("local_principals=1001=acme/reader", "local_principals",
+          "must begin with uid: or user:");
+    bad_o("local_principals=uid:x=acme/reader", "local_principals", "bad uid");
+    bad_o("local_principals=uid:1001=Acme/reader", "local_principals",
+          "the tenant must match");
+    bad_o("local_principals=uid:1001=acme/root", "local_principals",
+          "the role must be");
+    bad_o("local_principals=uid:1001=acme", "local_principals",
+          "is not uid:<N>=<tenant>/<role>");
+    bad_o("local_principals=user:no-such-user-wm=acme/reader",
+          "local_principals", "no such user");
     bad_o("user=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "user", "is not a user");
     bad_o("host_pids_max=-1", "host_pids_max", "");
     bad_o("instance=a\tb", "instance", "control character");

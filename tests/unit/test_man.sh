@@ -200,14 +200,15 @@ done
 
 # 5. No page calls an engine of engines.d unavailable outright: each is
 # available where its host and runtime are (GET /v1/engines says why
-# not), so a sentence that names one beside "unavailable" must say when.
+# not), so a sentence about engines that names one beside "unavailable"
+# must say when.
 for f in "$engines_d"/*.engine; do
     name=$(sed -n 's/^name = //p' "$f")
     lang=$(sed -n 's/^language = \([^,]*\).*/\1/p' "$f")
     what=$(sed -n 's/^description = \([^ :]*\).*/\1/p' "$f")
     for p in $pages; do
         hits=$(text_of "$man/$p" | sed 's/\([.;]\) /\1\n/g' |
-            grep -Ei "(^|[^_[:alnum:]])unavailable" |
+            grep -Ei "(^|[^_[:alnum:]])unavailable" | grep -Eiw "engines?" |
             grep -iwF -e "$lang" -e "$what" -e "$name engine" |
             grep -Eiv "whose|where|when|without|lacks|missing|unless|if ")
         if [ -n "$hits" ]; then
