@@ -67,6 +67,7 @@ struct http_listener {
     unsigned n;
     bool armed;
     bool paused;
+    struct http_tls *tls; /* NULL: plain */
     struct http_peer_count *peers[PEER_BUCKETS];
 };
 
@@ -206,8 +207,12 @@ take(struct http_listener *l, int fd, const struct sockaddr_storage *ss)
         return;
     }
     c->peer_count = pc;
+    if (l->tls && http_tls_attach(c, l->tls) != 0) {
+        http_conn_close(c);
+        return;
+    }
     if (over) {
-        char msg[160];
+        char msg[256];
         snprintf(msg, sizeof msg,
                  "more than %u connections from %s "
                  "(http_max_connections_per_peer)",
@@ -284,6 +289,12 @@ http_listener_new(struct http_server *srv, int fd, const char *name,
     LIST_INSERT_HEAD(&srv->listeners, l, link);
     arm(l);
     return l;
+}
+
+void
+http_listener_set_tls(struct http_listener *l, struct http_tls *tls)
+{
+    l->tls = tls;
 }
 
 void

@@ -29,6 +29,7 @@
 #include "master/api/http_server.h"
 
 struct event;
+struct ssl_st;
 
 /* The answer's room for headers a handler adds (Retry-After,
  * WWW-Authenticate, Cache-Control). */
@@ -48,9 +49,16 @@ enum http_conn_state {
     HTTP_CONN_DEAD,
 };
 
+/* read and writev behave as the system calls do (-1 with errno EAGAIN
+ * when they would block); shutdown ends the write side (0, or -1);
+ * pending is the bytes the layer read from the socket and holds already
+ * (the socket's read event will not report them); close closes the
+ * socket. */
 struct http_io {
     ssize_t (*read)(struct http_conn *c, void *buf, size_t len);
     ssize_t (*writev)(struct http_conn *c, const struct iovec *iov, int n);
+    int (*shutdown)(struct http_conn *c);
+    size_t (*pending)(const struct http_conn *c);
     void (*close)(struct http_conn *c);
 };
 
@@ -84,6 +92,7 @@ struct http_conn {
     TAILQ_ENTRY(http_conn) link;
     const struct http_io *io;
     int fd;
+    struct ssl_st *ssl; /* TLS (http_tls.c), or NULL */
     struct event *rev; /* persistent, for the connection's life */
     struct event *wev; /* armed only while the socket is full */
     struct event *tev; /* the deadline of the state */
@@ -192,6 +201,13 @@ size_t http_reply_head(struct http_conn *c, int status,
  * returns its length (the message cut to fit). */
 size_t http_reply_error_body(const char *code, const char *message, char *buf,
                              size_t cap);
+
+/* ---- http_tls.c ---------------------------------------------------------- */
+
+/* Puts c (just accepted, nothing read yet) on TLS with tls's setting: its
+ * I/O becomes TLS, the handshake runs within its first reads.  Returns
+ * 0, or -1 (out of memory; c is unchanged). */
+int http_tls_attach(struct http_conn *c, struct http_tls *tls);
 
 /* ---- http_listen.c ------------------------------------------------------- */
 
