@@ -57,16 +57,41 @@ struct http_tls {
 
 static int tls_ex_index = -1;
 
-/* OpenSSL's first queued reason, or fallback. */
+/* What an operator makes of the commonest handshake failures. */
+static const char *
+reason_hint(unsigned long e)
+{
+    if (ERR_GET_LIB(e) != ERR_LIB_SSL)
+        return "";
+    switch (ERR_GET_REASON(e)) {
+    case SSL_R_HTTP_REQUEST:
+        return " (plain HTTP sent to the TLS port: the client must use "
+               "https://)";
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+        return " (the client offers no TLS version from tls_min_version "
+               "up)";
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+        return " (tls_client_cert = required)";
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+        return " (the client certificate does not chain to "
+               "tls_client_ca_file, or has expired)";
+    default:
+        return "";
+    }
+}
+
+/* OpenSSL's first queued reason (and a hint), or fallback. */
 static const char *
 ssl_reason(char *buf, size_t cap, const char *fallback)
 {
     unsigned long e = ERR_peek_error();
-    if (e == 0) {
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    if (e == 0)
         snprintf(buf, cap, "%s", fallback);
-        return buf;
-    }
-    ERR_error_string_n(e, buf, cap);
+    else if (r)
+        snprintf(buf, cap, "%s%s", r, reason_hint(e));
+    else
+        ERR_error_string_n(e, buf, cap);
     ERR_clear_error();
     return buf;
 }
@@ -117,11 +142,13 @@ http_tls_new(const struct http_tls_conf *conf, char *err, size_t errlen)
                    conf->cert_file, ssl_reason(why, sizeof why, "?"));
         goto fail;
     }
-    if (SSL_CTX_use_PrivateKey_file(tls->ctx, key, SSL_FILETYPE_PEM) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(tls->ctx, key, SSL_FILETYPE_PEM) != 1 &&
+        ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
         errbuf_set(err, errlen, "%s %s: cannot load the private key: %s",
                    key_name, key, ssl_reason(why, sizeof why, "?"));
         goto fail;
     }
+    ERR_clear_error();
     if (SSL_CTX_check_private_key(tls->ctx) != 1) {
         errbuf_set(err, errlen,
                    "%s %s: the private key does not match the certificate "
