@@ -55,9 +55,9 @@ struct api_req {
     char *seg[API_MAX_SEGMENTS]; /* path segments (pointers into segbuf) */
     int nseg;
     char *segbuf;
-    char peer[160]; /* who: http_peer.text */
-    bool gone;     /* the client hung up before the answer */
-    bool mutation; /* audited */
+    char peer[160];            /* who: http_peer.text */
+    bool gone;                 /* the client hung up before the answer */
+    bool mutation;             /* audited */
     char worker[UUID_SIZE];    /* the worker concerned, for the audit trail */
     struct api_params *params; /* the parsed query, once api_query() ran */
     void (*stream_gone)(void *arg);

@@ -93,9 +93,9 @@ struct http_conn {
     const struct http_io *io;
     int fd;
     struct ssl_st *ssl; /* TLS (http_tls.c), or NULL */
-    struct event *rev; /* persistent, for the connection's life */
-    struct event *wev; /* armed only while the socket is full */
-    struct event *tev; /* the deadline of the state */
+    struct event *rev;  /* persistent, for the connection's life */
+    struct event *wev;  /* armed only while the socket is full */
+    struct event *tev;  /* the deadline of the state */
     enum http_conn_state state;
     http_parser parser;
     struct http_peer peer;

@@ -170,9 +170,9 @@ enum http_tls_client {
 };
 
 struct http_tls_conf {
-    const char *cert_file; /* PEM chain */
-    const char *key_file;  /* PEM key; NULL or "": in cert_file */
-    bool min_tls13;        /* else TLS 1.2 is the oldest */
+    const char *cert_file;      /* PEM chain */
+    const char *key_file;       /* PEM key; NULL or "": in cert_file */
+    bool min_tls13;             /* else TLS 1.2 is the oldest */
     const char *client_ca_file; /* NULL or "": none (then client NONE) */
     enum http_tls_client client;
 };

@@ -113,8 +113,8 @@ struct http_tls *
 http_tls_new(const struct http_tls_conf *conf, char *err, size_t errlen)
 {
     char why[256];
-    const char *key = conf->key_file && *conf->key_file ? conf->key_file
-                                                        : conf->cert_file;
+    const char *key =
+        conf->key_file && *conf->key_file ? conf->key_file : conf->cert_file;
     const char *key_name =
         conf->key_file && *conf->key_file ? "tls_key_file" : "tls_cert_file";
     struct http_tls *tls = calloc(1, sizeof *tls);
@@ -128,7 +128,7 @@ http_tls_new(const struct http_tls_conf *conf, char *err, size_t errlen)
         goto fail;
     }
     SSL_CTX_set_min_proto_version(tls->ctx, conf->min_tls13 ? TLS1_3_VERSION
-                                                             : TLS1_2_VERSION);
+                                                            : TLS1_2_VERSION);
     SSL_CTX_set_options(tls->ctx, SSL_OP_NO_RENEGOTIATION |
                                       SSL_OP_IGNORE_UNEXPECTED_EOF |
                                       SSL_OP_CIPHER_SERVER_PREFERENCE);
