@@ -2,7 +2,7 @@
  * http_private.h — the insides of the admin API's HTTP server
  * (http_server.h), shared by http_conn.c (a connection's input and life),
  * http_reply.c (its output) and http_listen.c (accepting).  Included only
- * by those three and the server's unit test.
+ * by those, http_tls.c and the server's unit tests.
  *
  * A connection's states, in the order a request goes through them:
  * HEAD (waiting for, or reading, a request's head; idle between requests),
