@@ -107,6 +107,19 @@ http_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+bool
+http_log_due(int64_t *last_ms, uint64_t *unlogged, int64_t every_ms)
+{
+    int64_t now = http_now_ms();
+
+    if (*last_ms != 0 && now - *last_ms < every_ms) {
+        (*unlogged)++;
+        return false;
+    }
+    *last_ms = now;
+    return true;
+}
+
 /* ---- the parser's callbacks ---------------------------------------------- */
 
 /* Decides a refusal from inside a callback: the parser stops (a callback

@@ -93,18 +93,14 @@ static void
 note_failure(struct http_listener *l, const char *why)
 {
     struct http_server *srv = l->srv;
-    int64_t now = http_now_ms();
 
-    if (srv->accept_log_ms != 0 &&
-        now - srv->accept_log_ms < ACCEPT_LOG_EVERY_MS) {
-        srv->accept_unlogged++;
+    if (!http_log_due(&srv->accept_log_ms, &srv->accept_unlogged,
+                      ACCEPT_LOG_EVERY_MS))
         return;
-    }
     log_warning("api: %s: %s (%llu more since the last such line); "
                 "accepting pauses %d ms",
                 l->name, why, (unsigned long long)srv->accept_unlogged,
                 ACCEPT_PAUSE_MS);
-    srv->accept_log_ms = now;
     srv->accept_unlogged = 0;
 }
 

@@ -216,5 +216,10 @@ void http_listener_conn_closed(struct http_listener *l,
                                struct http_peer_count *pc);
 /* Monotonic milliseconds. */
 int64_t http_now_ms(void);
+/* A log line rate-limited to one per every_ms: true when this one is due
+ * (*last_ms set to now; the caller prints *unlogged, the lines left out
+ * since, then zeroes it), false when it is left out (*unlogged counts
+ * it). */
+bool http_log_due(int64_t *last_ms, uint64_t *unlogged, int64_t every_ms);
 
 #endif /* WM_MASTER_API_HTTP_PRIVATE_H */

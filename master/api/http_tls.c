@@ -229,17 +229,13 @@ static void
 note_failure(struct http_conn *c, const char *reason)
 {
     struct http_tls *tls = conn_tls(c);
-    int64_t now = http_now_ms();
 
     tls->failures++;
-    if (tls->log_ms != 0 && now - tls->log_ms < TLS_LOG_EVERY_MS) {
-        tls->unlogged++;
+    if (!http_log_due(&tls->log_ms, &tls->unlogged, TLS_LOG_EVERY_MS))
         return;
-    }
     log_warning("api: %s: TLS handshake failed: %s (%llu more since the "
                 "last such line)",
                 c->peer.text, reason, (unsigned long long)tls->unlogged);
-    tls->log_ms = now;
     tls->unlogged = 0;
 }
 
