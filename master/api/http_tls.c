@@ -17,6 +17,9 @@
  * refuses that early is closed without one).  Plain connections do not
  * come here: they keep their writev() path.
  *
+ * The handshake has the head's deadline (http_header_timeout_ms from the
+ * accept), so a client that stalls or trickles it is cut off.
+ *
  * Invariants: c->ssl is set exactly while c->io is tls_io; c->peer's TLS
  * fields are filled once, when the handshake is done, before any byte of
  * a request is returned; failed handshakes are counted, and logged with
@@ -407,5 +410,13 @@ http_tls_attach(struct http_conn *c, struct http_tls *tls)
     SSL_set_accept_state(ssl);
     c->ssl = ssl;
     c->io = &tls_io;
+    /* The handshake is part of the first request's head: both within
+     * http_header_timeout_ms of the accept, not restarted by each byte
+     * (a handshake trickled a byte at a time is cut off as a head is). */
+    if (c->srv->lim.header_timeout_ms) {
+        c->msg_begun = true;
+        c->head_deadline = http_now_ms() + c->srv->lim.header_timeout_ms;
+        http_conn_timer_update(c);
+    }
     return 0;
 }

@@ -151,7 +151,7 @@ make_pki(void)
  */
 
 static void
-setup(enum http_tls_client client_cert)
+setup_with(enum http_tls_client client_cert, const struct http_limits *lim)
 {
     struct http_tls_conf tc = {
         .cert_file = path_of("server.pem"),
@@ -165,7 +165,7 @@ setup(enum http_tls_client client_cert)
 
     memset(&seen, 0, sizeof seen);
     base = event_base_new();
-    srv = http_server_new(base, &limits, handler, NULL);
+    srv = http_server_new(base, lim, handler, NULL);
     tls = http_tls_new(&tc, err, sizeof err);
     if (tls == NULL)
         FAIL("http_tls_new: %s", err);
@@ -177,6 +177,12 @@ setup(enum http_tls_client client_cert)
     struct http_listener *l = http_listener_new(srv, fd, "tcp test", 8, 0);
     if (tls && l)
         http_listener_set_tls(l, tls);
+}
+
+static void
+setup(enum http_tls_client client_cert)
+{
+    setup_with(client_cert, &limits);
 }
 
 static void
@@ -420,6 +426,37 @@ test_plain_bytes_get_no_answer(void)
     teardown();
 }
 
+/* A client that connects and sends nothing (or trickles its handshake)
+ * is cut off at the head's deadline, idle timeout or not. */
+static void
+test_stalled_handshake_cut_off(void)
+{
+    struct http_limits lim = limits;
+    char b;
+
+    lim.header_timeout_ms = 200;
+    setup_with(HTTP_TLS_CLIENT_NONE, &lim);
+    REQUIRE(tls != NULL);
+    int fd = connect_tcp();
+    REQUIRE(fd >= 0);
+    CHECK(write(fd, "\x16", 1) == 1); /* a handshake record begins */
+    bool closed = false;
+    time_t end = time(NULL) + WAIT_S;
+    while (!closed && time(NULL) <= end) {
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        ssize_t n = read(fd, &b, 1);
+        closed = n == 0 || (n < 0 && errno != EAGAIN);
+        usleep(1000);
+    }
+    CHECK(closed);
+    struct http_server_stats st;
+    http_server_stats(srv, &st);
+    CHECK_EQ(st.timeouts, 1);
+    CHECK_EQ(st.connections, 0);
+    close(fd);
+    teardown();
+}
+
 static void
 test_refusals_of_the_setting(void)
 {
@@ -452,6 +489,7 @@ main(void)
     RUN(test_big_answer_and_pipeline);
     RUN(test_client_cert_names_the_tenant);
     RUN(test_plain_bytes_get_no_answer);
+    RUN(test_stalled_handshake_cut_off);
     RUN(test_refusals_of_the_setting);
     const char *files[] = { "ca.pem", "server.pem", "client.pem", "other.key" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
