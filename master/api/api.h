@@ -74,6 +74,8 @@ void api_stop_listening(struct api *api);
  * min_version, not_after (the certificate's expiry), days_left,
  * client_cert and handshake_failures. */
 json_t *api_tls_json(const struct api *api);
+/* The TCP listener's TLS setting, or NULL (no TLS). */
+const struct http_tls *api_tls(const struct api *api);
 void api_free(struct api *api);
 
 /* For the router (request.c): the request of req as the routes see it,

@@ -408,6 +408,12 @@ tls_setup(struct api *api, char *err, size_t errlen)
     return 0;
 }
 
+const struct http_tls *
+api_tls(const struct api *api)
+{
+    return api->tls;
+}
+
 json_t *
 api_tls_json(const struct api *api)
 {

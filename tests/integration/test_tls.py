@@ -14,10 +14,11 @@ import json
 import socket
 import ssl
 import subprocess
+import time
 
 import pytest
 
-from wm import Daemon, free_port
+from wm import Daemon, free_port, metric
 
 TOKEN = "tls-test-token-0123456789"
 
@@ -151,6 +152,9 @@ def test_tls11_refused_tls12_served(wm_builddir, tmp_path, pki):
         assert status == 200
         failures = d.get("/health").json["tls"]
         assert failures["handshake_failures"] >= 1, failures
+        assert metric(d, "workmanager_tls_handshake_failures_total") >= 1
+        assert metric(d, "workmanager_tls_certificate_expiry_seconds") \
+            > time.time()
     finally:
         assert d.stop() == 0, d.log()
 
