@@ -426,6 +426,65 @@ test_plain_bytes_get_no_answer(void)
     teardown();
 }
 
+static int
+answers(const struct client *c)
+{
+    int n = 0;
+    for (const char *p = c->in; (p = strstr(p, "HTTP/1.1 200")) != NULL; p++)
+        n++;
+    return n;
+}
+
+static int want_answers;
+
+static bool
+all_answered(const struct client *c)
+{
+    return c->failed || c->eof || answers(c) >= want_answers;
+}
+
+/* A record larger than the room left in the read buffer: OpenSSL keeps
+ * the rest, which makes no read event; the server must still read it
+ * (http_io.pending). */
+static void
+test_record_larger_than_the_room(void)
+{
+    static const char one[] = "GET /p HTTP/1.1\r\nHost: x\r\n\r\n";
+    char *many = malloc(20000);
+    size_t len = 0;
+    int n = 0;
+    struct client c;
+
+    REQUIRE(many != NULL);
+    /* The rest of a first request (padded), then 580 requests: 16380
+     * bytes, one record (at most 16384), more than the 16367 bytes of
+     * room after the first part's 17. */
+    len = (size_t)snprintf(many, 20000, "X-Pad: %0120d\r\nHost: x\r\n\r\n", 0);
+    n = 1;
+    for (int i = 0; i < 580; i++) {
+        memcpy(many + len, one, sizeof one - 1);
+        len += sizeof one - 1;
+        n++;
+    }
+    many[len] = '\0';
+    CHECK_EQ(len, 16380);
+    setup(HTTP_TLS_CLIENT_NONE);
+    REQUIRE(tls != NULL);
+    client_open(&c, false);
+    CHECK(client_send(&c, "GET /p HTTP/1.1\r\n"));
+    for (int i = 0; i < 50; i++) { /* the server reads the first part */
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    CHECK(client_send(&c, many));
+    want_answers = n;
+    CHECK(run_until(&c, all_answered));
+    CHECK_EQ(answers(&c), n);
+    client_close(&c);
+    teardown();
+    free(many);
+}
+
 /* A client that connects and sends nothing (or trickles its handshake)
  * is cut off at the head's deadline, idle timeout or not. */
 static void
@@ -489,6 +548,7 @@ main(void)
     RUN(test_big_answer_and_pipeline);
     RUN(test_client_cert_names_the_tenant);
     RUN(test_plain_bytes_get_no_answer);
+    RUN(test_record_larger_than_the_room);
     RUN(test_stalled_handshake_cut_off);
     RUN(test_refusals_of_the_setting);
     const char *files[] = { "ca.pem", "server.pem", "client.pem", "other.key" };
