@@ -322,7 +322,7 @@ def start_daemon(builddir, tmp, eng, **options):
     (Path(tmp) / "token").write_text(TOKEN + "\n")
     opts = {"log_level": "warning", "idle_timeout_s": 0,
             "journal_fsync": "batch", "queue_max_events": 10000000,
-            "listen": f"127.0.0.1:{port}"}
+            "listen": f"127.0.0.1:{port}", "listen_plaintext": "loopback"}
     opts.update(eng.options())
     opts.update(options)
     d = Daemon(builddir, tmp, options=opts, engines=eng.descriptor())

@@ -25,6 +25,9 @@ struct http_client {
     char *socket_path; /* NULL on TCP */
     char *base;        /* "http://localhost" or the URL, without a '/' end */
     char *auth;        /* "Authorization: Bearer ..." or NULL */
+    char *ca_file;     /* HTTPS: NULL for the system's CAs */
+    char *cert;        /* a client certificate, or NULL */
+    char *key;         /* its key, or NULL (in cert) */
 };
 
 /* A growing buffer for an answer's body. */
@@ -151,7 +154,28 @@ http_client_free(struct http_client *c)
     free(c->socket_path);
     free(c->base);
     free(c->auth);
+    free(c->ca_file);
+    free(c->cert);
+    free(c->key);
     free(c);
+}
+
+/* A copy of s, or NULL for NULL; -1 when out of memory. */
+static int
+dup_or_null(char **to, const char *s)
+{
+    *to = s ? strdup(s) : NULL;
+    return s && *to == NULL ? -1 : 0;
+}
+
+int
+http_client_set_tls(struct http_client *c, const char *ca_file,
+                    const char *cert, const char *key)
+{
+    if (dup_or_null(&c->ca_file, ca_file) || dup_or_null(&c->cert, cert) ||
+        dup_or_null(&c->key, key))
+        return -1;
+    return 0;
 }
 
 const char *
@@ -199,6 +223,13 @@ handle_new(struct http_client *c, const char *method, const char *path,
     if (c->socket_path)
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+    if (c->key)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);

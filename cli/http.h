@@ -29,6 +29,13 @@ struct http_client *http_client_new(const char *socket_path, const char *url,
                                     const char *token);
 void http_client_free(struct http_client *c);
 
+/* HTTPS: the server's certificate is checked against ca_file (NULL: the
+ * system's CA certificates) and its name against the URL's host; cert
+ * and key (NULL: none; key NULL: in cert) are a client certificate.  TLS
+ * 1.2 at least.  Returns 0, or -1 when out of memory. */
+int http_client_set_tls(struct http_client *c, const char *ca_file,
+                        const char *cert, const char *key);
+
 /* Where the client connects: the socket path or the URL, for messages. */
 const char *http_client_target(const struct http_client *c);
 

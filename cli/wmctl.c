@@ -118,15 +118,24 @@ static void
 usage(FILE *out)
 {
     fprintf(out,
-            "usage: wmctl [--socket PATH | --url URL [--token-file FILE]] "
-            "[--json] COMMAND [ARGS]\n"
+            "usage: wmctl [--socket PATH | --url URL [--token-file FILE] "
+            "[--ca-file FILE] [--cert FILE [--key FILE]]] [--json] COMMAND "
+            "[ARGS]\n"
             "\n"
             "Options:\n"
             "  --socket PATH      the control socket (default: $WM_SOCKET, "
             "else " DEFAULT_SOCKET ")\n"
-            "  --url URL          the daemon over TCP, as http://host:port\n"
+            "  --url URL          the daemon over TCP, as https://host:port "
+            "(or http:// on loopback)\n"
             "  --token-file FILE  the bearer token for --url (default: "
             "$WM_TOKEN_FILE)\n"
+            "  --ca-file FILE     the CA certificates the daemon's certificate "
+            "must chain to\n"
+            "                     (default: $WM_CA_FILE, else the system's)\n"
+            "  --cert FILE        a client certificate (PEM; default: "
+            "$WM_CERT_FILE)\n"
+            "  --key FILE         its private key (default: $WM_KEY_FILE, "
+            "else in --cert)\n"
             "  --json             print the daemon's JSON answers as they "
             "are\n"
             "  --help, --version\n"
@@ -751,8 +760,20 @@ enum {
     OPT_SOCKET = 0x200,
     OPT_URL,
     OPT_TOKEN_FILE,
+    OPT_CA_FILE,
+    OPT_CERT,
+    OPT_KEY,
     OPT_VERSION,
 };
+
+/* An option's value, else the environment's (NULL when neither or
+ * empty). */
+static const char *
+opt_or_env(const char *opt, const char *var)
+{
+    const char *v = opt ? opt : getenv(var);
+    return v && *v ? v : NULL;
+}
 
 int
 main(int argc, char **argv)
@@ -761,6 +782,9 @@ main(int argc, char **argv)
         { "socket", required_argument, NULL, OPT_SOCKET },
         { "url", required_argument, NULL, OPT_URL },
         { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+        { "ca-file", required_argument, NULL, OPT_CA_FILE },
+        { "cert", required_argument, NULL, OPT_CERT },
+        { "key", required_argument, NULL, OPT_KEY },
         { "json", no_argument, NULL, WMCTL_OPT_JSON },
         { "help", no_argument, NULL, WMCTL_OPT_HELP },
         { "version", no_argument, NULL, OPT_VERSION },
@@ -768,6 +792,7 @@ main(int argc, char **argv)
     };
     struct wmctl ctl = { 0 };
     const char *socket_path = NULL, *url = NULL, *token_file = NULL;
+    const char *ca_file = NULL, *cert = NULL, *key = NULL;
     char token[TOKEN_MAX];
     int c, rc;
 
@@ -781,6 +806,15 @@ main(int argc, char **argv)
             break;
         case OPT_TOKEN_FILE:
             token_file = optarg;
+            break;
+        case OPT_CA_FILE:
+            ca_file = optarg;
+            break;
+        case OPT_CERT:
+            cert = optarg;
+            break;
+        case OPT_KEY:
+            key = optarg;
             break;
         case WMCTL_OPT_JSON:
             ctl.json = true;
@@ -811,9 +845,17 @@ main(int argc, char **argv)
                                        "other");
     if (token_file && !url)
         return wmctl_usage_error(&ctl, "--token-file goes with --url");
-    if (url && strncmp(url, "http://", 7) != 0)
-        return wmctl_usage_error(&ctl, "--url %s: expected http://host:port",
+    bool https = url && strncmp(url, "https://", 8) == 0;
+    if (url && !https && strncmp(url, "http://", 7) != 0)
+        return wmctl_usage_error(&ctl,
+                                 "--url %s: expected https://host:port (or "
+                                 "http://host:port)",
                                  url);
+    if ((ca_file || cert || key) && !https)
+        return wmctl_usage_error(&ctl, "--ca-file, --cert and --key go with "
+                                       "--url https://...");
+    if (key && !cert)
+        return wmctl_usage_error(&ctl, "--key goes with --cert");
     if (socket_path == NULL && url == NULL)
         socket_path = getenv("WM_SOCKET");
     if (socket_path == NULL || *socket_path == '\0')
@@ -832,6 +874,13 @@ main(int argc, char **argv)
     }
     ctl.http = http_client_new(socket_path, url,
                                url && token_file && *token_file ? token : NULL);
+    if (ctl.http && https &&
+        http_client_set_tls(ctl.http, opt_or_env(ca_file, "WM_CA_FILE"),
+                            opt_or_env(cert, "WM_CERT_FILE"),
+                            opt_or_env(key, "WM_KEY_FILE")) != 0) {
+        http_client_free(ctl.http);
+        ctl.http = NULL;
+    }
     if (ctl.http == NULL) {
         fprintf(stderr, "wmctl: out of memory\n");
         curl_global_cleanup();

@@ -58,7 +58,7 @@ struct api_req {
     char *seg[API_MAX_SEGMENTS]; /* path segments (pointers into segbuf) */
     int nseg;
     char *segbuf;
-    char peer[96]; /* who: "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
+    char peer[160]; /* who: http_peer.text */
     /* Whose credentials (principal.h): made by the gate before any
      * route runs. */
     struct api_principal principal;
@@ -76,6 +76,12 @@ struct api_req {
 struct api *api_new(struct daemon *d, char *err, size_t errlen);
 /* Stops accepting new connections (shutdown). */
 void api_stop_listening(struct api *api);
+/* The TCP listener's TLS for /health: {"enabled": false}, or enabled,
+ * min_version, not_after (the certificate's expiry), days_left,
+ * client_cert and handshake_failures. */
+json_t *api_tls_json(const struct api *api);
+/* The TCP listener's TLS setting, or NULL (no TLS). */
+const struct http_tls *api_tls(const struct api *api);
 void api_free(struct api *api);
 
 /* For the router (request.c): the request of req as the routes see it,

@@ -67,6 +67,7 @@ struct http_listener {
     unsigned n;
     bool armed;
     bool paused;
+    struct http_tls *tls; /* NULL: plain */
     struct http_peer_count *peers[PEER_BUCKETS];
 };
 
@@ -92,18 +93,14 @@ static void
 note_failure(struct http_listener *l, const char *why)
 {
     struct http_server *srv = l->srv;
-    int64_t now = http_now_ms();
 
-    if (srv->accept_log_ms != 0 &&
-        now - srv->accept_log_ms < ACCEPT_LOG_EVERY_MS) {
-        srv->accept_unlogged++;
+    if (!http_log_due(&srv->accept_log_ms, &srv->accept_unlogged,
+                      ACCEPT_LOG_EVERY_MS))
         return;
-    }
     log_warning("api: %s: %s (%llu more since the last such line); "
                 "accepting pauses %d ms",
                 l->name, why, (unsigned long long)srv->accept_unlogged,
                 ACCEPT_PAUSE_MS);
-    srv->accept_log_ms = now;
     srv->accept_unlogged = 0;
 }
 
@@ -206,8 +203,12 @@ take(struct http_listener *l, int fd, const struct sockaddr_storage *ss)
         return;
     }
     c->peer_count = pc;
+    if (l->tls && http_tls_attach(c, l->tls) != 0) {
+        http_conn_close(c);
+        return;
+    }
     if (over) {
-        char msg[160];
+        char msg[256];
         snprintf(msg, sizeof msg,
                  "more than %u connections from %s "
                  "(http_max_connections_per_peer)",
@@ -284,6 +285,12 @@ http_listener_new(struct http_server *srv, int fd, const char *name,
     LIST_INSERT_HEAD(&srv->listeners, l, link);
     arm(l);
     return l;
+}
+
+void
+http_listener_set_tls(struct http_listener *l, struct http_tls *tls)
+{
+    l->tls = tls;
 }
 
 void

@@ -2,7 +2,7 @@
  * http_private.h — the insides of the admin API's HTTP server
  * (http_server.h), shared by http_conn.c (a connection's input and life),
  * http_reply.c (its output) and http_listen.c (accepting).  Included only
- * by those three and the server's unit test.
+ * by those, http_tls.c and the server's unit tests.
  *
  * A connection's states, in the order a request goes through them:
  * HEAD (waiting for, or reading, a request's head; idle between requests),
@@ -29,6 +29,7 @@
 #include "master/api/http_server.h"
 
 struct event;
+struct ssl_st;
 
 /* The answer's room for headers a handler adds (Retry-After,
  * WWW-Authenticate, Cache-Control). */
@@ -48,9 +49,16 @@ enum http_conn_state {
     HTTP_CONN_DEAD,
 };
 
+/* read and writev behave as the system calls do (-1 with errno EAGAIN
+ * when they would block); shutdown ends the write side (0, or -1);
+ * pending is the bytes the layer read from the socket and holds already
+ * (the socket's read event will not report them); close closes the
+ * socket. */
 struct http_io {
     ssize_t (*read)(struct http_conn *c, void *buf, size_t len);
     ssize_t (*writev)(struct http_conn *c, const struct iovec *iov, int n);
+    int (*shutdown)(struct http_conn *c);
+    size_t (*pending)(const struct http_conn *c);
     void (*close)(struct http_conn *c);
 };
 
@@ -84,9 +92,10 @@ struct http_conn {
     TAILQ_ENTRY(http_conn) link;
     const struct http_io *io;
     int fd;
-    struct event *rev; /* persistent, for the connection's life */
-    struct event *wev; /* armed only while the socket is full */
-    struct event *tev; /* the deadline of the state */
+    struct ssl_st *ssl; /* TLS (http_tls.c), or NULL */
+    struct event *rev;  /* persistent, for the connection's life */
+    struct event *wev;  /* armed only while the socket is full */
+    struct event *tev;  /* the deadline of the state */
     enum http_conn_state state;
     http_parser parser;
     struct http_peer peer;
@@ -193,6 +202,13 @@ size_t http_reply_head(struct http_conn *c, int status,
 size_t http_reply_error_body(const char *code, const char *message, char *buf,
                              size_t cap);
 
+/* ---- http_tls.c ---------------------------------------------------------- */
+
+/* Puts c (just accepted, nothing read yet) on TLS with tls's setting: its
+ * I/O becomes TLS, the handshake runs within its first reads.  Returns
+ * 0, or -1 (out of memory; c is unchanged). */
+int http_tls_attach(struct http_conn *c, struct http_tls *tls);
+
 /* ---- http_listen.c ------------------------------------------------------- */
 
 /* A connection of l closed. */
@@ -200,5 +216,10 @@ void http_listener_conn_closed(struct http_listener *l,
                                struct http_peer_count *pc);
 /* Monotonic milliseconds. */
 int64_t http_now_ms(void);
+/* A log line rate-limited to one per every_ms: true when this one is due
+ * (*last_ms set to now; the caller prints *unlogged, the lines left out
+ * since, then zeroes it), false when it is left out (*unlogged counts
+ * it). */
+bool http_log_due(int64_t *last_ms, uint64_t *unlogged, int64_t every_ms);
 
 #endif /* WM_MASTER_API_HTTP_PRIVATE_H */

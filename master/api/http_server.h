@@ -37,6 +37,7 @@ struct event_base;
 struct http_server;
 struct http_listener;
 struct http_conn;
+struct http_tls;
 
 /* What a request may be, and how long its parts may take (0 = no limit
  * for the timeouts).  Each refusal is an answer with the JSON error
@@ -65,7 +66,18 @@ struct http_peer {
     uid_t uid;
     gid_t gid;
     pid_t pid;
-    char text[96]; /* "uid=0 gid=0 pid=42" or "tcp 127.0.0.1:4711" */
+    /* "uid=0 gid=0 pid=42", "tcp 127.0.0.1:4711", or on TLS with a
+     * verified client certificate "tcp 127.0.0.1:4711 tls cn=acme". */
+    char text[160];
+    /* TLS (set once the handshake is done, before the first request):
+     * client_cert when the client sent a certificate that verified against
+     * tls_client_ca_file; then subject is its subject (RFC 2253) and
+     * tenant its subject's CN, the tenant the client speaks for (empty
+     * when the certificate has no CN). */
+    bool tls;
+    bool client_cert;
+    char subject[256];
+    char tenant[64];
 };
 
 struct http_header {
@@ -142,6 +154,43 @@ struct http_listener *http_listener_new(struct http_server *srv, int fd,
 /* Stops accepting and closes the listening socket; its connections go
  * on.  NULL is a no-op. */
 void http_listener_free(struct http_listener *l);
+
+/* ---- TLS (http_tls.c) ----------------------------------------------------
+ *
+ * OpenSSL directly on the connection's I/O seam (read, writev, shutdown,
+ * close of http_private.h), driven by the connection's own read and write
+ * events: not libevent's OpenSSL bufferevents, since this server does not
+ * use bufferevents (plain connections keep their zero-copy writev path).
+ */
+
+enum http_tls_client {
+    HTTP_TLS_CLIENT_NONE,     /* no certificate asked */
+    HTTP_TLS_CLIENT_OPTIONAL, /* verified when the client sends one */
+    HTTP_TLS_CLIENT_REQUIRED, /* the handshake fails without one */
+};
+
+struct http_tls_conf {
+    const char *cert_file;      /* PEM chain */
+    const char *key_file;       /* PEM key; NULL or "": in cert_file */
+    bool min_tls13;             /* else TLS 1.2 is the oldest */
+    const char *client_ca_file; /* NULL or "": none (then client NONE) */
+    enum http_tls_client client;
+};
+
+/* A server-side TLS setting: the certificate and key loaded and checked
+ * against each other, the CA file loaded.  NULL with the reason in err
+ * (naming the file and the configuration key). */
+struct http_tls *http_tls_new(const struct http_tls_conf *conf, char *err,
+                              size_t errlen);
+void http_tls_free(struct http_tls *tls);
+/* The certificate's notAfter (seconds since the epoch). */
+int64_t http_tls_not_after(const struct http_tls *tls);
+/* Handshakes that failed since start (each logged, at most one line per
+ * 10 s with a count of the others). */
+uint64_t http_tls_failures(const struct http_tls *tls);
+/* Connections l accepts from now on speak TLS with tls (which must
+ * outlive l). */
+void http_listener_set_tls(struct http_listener *l, struct http_tls *tls);
 
 /* ---- a request, for its handler ---------------------------------------- */
 

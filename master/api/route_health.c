@@ -154,6 +154,7 @@ api_health_route(struct api_req *rq)
         (json_int_t)supervise_hosts(d->sv), "confinement",
         sandbox_level_name(d->sandbox.level), "version", PACKAGE_VERSION);
     json_object_set_new(body, "sandbox", sandbox_json(d));
+    json_object_set_new(body, "tls", api_tls_json(rq->api));
     api_reply(rq, strcmp(status, "Healthy") == 0 ? 200 : 503, body);
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "master/api/api.h"
+#include "master/api/http_server.h"
 #include "master/broker/admit.h"
 #include "master/broker/broker.h"
 #include "master/broker/flow.h"
@@ -319,6 +320,15 @@ api_metrics_route(struct api_req *rq)
     scalar(&t, "workmanager_event_streams_dropped_total", "counter",
            "Events not sent to a stream that read too slowly.",
            api_topics_dropped());
+    const struct http_tls *tls = api_tls(rq->api);
+    if (tls) {
+        scalar(&t, "workmanager_tls_certificate_expiry_seconds", "gauge",
+               "When tls_cert_file's certificate expires (Unix seconds).",
+               (uint64_t)http_tls_not_after(tls));
+        scalar(&t, "workmanager_tls_handshake_failures_total", "counter",
+               "TLS handshakes on the TCP listener that failed.",
+               http_tls_failures(tls));
+    }
 
 answer:
     if (t.oom)

@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/errbuf.h"
@@ -70,6 +72,7 @@ struct api {
     size_t token_len;
     char metrics_token[TOKEN_MAX]; /* metrics_token_file's, or empty */
     size_t metrics_token_len;
+    struct http_tls *tls; /* the TCP listener's, or NULL (plain) */
 };
 
 /* ---- the gate and the routes ----------------------------------------- */
@@ -207,6 +210,27 @@ refuse_401(struct api_req *rq, const char *why)
 }
 
 /*
+ * A verified TLS client certificate speaks for the tenant its CN names
+ * (http_peer.tenant): a tenant's token used over it must be that tenant's
+ * (an operator's token goes with any certificate).  Else answered 403.
+ */
+static bool
+cert_binds(struct api_req *rq)
+{
+    const struct http_peer *peer = rq->hreq->peer;
+
+    if (!peer->client_cert || peer->tenant[0] == '\0' ||
+        rq->principal.tenant[0] == '\0' ||
+        strcmp(rq->principal.tenant, peer->tenant) == 0)
+        return true;
+    api_error(rq, 403, "forbidden",
+              "the client certificate speaks for tenant %s; this token is "
+              "tenant %s's",
+              peer->tenant, rq->principal.tenant);
+    return false;
+}
+
+/*
  * Whether rq may pass, its principal made (principal.h); else answered
  * here: 401 on TCP without a valid token, 403 for a control socket user
  * nobody mapped.  The one place that says who is who.
@@ -226,9 +250,6 @@ gate_admits(struct api *api, struct api_req *rq)
         api_error(rq, 403, "forbidden", "%s", why);
         return false;
     }
-    /* TLS (issue 22, helper "tls"): a verified client certificate's
-     * mapped tenant and role become rq->principal here, before the
-     * bearer token is read. */
     if (gate_public_path(api, rq, auth)) {
         api_principal_operator(&rq->principal, "metrics or probe");
         return true;
@@ -244,7 +265,7 @@ gate_admits(struct api *api, struct api_req *rq)
     }
     switch (api_tokens_match(bearer, timestamp_now_ms(), &rq->principal)) {
     case API_TOKEN_OK:
-        return true;
+        return cert_binds(rq);
     case API_TOKEN_EXPIRED:
         refuse_401(rq, "this token has expired");
         return false;
@@ -423,6 +444,80 @@ tcp_socket(const char *host, const char *port)
     return fd;
 }
 
+/* Whether the bound socket fd may serve plain HTTP: listen_plaintext =
+ * loopback and a loopback address (127.0.0.0/8, ::1). */
+static bool
+plaintext_allowed(const struct conf *c, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+
+    if (c->listen_plaintext != CONF_PLAINTEXT_LOOPBACK ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)&ss;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)&ss;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return false;
+}
+
+/* The TCP listener's TLS setting, from the tls_* keys. */
+static int
+tls_setup(struct api *api, char *err, size_t errlen)
+{
+    const struct conf *c = api->d->conf;
+    struct http_tls_conf tc = {
+        .cert_file = c->tls_cert_file,
+        .key_file = c->tls_key_file,
+        .min_tls13 = c->tls_min_version == CONF_TLS_1_3,
+        .client_ca_file = c->tls_client_ca_file,
+        .client = c->tls_client_cert == CONF_TLS_CLIENT_REQUIRED
+                      ? HTTP_TLS_CLIENT_REQUIRED
+                  : c->tls_client_cert == CONF_TLS_CLIENT_OPTIONAL
+                      ? HTTP_TLS_CLIENT_OPTIONAL
+                      : HTTP_TLS_CLIENT_NONE,
+    };
+    api->tls = http_tls_new(&tc, err, errlen);
+    if (api->tls == NULL)
+        return -1;
+    int64_t left = http_tls_not_after(api->tls) - (int64_t)time(NULL);
+    if (left < 0)
+        log_warning("api: tls_cert_file %s has expired", c->tls_cert_file);
+    else if (left < 14 * 86400)
+        log_warning("api: tls_cert_file %s expires in %lld days",
+                    c->tls_cert_file, (long long)(left / 86400));
+    return 0;
+}
+
+const struct http_tls *
+api_tls(const struct api *api)
+{
+    return api->tls;
+}
+
+json_t *
+api_tls_json(const struct api *api)
+{
+    const struct conf *c = api->d->conf;
+
+    if (api->tls == NULL)
+        return json_pack("{s:b}", "enabled", 0);
+    int64_t na = http_tls_not_after(api->tls);
+    static const char *const client[] = { "none", "optional", "required" };
+    return json_pack(
+        "{s:b, s:s, s:o, s:I, s:s, s:I}", "enabled", 1, "min_version",
+        c->tls_min_version == CONF_TLS_1_3 ? "1.3" : "1.2", "not_after",
+        api_json_time(na * 1000), "days_left",
+        (json_int_t)((na - (int64_t)time(NULL)) / 86400), "client_cert",
+        client[c->tls_client_cert], "handshake_failures",
+        (json_int_t)http_tls_failures(api->tls));
+}
+
 static int
 bind_tcp(struct api *api, char *err, size_t errlen)
 {
@@ -453,10 +548,25 @@ bind_tcp(struct api *api, char *err, size_t errlen)
          read_token("metrics_token_file", c->metrics_token_file,
                     api->metrics_token, &api->metrics_token_len, err, errlen)))
         return -1;
+    if (*c->tls_cert_file && tls_setup(api, err, errlen) != 0)
+        return -1;
     int fd = tcp_socket(host, colon + 1);
     if (fd < 0) {
         return errbuf_set(err, errlen, "listen %s: cannot bind: %s", listen_on,
                           strerror(errno));
+    }
+    if (api->tls == NULL && !plaintext_allowed(c, fd)) {
+        close(fd);
+        return errbuf_set(
+            err, errlen,
+            "listen %s: refusing plain HTTP: %s; set tls_cert_file and "
+            "tls_key_file to serve HTTPS",
+            listen_on,
+            c->listen_plaintext == CONF_PLAINTEXT_LOOPBACK
+                ? "the address is not a loopback one, and "
+                  "listen_plaintext = loopback allows only those"
+                : "the TCP listener needs TLS (listen_plaintext = loopback "
+                  "allows plain HTTP on a loopback address only)");
     }
     char name[300];
     snprintf(name, sizeof name, "tcp %s", listen_on);
@@ -465,7 +575,9 @@ bind_tcp(struct api *api, char *err, size_t errlen)
                           api->d->conf->http_max_connections_per_peer);
     if (api->tcp_sock == NULL)
         return errbuf_set(err, errlen, "listen %s: out of memory", listen_on);
-    log_info("api: listening on tcp %s (bearer token required)", listen_on);
+    http_listener_set_tls(api->tcp_sock, api->tls);
+    log_info("api: listening on %s %s (bearer token required)",
+             api->tls ? "https" : "plain http", listen_on);
     return 0;
 }
 
@@ -583,6 +695,7 @@ api_free(struct api *api)
         return;
     api_stop_listening(api);
     http_server_free(api->http);
+    http_tls_free(api->tls);
     if (api->unix_path) {
         unlink(api->unix_path);
         free(api->unix_path);

@@ -96,6 +96,22 @@ enum conf_broker {
     CONF_BROKER_NATS,
 };
 
+enum conf_plaintext {
+    CONF_PLAINTEXT_NO,       /* `listen` needs TLS */
+    CONF_PLAINTEXT_LOOPBACK, /* plain HTTP allowed on a loopback address */
+};
+
+enum conf_tls_version {
+    CONF_TLS_1_2,
+    CONF_TLS_1_3,
+};
+
+enum conf_tls_client {
+    CONF_TLS_CLIENT_NONE,
+    CONF_TLS_CLIENT_OPTIONAL,
+    CONF_TLS_CLIENT_REQUIRED,
+};
+
 enum conf_fsync {
     CONF_FSYNC_ALWAYS,
     CONF_FSYNC_BATCH,
@@ -131,6 +147,12 @@ struct conf {
     char *token_file;
     char *metrics_token_file; /* "": /metrics needs token_file's */
     char *local_principals;   /* roles.h: uid:N=tenant/role, ... */
+    int listen_plaintext;     /* enum conf_plaintext */
+    char *tls_cert_file;      /* "": no TLS */
+    char *tls_key_file;       /* "": the key is in tls_cert_file */
+    int tls_min_version;      /* enum conf_tls_version */
+    char *tls_client_ca_file; /* "": no client certificates */
+    int tls_client_cert;      /* enum conf_tls_client */
     char *engines_dir;
     char *libexec_dir;
     char *instance; /* the host name when not set */

@@ -41,6 +41,12 @@
  * | `token_file` | path | `<sysconfdir>/workmanager/token` | `WM_TOKEN_FILE` | File holding the bearer token that TCP clients must present. |
  * | `metrics_token_file` | path, may be empty | empty | `WM_METRICS_TOKEN_FILE` | File holding a second bearer token that lets TCP clients read GET /metrics and nothing else (for Prometheus); empty means /metrics needs the admin token. |
  * | `local_principals` | string, may be empty | empty | `WM_LOCAL_PRINCIPALS` | Control socket users other than root, the daemon's user and the socket's group, mapped to a tenant and a role: entries uid:<N>=<tenant>/<role> or user:<name>=<tenant>/<role>, separated by commas; unmapped users are refused. |
+ * | `listen_plaintext` | enum: no, loopback | `no` | `WM_LISTEN_PLAINTEXT` | Whether `listen` may serve plain HTTP when tls_cert_file is empty: no (start-up refuses), or loopback (allowed when the address is a loopback one; never on other addresses). |
+ * | `tls_cert_file` | path, may be empty | empty | `WM_TLS_CERT_FILE` | PEM certificate (chain) of the TCP listener; set, `listen` serves HTTPS only.  Empty means no TLS. |
+ * | `tls_key_file` | path, may be empty | empty | `WM_TLS_KEY_FILE` | PEM private key of tls_cert_file; empty means the key is in tls_cert_file. |
+ * | `tls_min_version` | enum: 1.2, 1.3 | `1.2` | `WM_TLS_MIN_VERSION` | Oldest TLS version the TCP listener accepts (1.2 or 1.3). |
+ * | `tls_client_ca_file` | path, may be empty | empty | `WM_TLS_CLIENT_CA_FILE` | PEM CA certificates that client certificates must chain to; needed by tls_client_cert = optional or required. |
+ * | `tls_client_cert` | enum: none, optional, required | `none` | `WM_TLS_CLIENT_CERT` | Client certificates on the TCP listener: none (not asked), optional (verified when sent) or required (the handshake fails without one); a verified certificate's subject CN names the client's tenant. |
  * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
  * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
  * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
@@ -147,6 +153,25 @@ static const struct conf_word store_words[] = {
 static const struct conf_word broker_words[] = {
     { "embedded", CONF_BROKER_EMBEDDED },
     { "nats", CONF_BROKER_NATS },
+    { NULL, 0 },
+};
+
+static const struct conf_word plaintext_words[] = {
+    { "no", CONF_PLAINTEXT_NO },
+    { "loopback", CONF_PLAINTEXT_LOOPBACK },
+    { NULL, 0 },
+};
+
+static const struct conf_word tls_version_words[] = {
+    { "1.2", CONF_TLS_1_2 },
+    { "1.3", CONF_TLS_1_3 },
+    { NULL, 0 },
+};
+
+static const struct conf_word tls_client_words[] = {
+    { "none", CONF_TLS_CLIENT_NONE },
+    { "optional", CONF_TLS_CLIENT_OPTIONAL },
+    { "required", CONF_TLS_CLIENT_REQUIRED },
     { NULL, 0 },
 };
 
@@ -275,6 +300,68 @@ const struct conf_key conf_key_table[] = {
                "separated by commas; unmapped users are refused.",
         .offset = AT(local_principals, char *),
         .check = conf_check_local_principals,
+    },
+    {
+        .name = "listen_plaintext",
+        .type = CONF_ENUM,
+        .def = "no",
+        .env = "WM_LISTEN_PLAINTEXT",
+        .doc = "Whether `listen` may serve plain HTTP when tls_cert_file "
+               "is empty: no (start-up refuses), or loopback (allowed when "
+               "the address is a loopback one; never on other addresses).",
+        .offset = AT(listen_plaintext, int),
+        .words = plaintext_words,
+    },
+    {
+        .name = "tls_cert_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_TLS_CERT_FILE",
+        .doc = "PEM certificate (chain) of the TCP listener; set, `listen` "
+               "serves HTTPS only.  Empty means no TLS.",
+        .offset = AT(tls_cert_file, char *),
+    },
+    {
+        .name = "tls_key_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_TLS_KEY_FILE",
+        .doc = "PEM private key of tls_cert_file; empty means the key is "
+               "in tls_cert_file.",
+        .offset = AT(tls_key_file, char *),
+    },
+    {
+        .name = "tls_min_version",
+        .type = CONF_ENUM,
+        .def = "1.2",
+        .env = "WM_TLS_MIN_VERSION",
+        .doc = "Oldest TLS version the TCP listener accepts (1.2 or 1.3).",
+        .offset = AT(tls_min_version, int),
+        .words = tls_version_words,
+    },
+    {
+        .name = "tls_client_ca_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_TLS_CLIENT_CA_FILE",
+        .doc = "PEM CA certificates that client certificates must chain "
+               "to; needed by tls_client_cert = optional or required.",
+        .offset = AT(tls_client_ca_file, char *),
+    },
+    {
+        .name = "tls_client_cert",
+        .type = CONF_ENUM,
+        .def = "none",
+        .env = "WM_TLS_CLIENT_CERT",
+        .doc = "Client certificates on the TCP listener: none (not asked), "
+               "optional (verified when sent) or required (the handshake "
+               "fails without one); a verified certificate's subject CN "
+               "names the client's tenant.",
+        .offset = AT(tls_client_cert, int),
+        .words = tls_client_words,
     },
 
     /* Backends. */

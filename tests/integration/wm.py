@@ -271,6 +271,9 @@ class Daemon:
             # Each test's own: the machine-wide default would make every
             # daemon of concurrent test runs refuse the others' ranges.
             "host_uid_lock_dir": str(self.tmp / "uids"),
+            # Tests that set `listen` use 127.0.0.1 with plain HTTP;
+            # test_tls.py sets the TLS keys (and "no" to see refusals).
+            "listen_plaintext": "loopback",
         }
         if os.geteuid() == 0:
             opts["user"] = str(MASTER_USER)
