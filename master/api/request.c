@@ -383,8 +383,28 @@ void
 api_reply_text(struct api_req *rq, int status, const char *content_type,
                const char *text, size_t len)
 {
+    if (rq->mutation)
+        audit_write(rq->d, rq->peer, rq->method, rq->path, rq->worker, status,
+                    NULL);
     http_request_on_gone(rq->hreq, NULL, NULL);
     http_reply(rq->hreq, status, content_type, text, rq->gone ? 0 : len);
+    req_free(rq);
+}
+
+void
+api_reply_fields(struct api_req *rq, int status, const char *content_type,
+                 const char *fields, size_t fields_len, const void *body,
+                 size_t len)
+{
+    if (rq->mutation)
+        audit_write(rq->d, rq->peer, rq->method, rq->path, rq->worker, status,
+                    NULL);
+    http_request_on_gone(rq->hreq, NULL, NULL);
+    if (rq->gone)
+        http_reply(rq->hreq, status, NULL, NULL, 0);
+    else
+        http_reply_fields(rq->hreq, status, content_type, fields, fields_len,
+                          body, len);
     req_free(rq);
 }
 
