@@ -296,19 +296,7 @@ void
 http_reply(struct http_request *req, int status, const char *content_type,
            const void *body, size_t len)
 {
-    struct http_conn *c = req->conn;
-    char head[512 + HTTP_EXTRA_HEADERS];
-
-    if (c->state != HTTP_CONN_DEAD) {
-        size_t hl = http_reply_head(c, status, content_type, true, len, head,
-                                    sizeof head);
-        struct iovec iov[2] = {
-            { head, hl },
-            { http_iov_base(body), req->head ? 0 : len },
-        };
-        http_conn_send(c, iov, 2);
-    }
-    http_conn_answered(c);
+    http_reply_fields(req, status, content_type, NULL, 0, body, len);
 }
 
 void
