@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ipc/cloudevent.h"
 #include "lib/timestamp.h"
@@ -683,15 +684,41 @@ change_status(struct api_req *rq, struct worker *w, enum worker_status to,
     op_persist(op);
 }
 
+/* The original's older reload: the package itself as the body. */
+static int
+raw_code_take(struct api_req *rq, struct worker_body_code *code)
+{
+    size_t len;
+    const unsigned char *raw = api_body_raw(rq, &len);
+
+    memset(code, 0, sizeof *code);
+    if (len == 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "the body is empty: an application/octet-stream reload "
+                  "sends the package itself");
+        return -1;
+    }
+    if ((code->code = malloc(len)) == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return -1;
+    }
+    memcpy(code->code, raw, len);
+    code->len = len;
+    return 0;
+}
+
 static void
 reload(struct api_req *rq, struct worker *w)
 {
-    json_t *body = api_body_object(rq);
+    const char *ct = api_header(rq, "Content-Type");
+    bool raw = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    json_t *body = raw ? NULL : api_body_object(rq);
     struct worker_body_code code;
 
-    if (body == NULL)
+    if (body == NULL && !raw)
         return;
-    if (worker_body_reload_take(rq, body, &code) == 0) {
+    if ((raw ? raw_code_take(rq, &code)
+             : worker_body_reload_take(rq, body, &code)) == 0) {
         struct op *op = op_new(rq, OP_RELOAD, w);
         if (op) {
             op->event = "reloaded";
@@ -911,7 +938,7 @@ api_workers_route(struct api_req *rq)
         rollback(rq, w);
     else if (is(rq, "POST") && strcmp(action, "invoke") == 0)
         api_invoke_route(rq, w);
-    else if (is(rq, "PUT") && strcmp(action, "code") == 0)
+    else if ((is(rq, "PUT") || is(rq, "POST")) && strcmp(action, "code") == 0)
         reload(rq, w);
     else if (is(rq, "GET") && strcmp(action, "logs") == 0)
         api_logs_route(rq, w);

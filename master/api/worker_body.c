@@ -193,6 +193,7 @@ static const struct api_object code_object = {
     .members = (const struct api_member[]){ { "content", NULL },
                                             { "url", NULL },
                                             { "sha256", NULL },
+                                            { "contentSha256", NULL },
                                             { NULL, NULL } },
     .hint = "content, or url with an optional sha256; credentials for a URL "
             "come from the daemon's code_source_credentials_file, never from "
@@ -212,6 +213,9 @@ static const struct api_object create_object = {
     .members = (const struct api_member[]){ { "mime_type", NULL },
                                             { "topic", NULL },
                                             { "code", &code_object },
+                                            { "mimeType", NULL },
+                                            { "codeSource", &code_object },
+                                            { "code_source", &code_object },
                                             { "name", NULL },
                                             { "tenant", NULL },
                                             { "group", NULL },
@@ -226,8 +230,10 @@ static const struct api_object create_object = {
 
 static const struct api_object reload_object = {
     .what = "a reload",
-    .members =
-        (const struct api_member[]){ { "code", &code_object }, { NULL, NULL } },
+    .members = (const struct api_member[]){ { "code", &code_object },
+                                            { "codeSource", &code_object },
+                                            { "code_source", &code_object },
+                                            { NULL, NULL } },
 };
 
 /* Config entries become CloudEvent extensions (DESIGN §6). */
@@ -368,12 +374,56 @@ worker_body_code_take(struct api_req *rq, json_t *body,
     return 0;
 }
 
+/* The original system's names (its REST examples and clients) for ours:
+ * the same members under another name, so that its deploy scripts work
+ * unchanged.  Each is renamed to ours before anything reads the body. */
+static const struct alias {
+    const char *original, *ours;
+} top_aliases[] = { { "mimeType", "mime_type" },
+                    { "codeSource", "code" },
+                    { "code_source", "code" },
+                    { NULL, NULL } },
+  code_aliases[] = { { "contentSha256", "sha256" }, { NULL, NULL } };
+
+static int
+rename_aliases(struct api_req *rq, json_t *obj, const struct alias *a,
+               const char *prefix)
+{
+    for (; a->original; a++) {
+        json_t *v = json_object_get(obj, a->original);
+        if (v == NULL)
+            continue;
+        if (json_object_get(obj, a->ours)) {
+            api_error(rq, 400, "invalid_argument",
+                      "%s%s and %s%s are the same member (%s is the original "
+                      "system's name): send one",
+                      prefix, a->original, prefix, a->ours, a->original);
+            return -1;
+        }
+        json_object_set(obj, a->ours, v);
+        json_object_del(obj, a->original);
+    }
+    return 0;
+}
+
+static int
+body_aliases(struct api_req *rq, json_t *body)
+{
+    if (rename_aliases(rq, body, top_aliases, ""))
+        return -1;
+    json_t *code = json_object_get(body, "code");
+    if (json_is_object(code) && rename_aliases(rq, code, code_aliases, "code."))
+        return -1;
+    return 0;
+}
+
 int
 worker_body_reload_take(struct api_req *rq, json_t *body,
                         struct worker_body_code *cr)
 {
     memset(cr, 0, sizeof *cr);
-    if (api_members_check(rq, body, &reload_object) != 0)
+    if (api_members_check(rq, body, &reload_object) != 0 ||
+        body_aliases(rq, body) != 0)
         return -1;
     return worker_body_code_take(rq, body, cr);
 }
@@ -383,7 +433,8 @@ worker_body_create_take(struct api_req *rq, json_t *body,
                         struct worker_body_create *b)
 {
     memset(b, 0, sizeof *b);
-    if (api_members_check(rq, body, &create_object) != 0)
+    if (api_members_check(rq, body, &create_object) != 0 ||
+        body_aliases(rq, body) != 0)
         return -1;
     if (api_member_str(rq, body, "mime_type", &b->mime) ||
         api_member_str(rq, body, "topic", &b->topic) ||
