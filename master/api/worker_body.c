@@ -313,6 +313,14 @@ worker_body_code_take(struct api_req *rq, json_t *body,
     json_t *c = json_object_get(body, "code");
 
     memset(cr, 0, sizeof *cr);
+    if (c == NULL || json_is_null(c)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code is required (codeSource in the original's shape): a "
+                  "worker is created with its code, {\"content\": "
+                  "\"<base64>\"} or {\"url\": \"https://...\"}; there is "
+                  "no create without code to load later");
+        return -1;
+    }
     if (!json_is_object(c)) {
         api_error(rq, 400, "invalid_argument",
                   "code must be an object: {\"content\": \"<base64>\"} or "

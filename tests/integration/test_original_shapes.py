@@ -56,6 +56,11 @@ def test_alias_and_own_name_together_are_refused(wmd):
 
 
 def test_unversioned_paths_and_raw_package(wmd):
+    # The original's create without code: refused, naming what to send.
+    r = wmd.post("/workers", {"mimeType": MIME, "topic": "t"})
+    assert r.status == 400 and r.code == "invalid_argument", r
+    assert r.json["error"]["message"].startswith(
+        "code is required (codeSource in the original's shape)"), r
     r = wmd.post("/workers", {"mimeType": MIME, "topic": "t",
                               "group": "g1",
                               "codeSource": {"content": b64("echo")},
