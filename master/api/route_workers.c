@@ -100,6 +100,31 @@ worker_answer(struct api_req *rq, int status, const struct worker *w)
     api_reply(rq, status, worker_body_json(w, rq->d->conf));
 }
 
+/* ?format=: 1 for the original system's objects, 0 for ours, -1 having
+ * answered 400. */
+static int
+format_original(struct api_req *rq)
+{
+    const char *f = api_query(rq, "format");
+
+    if (f == NULL || strcmp(f, "native") == 0)
+        return 0;
+    if (strcmp(f, "original") == 0)
+        return 1;
+    api_error(rq, 400, "invalid_argument",
+              "format must be \"native\" (the default) or \"original\" (the "
+              "original system's camelCase worker objects), not \"%s\"",
+              f);
+    return -1;
+}
+
+static json_t *
+worker_json_as(struct api_req *rq, const struct worker *w, int original)
+{
+    return original ? worker_body_original_json(w)
+                    : worker_body_json(w, rq->d->conf);
+}
+
 static void
 history_pop(struct worker *w, size_t n)
 {
@@ -643,11 +668,14 @@ out:
 static void
 list(struct api_req *rq)
 {
+    int original = format_original(rq);
+    if (original < 0)
+        return;
     json_t *arr = json_array();
     struct registry *r = rq->d->registry;
     for (size_t i = 0; i < registry_count(r); i++)
         json_array_append_new(arr,
-                              worker_body_json(registry_at(r, i), rq->d->conf));
+                              worker_json_as(rq, registry_at(r, i), original));
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
 
@@ -917,8 +945,11 @@ api_workers_route(struct api_req *rq)
     const char *action = rq->nseg == 4 ? rq->seg[3] : NULL;
 
     if (action == NULL) {
-        if (is(rq, "GET"))
-            worker_answer(rq, 200, w);
+        int original;
+        if (is(rq, "GET") && (original = format_original(rq)) >= 0)
+            api_reply(rq, 200, worker_json_as(rq, w, original));
+        else if (is(rq, "GET"))
+            return;
         else if (is(rq, "DELETE"))
             remove_worker(rq, w);
         else

@@ -25,6 +25,7 @@
 #include "master/api/members.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
+#include "master/core/engines.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
@@ -181,6 +182,36 @@ worker_body_json(const struct worker *w, const struct conf *c)
     if (w->error)
         json_object_set_new(j, "error", json_string(w->error));
     return j;
+}
+
+/* The original system's worker object (its WorkerInfo): camelCase, and
+ * status as its enum's names ("Running", "Stopped"; ours capitalised for
+ * the states it did not have). */
+json_t *
+worker_body_original_json(const struct worker *w)
+{
+    const struct worker_version *v = NULL;
+    char status[32];
+
+    for (size_t i = 0; i < w->nhistory; i++)
+        if (w->history[i].version == w->version)
+            v = &w->history[i];
+    snprintf(status, sizeof status, "%s", worker_status_name(w->status));
+    if (status[0] >= 'a' && status[0] <= 'z')
+        status[0] = (char)(status[0] - 'a' + 'A');
+    json_t *src = json_object();
+    if (v && v->address)
+        json_object_set_new(src, "url", json_string(v->address));
+    if (v)
+        json_object_set_new(src, "contentSha256", json_string(v->sha256));
+    return json_pack(
+        "{s:s, s:o, s:s, s:o, s:s, s:o, s:o, s:s}", "id", w->id, "codeSource",
+        src, "mimeType", w->mime_type, "language",
+        w->engine && w->engine->language ? json_string(w->engine->language)
+                                         : json_null(),
+        "topic", w->topic, "group",
+        w->group ? json_string(w->group) : json_null(), "createdAt",
+        api_json_time(w->created_at_ms), "status", status);
 }
 
 /* ---- a request's body ------------------------------------------------ */

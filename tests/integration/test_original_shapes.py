@@ -83,3 +83,19 @@ def test_unversioned_paths_and_raw_package(wmd):
     assert out.status == 200 and out.json["type"] == "echo.out", out
     assert [v["version"] for v in
             wmd.get(f"/workers/{wid}/history").json["versions"]] == [1, 2]
+
+
+def test_format_original_worker_objects(wmd):
+    w = wmd.create(group="g2")
+    one = wmd.get(f"/v1/workers/{w['id']}?format=original")
+    assert one.status == 200, one
+    assert set(one.json) == {"id", "codeSource", "mimeType", "language",
+                             "topic", "group", "createdAt", "status"}
+    assert one.json["id"] == w["id"] and one.json["mimeType"] == MIME
+    assert one.json["status"] == "Running" and one.json["group"] == "g2"
+    assert one.json["createdAt"] == w["created_at"]
+    assert len(one.json["codeSource"]["contentSha256"]) == 64
+    every = wmd.get("/workers?format=original").json["workers"]
+    assert every == [one.json]
+    r = wmd.get("/v1/workers?format=camel")
+    assert r.status == 400 and '"original"' in r.json["error"]["message"], r
