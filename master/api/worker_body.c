@@ -224,11 +224,12 @@ static const struct api_object code_object = {
     .members = (const struct api_member[]){ { "content", NULL },
                                             { "url", NULL },
                                             { "sha256", NULL },
-                                            { "contentSha256", NULL },
                                             { NULL, NULL } },
     .hint = "content, or url with an optional sha256; credentials for a URL "
             "come from the daemon's code_source_credentials_file, never from "
             "a request",
+    .aliases = (const struct api_member[]){ { "contentSha256", NULL },
+                                            { NULL, NULL } },
 };
 
 static const struct api_object limits_object = {
@@ -244,9 +245,6 @@ static const struct api_object create_object = {
     .members = (const struct api_member[]){ { "mime_type", NULL },
                                             { "topic", NULL },
                                             { "code", &code_object },
-                                            { "mimeType", NULL },
-                                            { "codeSource", &code_object },
-                                            { "code_source", &code_object },
                                             { "name", NULL },
                                             { "tenant", NULL },
                                             { "group", NULL },
@@ -257,12 +255,17 @@ static const struct api_object create_object = {
                                             { "idle_timeout_s", NULL },
                                             { "start", NULL },
                                             { NULL, NULL } },
+    .aliases = (const struct api_member[]){ { "mimeType", NULL },
+                                            { "codeSource", &code_object },
+                                            { "code_source", &code_object },
+                                            { NULL, NULL } },
 };
 
 static const struct api_object reload_object = {
     .what = "a reload",
-    .members = (const struct api_member[]){ { "code", &code_object },
-                                            { "codeSource", &code_object },
+    .members =
+        (const struct api_member[]){ { "code", &code_object }, { NULL, NULL } },
+    .aliases = (const struct api_member[]){ { "codeSource", &code_object },
                                             { "code_source", &code_object },
                                             { NULL, NULL } },
 };
