@@ -34,7 +34,9 @@ retried after the delay the daemon asked for.
 Alongside: an invoker calls an echo worker in a loop; a churner creates
 and deletes a worker every CHURN_S seconds; the chaos thread kills, every
 3 to 8 seconds, one of: a ledger worker's host, the zygote, the launcher,
-or (one time in five) the master, which it then starts again.
+or (one time in five) the master, which it then starts again.  A daemon
+that exits by itself (a launcher's death ends it, by design) is started
+again as the unit's Restart=on-failure would, and counted.
 """
 
 import argparse
@@ -85,6 +87,15 @@ def Process(event):
 """
 
 
+def comm(pid):
+    """A process's name (/proc/PID/comm), or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def proc_figures(pid):
     """RSS (KiB), open descriptors and threads of a process."""
     out = {"pid": pid}
@@ -118,7 +129,12 @@ class Soak:
             "publish_other", "invoke_200", "invoke_refused", "invoke_other",
             "created", "deleted", "churn_errors", "operator_starts")}
         self.kills = {k: 0 for k in ("host", "zygote", "launcher", "master")}
+        # Exits of the daemon the chaos did not ask for (a launcher's
+        # death ends it, by design): started again, as systemd's
+        # Restart=on-failure does.
+        self.exits = []
         self.figures = []
+        self.chaos_error = None
         self.workers = {}
         self.seq = 0
 
@@ -260,7 +276,8 @@ class Soak:
             return [p.pid for p in mine.values() if zygote(p)]
         if kind == "launcher":
             return [p.pid for p in mine.values()
-                    if p.comm == "wm-launcher"]
+                    if p.ppid == self.d.proc.pid
+                    and comm(p.pid) == "wm-launcher"]
         if kind == "host":
             out = []
             for name in ("ledger-a", "ledger-b"):
@@ -272,7 +289,26 @@ class Soak:
         return [self.d.proc.pid]
 
     def chaos(self):
+        try:
+            self.chaos_loop()
+        except Exception as e:  # a soak without its kills proves nothing
+            self.chaos_error = repr(e)
+            raise
+
+    def restart_if_exited(self):
+        """Starts the daemon again if it exited on its own (the unit's
+        Restart=on-failure); under self.down so the load pauses."""
+        if self.d.proc.poll() is None:
+            return
+        self.exits.append(self.d.proc.returncode)
+        self.down.set()
+        time.sleep(0.3)
+        self.d.start()
+        self.down.clear()
+
+    def chaos_loop(self):
         while not self.stop.wait(self.rng.uniform(3, 8)):
+            self.restart_if_exited()
             kind = self.rng.choice(["host", "host", "zygote", "launcher",
                                     "master"])
             pids = self.victims(kind)
@@ -332,6 +368,7 @@ class Soak:
     def drain(self, timeout=180):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            self.restart_if_exited()
             self.start_failed()
             if not self.missing():
                 return
@@ -364,7 +401,7 @@ class Soak:
                 1 for i in good if all(d.get(i) == 1 for d in done.values())),
             "duplicates": dups, "lost": len(lost),
             "wrong_dead_letters": len(wrong_dead), "unknown_dead": len(extra),
-            "examples": (lost + wrong_dead)[:20]})
+            "examples": lost[:10] + wrong_dead[:10]})
         return out
 
 
@@ -389,6 +426,8 @@ def main():
         report = {"seed": args.seed, "seconds": round(
             time.monotonic() - began, 1), "dir": tmp,
             "counts": soak.counts, "kills": soak.kills,
+            "chaos_error": soak.chaos_error,
+            "daemon_exits": soak.exits,
             "ledger": soak.ledger(), "master": soak.figures}
     finally:
         soak.d.stop()
@@ -397,7 +436,8 @@ def main():
     if args.out:
         Path(args.out).write_text(text + "\n")
     led = report["ledger"]
-    return 1 if led["lost"] or led["wrong_dead_letters"] else 0
+    return 1 if (led["lost"] or led["wrong_dead_letters"]
+                 or report["chaos_error"]) else 0
 
 
 if __name__ == "__main__":

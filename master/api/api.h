@@ -93,6 +93,15 @@ void api_error_extra(struct api_req *rq, int status, const char *code,
                      json_t *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Answers a write the storage (the journal, the store) could not make,
+ * err its errno: 507 insufficient_storage for a full disk (ENOSPC,
+ * EDQUOT), else 503 storage_unavailable with Retry-After; the message is
+ * fmt's (what failed) followed by what the operator does.  extra as in
+ * api_error_extra (may be NULL). */
+void api_error_storage(struct api_req *rq, int err, json_t *extra,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* The request body parsed as a JSON object; on failure answers
  * invalid_json / invalid_argument itself and returns NULL. */
 json_t *api_body_object(struct api_req *rq);

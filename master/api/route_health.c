@@ -2,9 +2,10 @@
  * route_health.c — /health, /health/live, /v1/engines and /v1/recover.
  *
  * /health is the readiness probe: Healthy (200) once recovery is done (or
- * when recovery_on_start is off), Degraded (503) while it runs, Unhealthy
- * (503) when the store could not be read.  /health/live only says the loop
- * turns.
+ * when recovery_on_start is off), Degraded (503) while it runs or while
+ * the broker's journal cannot write (a full disk: checks.journal says
+ * which file, which error, since when), Unhealthy (503) when the store
+ * could not be read.  /health/live only says the loop turns.
  */
 #include "config.h"
 
@@ -12,6 +13,7 @@
 
 #include "master/api/api.h"
 #include "master/api/members.h"
+#include "master/broker/broker.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
@@ -77,6 +79,32 @@ recovery_status(const struct daemon *d)
     }
 }
 
+/* checks.journal: whether the broker stores events (and so delivers). */
+static json_t *
+journal_check(const struct daemon *d, bool *writable)
+{
+    struct broker_health h;
+    json_t *j;
+
+    broker_health(d->broker, &h);
+    *writable = h.writable;
+    j = json_pack("{s:s, s:I, s:I}", "status",
+                  h.writable ? "Healthy" : "Degraded", "failures",
+                  (json_int_t)h.failures, "recoveries",
+                  (json_int_t)h.recoveries);
+    if (!h.writable) {
+        json_object_set_new(j, "error", json_string(h.message));
+        json_object_set_new(j, "errno", json_string(strerror(h.error)));
+        json_object_set_new(j, "since", api_json_time(h.since * 1000));
+        json_object_set_new(
+            j, "note",
+            json_string("publishes are refused and deliveries wait until "
+                        "the journal writes again; free space under "
+                        "state_dir: it recovers by itself"));
+    }
+    return j;
+}
+
 void
 api_health_route(struct api_req *rq)
 {
@@ -96,6 +124,8 @@ api_health_route(struct api_req *rq)
         return;
     }
     const char *status = recovery_status(d);
+    bool writable;
+    json_t *journal = journal_check(d, &writable);
     json_t *recovery =
         json_pack("{s:s, s:i, s:i}", "status", status, "recovered",
                   (int)d->recovered, "failed", (int)d->recovery_fails);
@@ -105,12 +135,14 @@ api_health_route(struct api_req *rq)
         json_object_set_new(recovery, "note",
                             json_string("recovery_on_start is off: POST "
                                         "/v1/recover runs it"));
-    json_t *body = json_pack("{s:s, s:{s:o}, s:I, s:I, s:s, s:s}", "status",
-                             status, "checks", "recovery", recovery, "workers",
-                             (json_int_t)registry_count(d->registry), "hosts",
-                             (json_int_t)supervise_hosts(d->sv), "confinement",
-                             sandbox_level_name(d->sandbox.level), "version",
-                             PACKAGE_VERSION);
+    if (!writable && strcmp(status, "Healthy") == 0)
+        status = "Degraded";
+    json_t *body = json_pack(
+        "{s:s, s:{s:o, s:o}, s:I, s:I, s:s, s:s}", "status", status, "checks",
+        "recovery", recovery, "journal", journal, "workers",
+        (json_int_t)registry_count(d->registry), "hosts",
+        (json_int_t)supervise_hosts(d->sv), "confinement",
+        sandbox_level_name(d->sandbox.level), "version", PACKAGE_VERSION);
     json_object_set_new(body, "sandbox", sandbox_json(d));
     api_reply(rq, strcmp(status, "Healthy") == 0 ? 200 : 503, body);
 }

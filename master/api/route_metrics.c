@@ -7,7 +7,8 @@
  * one of them; events published, redelivered, dead-lettered; host
  * restarts.  Daemon-wide:
  * workers by status and by host state, host processes, the processing
- * latency histogram, the broker's counters and journal size, group lock
+ * latency histogram, the broker's counters, its journal's size and
+ * whether it writes (failures, recoveries), group lock
  * acquisitions, steals, contention and waits, event streams.
  */
 #include "config.h"
@@ -129,6 +130,7 @@ api_metrics_route(struct api_req *rq)
     struct daemon *d = rq->d;
     struct text t = { malloc(65536), 0, 65536, false };
     struct broker_stats bs;
+    struct broker_health bh;
     struct flow_stats ds;
     struct grouplock_stats gs;
     size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
@@ -254,6 +256,16 @@ api_metrics_route(struct api_req *rq)
            "Size of the broker's journal on disk.", bs.journal_bytes);
     scalar(&t, "workmanager_journal_segments", "gauge",
            "Segment files of the broker's journal.", bs.journal_segments);
+    broker_health(d->broker, &bh);
+    scalar(&t, "workmanager_journal_writable", "gauge",
+           "1 while the broker's journal writes, 0 while it cannot (a full "
+           "disk): see /health.",
+           bh.writable ? 1 : 0);
+    scalar(&t, "workmanager_journal_write_failures_total", "counter",
+           "Times the broker's journal stopped writing.", bh.failures);
+    scalar(&t, "workmanager_journal_recoveries_total", "counter",
+           "Times the broker's journal wrote again after a failure.",
+           bh.recoveries);
 
     grouplocks_stats(d->locks, &gs);
     scalar(&t, "workmanager_grouplock_acquired_total", "counter",

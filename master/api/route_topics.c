@@ -9,7 +9,9 @@
  *       when a subscriber's queue cannot hold them all (admit.h: a batch
  *       is accepted whole or not at all); 503 backlog_full with
  *       Retry-After when the journal's budget is exhausted (the ids
- *       accepted before it are listed).
+ *       accepted before it are listed); 507 insufficient_storage when the
+ *       journal's disk is full, 503 storage_unavailable for another write
+ *       error (storage_error.c).
  *   GET /v1/topics/{topic}/events[?tenant=T]
  *       Server-Sent Events: each event published to the topic from now on,
  *       as `id: <id>`, `event: <type>`, `data: <structured JSON>`; `*` as
@@ -34,6 +36,7 @@
 #include <event2/event.h>
 
 #include "lib/name.h"
+#include "lib/timestamp.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
 #include "master/api/events_http.h"
@@ -80,14 +83,34 @@ struct publish {
     json_t *ids;
 };
 
+/* Answers a publish the journal did not store: error is its errno, or
+ * EIO for "the journal cannot write now", whose cause broker_health()
+ * has. */
+static void
+refuse_unstored(struct api_req *rq, int error, json_t *extra)
+{
+    char since[TIMESTAMP_SIZE];
+    struct broker_health h;
+
+    broker_health(rq->d->broker, &h);
+    if (!h.writable) {
+        timestamp_format(h.since * 1000, since);
+        api_error_storage(rq, h.error, extra,
+                          "the journal cannot write since %s: %s", since,
+                          h.message);
+    } else {
+        api_error_storage(rq, error, extra, "the journal failed: %s",
+                          strerror(error));
+    }
+}
+
 static void
 on_durable(int error, void *arg)
 {
     struct publish *p = arg;
 
     if (error)
-        api_error(p->rq, 500, "internal", "the journal failed: %s",
-                  strerror(error));
+        refuse_unstored(p->rq, error, NULL);
     else
         api_reply(p->rq, 202, json_pack("{s:O}", "ids", p->ids));
     json_decref(p->ids);
@@ -163,6 +186,8 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
                     "the journal is full (journal_max_bytes); %zu of %zu "
                     "events accepted",
                     i, batch->n);
+            } else if (e == EIO) {
+                refuse_unstored(rq, e, extra);
             } else {
                 api_error_extra(rq, 500, "internal", extra,
                                 "event %zu was not accepted: %s", i,

@@ -17,6 +17,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@
 #include "master/store/record.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/registry.h"
@@ -180,6 +183,18 @@ after_apply(struct worker *w, void *arg)
     op_free(op);
 }
 
+/* Answers a write the store did not make: 507 insufficient_storage for a
+ * full disk (storage_error.c), else 500. */
+static void
+store_failed(struct api_req *rq, enum store_status st, const char *what,
+             const char *message)
+{
+    if (st == STORE_NOSPACE)
+        api_error_storage(rq, ENOSPC, NULL, "%s: %s", what, message);
+    else
+        api_error(rq, 500, "internal", "%s: %s", what, message);
+}
+
 static void
 on_record_written(enum store_status st, uint64_t revision, const char *message,
                   void *arg)
@@ -188,13 +203,13 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
     struct worker *w = op->w;
 
     if (st != STORE_OK) {
-        log_err("store: worker %s: %s", w->id, message);
+        activity_log(w, LOG_ERR, "store: %s", message);
         op_undo(op);
         if (st == STORE_CONFLICT)
             api_error(op->rq, 409, "conflict",
                       "the worker changed meanwhile; retry");
         else
-            api_error(op->rq, 500, "internal", "the store failed: %s", message);
+            store_failed(op->rq, st, "the store failed", message);
         op_free(op);
         return;
     }
@@ -209,7 +224,7 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
         }
         char aerr[256];
         if (flow_attach(op->d->flow, w, aerr, sizeof aerr) != 0)
-            log_err("worker %s: no subscription: %s", w->id, aerr);
+            activity_log(w, LOG_ERR, "no subscription: %s", aerr);
         lifecycle_emit(op->d, w, "created", NULL);
         if (w->status == WORKER_RUNNING)
             lifecycle_emit(op->d, w, "started", NULL);
@@ -282,8 +297,7 @@ on_blob_written(enum store_status st, uint64_t revision, const char *message,
     op->w->pending_code = NULL; /* in the store now, or never */
     if (st != STORE_OK) {
         op_undo(op);
-        api_error(op->rq, 500, "internal", "storing the code failed: %s",
-                  message);
+        store_failed(op->rq, st, "storing the code failed", message);
         op_free(op);
         return;
     }
@@ -429,8 +443,11 @@ create_step_done(struct op *op, int status, const char *code,
     op->w->pending_code = NULL;
     if (op->fail_status) {
         op_undo(op);
-        api_error(op->rq, op->fail_status, op->fail_code, "%s",
-                  op->fail_message);
+        if (op->fail_status == 507)
+            api_error_storage(op->rq, ENOSPC, NULL, "%s", op->fail_message);
+        else
+            api_error(op->rq, op->fail_status, op->fail_code, "%s",
+                      op->fail_message);
         op_free(op);
         return;
     }
@@ -448,7 +465,10 @@ on_create_blob(enum store_status st, uint64_t revision, const char *message,
         return;
     }
     snprintf(msg, sizeof msg, "storing the code failed: %s", message);
-    create_step_done(arg, 500, "internal", msg);
+    if (st == STORE_NOSPACE)
+        create_step_done(arg, 507, "insufficient_storage", msg);
+    else
+        create_step_done(arg, 500, "internal", msg);
 }
 
 static void
@@ -880,8 +900,8 @@ on_record_deleted(enum store_status st, uint64_t revision, const char *message,
     if (st != STORE_OK && st != STORE_NOT_FOUND) {
         char aerr[256];
         if (flow_attach(op->d->flow, op->w, aerr, sizeof aerr) != 0)
-            log_err("worker %s: no subscription: %s", op->w->id, aerr);
-        api_error(op->rq, 500, "internal", "the store failed: %s", message);
+            activity_log(op->w, LOG_ERR, "no subscription: %s", aerr);
+        store_failed(op->rq, st, "the store failed", message);
         op_free(op);
         return;
     }

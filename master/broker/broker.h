@@ -39,7 +39,15 @@
  * broker_admit() asks the question for n events at once (a batch is
  * accepted whole or not at all).  Live subscriptions (SSE clients) never
  * refuse: they drop what they cannot send.  A publish also fails when the
- * journal's budget is exhausted (ENOSPC).
+ * journal's budget is exhausted (ENOSPC) or when it cannot write (EIO:
+ * broker_health() says why).
+ *
+ * Storage failures.  While the backend cannot store (a full disk),
+ * publishes fail (EIO, broker_health() says why), settlements made
+ * meanwhile are kept and stored first once it can, and the storage hook
+ * tells the owner, which stops handing deliveries on: an event processed
+ * meanwhile would be delivered again after a restart.  The backend
+ * recovers by itself once it can write; the hook says so too.
  *
  * Deliveries.  Up to max_inflight deliveries of a subscription are out at
  * once; each is settled exactly once by broker_ack() (done),
@@ -130,10 +138,11 @@ void broker_close(struct broker *b);
 
 /* Accepts an event for (tenant, topic): queued for every subscription of
  * the topic, journaled when a durable one has it; cb (may be NULL) runs
- * once it is durable.  Returns 0, or -1 with errno EAGAIN (a durable
+ * once it is durable, or failed (the errno of the storage: ENOSPC,
+ * EDQUOT, EIO...).  Returns 0, or -1 with errno EAGAIN (a durable
  * subscription's queue is full: see Backpressure), ENOSPC (the journal's
- * budget is exhausted) or EIO (the journal failed); nothing is queued and
- * cb is not called then. */
+ * budget is exhausted) or EIO (the storage cannot write now:
+ * broker_health()); nothing is queued and cb is not called then. */
 int broker_publish(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg);
@@ -197,6 +206,23 @@ struct broker_stats {
     uint64_t recovered; /* unsettled deliveries found in the journal */
 };
 void broker_stats(const struct broker *b, struct broker_stats *out);
+
+/* Whether the backend can store (and so deliver), and if not why. */
+struct broker_health {
+    bool writable;
+    int error;           /* while not writable: the errno */
+    int64_t since;       /* while not writable: since when (unix s) */
+    uint64_t failures;   /* times it stopped writing */
+    uint64_t recoveries; /* times it wrote again */
+    char message[320];   /* while not writable: the file and the error */
+};
+void broker_health(const struct broker *b, struct broker_health *out);
+
+/* Called when the backend stops storing (writable false) and when it
+ * stores again (true): the owner holds the deliveries it has taken but
+ * not yet handed on (their settlements could not be stored). */
+typedef void (*broker_storage_cb)(bool writable, void *arg);
+void broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg);
 
 /* The length of a durable subscription's queue (waiting, delayed and out). */
 size_t broker_sub_backlog(const struct broker_sub *s);

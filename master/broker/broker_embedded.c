@@ -25,6 +25,8 @@
  * where str is u16 length | bytes.  Replay rebuilds every message with its
  * unsettled names; a message with none left is released at once.
  *
+ * Storage failures (the journal cannot write): broker_storage.c.
+ *
  * Delivery order: FIFO per subscription; a nacked delivery goes back to the
  * head of its queue once its delay has passed.  Deliveries of a
  * subscription start from a deferred "kick" event, never inside the call
@@ -48,6 +50,7 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
+#include "master/broker/broker_private.h"
 #include "master/broker/broker_record.h"
 #include "master/broker/journal.h"
 #include "master/core/log.h"
@@ -1055,6 +1058,12 @@ broker_recovered(struct broker *b)
 }
 
 /* ---- open, close, stats ---------------------------------------------- */
+
+struct journal *
+broker_journal(const struct broker *b)
+{
+    return b->j;
+}
 
 struct broker *
 broker_open(const struct broker_config *cfg, struct event_base *base, char *err,

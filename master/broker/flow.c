@@ -514,11 +514,11 @@ job_release_lock(struct job *j)
  * the broker refused.
  *
  * Only a refusal at the call is seen here (the journal's budget is
- * exhausted, or the journal failed earlier: ENOSPC, EIO).  A write that
+ * exhausted, or the journal cannot write: ENOSPC, EIO).  A write that
  * fails later, on the journal's writer (a disk that fills up now), fails
- * the journal: it writes nothing after its first error, and the input's
- * settlement, appended after the outputs, is never stored either, so the
- * input comes back at the next start.  Waiting for each output's
+ * the journal: what it wrote from that write on is truncated away when
+ * it recovers, the input's settlement, appended after the outputs, with
+ * it, so the input comes back at the next start.  Waiting for each output's
  * durability before the ack would cost a journal round trip per event for
  * no more safety. */
 static size_t
@@ -537,9 +537,13 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
         }
         if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
                            o->fb.len, NULL, NULL) < 0) {
-            log_err("flow: an output of worker %s to %s/%s is refused: %s",
-                    w ? w->name : "(deleted)", o->tenant, o->topic,
-                    strerror(errno));
+            if (w)
+                activity_log(w, LOG_ERR, "an output to %s/%s is refused: %s",
+                             o->tenant, o->topic, strerror(errno));
+            else
+                log_err("flow: an output of a deleted worker to %s/%s is "
+                        "refused: %s",
+                        o->tenant, o->topic, strerror(errno));
             dp->st.refused_outputs++;
             refused++;
             continue;
@@ -712,23 +716,23 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
         ipc_cloudevent_list_get(&r->outputs, i, &o);
         struct ipc_str t = reply.ptr ? reply : o.type;
         if (t.len == 0 || t.len >= sizeof topic) {
-            log_warning("worker %s: an output has no usable topic; dropped",
-                        w->name);
+            activity_log(w, LOG_WARNING,
+                         "an output has no usable topic; dropped");
             j->dp->st.refused_outputs++;
             continue;
         }
         snprintf(topic, sizeof topic, "%.*s", (int)t.len, t.ptr);
         if (flow_topic_reserved(topic)) {
-            log_warning("worker %s: an output to the reserved topic %s is "
-                        "refused",
-                        w->name, topic);
+            activity_log(w, LOG_WARNING,
+                         "an output to the reserved topic %s is refused",
+                         topic);
             j->dp->st.refused_outputs++;
             continue;
         }
         ipc_fb_builder_init(&fb);
         if (flow_prepare_output(in, &o, j->hops + 1, &fb, err, sizeof err) !=
             0) {
-            log_warning("worker %s: an output is refused: %s", w->name, err);
+            activity_log(w, LOG_WARNING, "an output is refused: %s", err);
             j->dp->st.refused_outputs++;
         } else {
             bool loop = j->hops + 1 > OUTCOME_MAX_HOPS;
@@ -845,9 +849,15 @@ job_process(struct job *j)
     if (w)
         j->bd->token = j->token;
     clock_gettime(CLOCK_MONOTONIC, &j->start);
-    if (w == NULL ||
-        supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen, count,
-                                   on_processed, j) != 0) {
+    /* An invoke (no broker delivery) has no settlement to store: it is
+     * not held while the journal cannot write. */
+    int rc = w == NULL ? -1
+             : j->d
+                 ? supervise_process_delivery(j->dp->d->sv, w, j->ev, j->evlen,
+                                              count, on_processed, j)
+                 : supervise_process(j->dp->d->sv, w, j->ev, j->evlen,
+                                     on_processed, j);
+    if (rc != 0) {
         if (j->icb) {
             j->icb(w, NULL, "stopped", "the worker cannot take events now",
                    j->iarg);
@@ -976,8 +986,8 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
         /* Config stamping failed (too many extensions): the event itself
          * cannot be processed by this worker, ever.  Acknowledged once
          * its dead letter is stored. */
-        log_warning("worker %s: an event of %s is dead-lettered: %s",
-                    bd->w->name, d->topic, err);
+        activity_log(bd->w, LOG_WARNING, "an event of %s is dead-lettered: %s",
+                     d->topic, err);
         if (dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
                         d->count) != 0) {
             delivery_refuse(dp, d, "its dead letter was refused");
@@ -1122,6 +1132,17 @@ flow_note_write(struct flow *dp, struct worker *w,
 
 /* ---- life ------------------------------------------------------------ */
 
+/* The broker cannot store settlements (a full disk), or can again: the
+ * deliveries taken but not yet in a host wait meanwhile. */
+static void
+on_storage(bool writable, void *arg)
+{
+    struct flow *dp = arg;
+
+    if (dp->d->sv)
+        supervise_hold_deliveries(dp->d->sv, !writable);
+}
+
 struct flow *
 flow_new(struct daemon *d)
 {
@@ -1132,6 +1153,8 @@ flow_new(struct daemon *d)
     dp->d = d;
     LIST_INIT(&dp->groups);
     LIST_INIT(&dp->bindings);
+    if (d->broker)
+        broker_set_storage_hook(d->broker, on_storage, dp);
     return dp;
 }
 
@@ -1143,6 +1166,8 @@ flow_free(struct flow *dp)
 
     if (dp == NULL)
         return;
+    if (dp->d->broker)
+        broker_set_storage_hook(dp->d->broker, NULL, NULL);
     /* Shutdown: the broker, closed next, frees the subscriptions; their
      * backlogs stay journaled for the next start. */
     while ((bd = LIST_FIRST(&dp->bindings)) != NULL) {

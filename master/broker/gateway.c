@@ -23,6 +23,7 @@
 #include "master/core/log.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
 
@@ -225,6 +226,28 @@ state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
 
 /* ---- workmanager.publish --------------------------------------------- */
 
+/* A publish the journal did not store, answered as the publish route
+ * answers (storage_error.c): 507 for a full disk, else 503.  EIO stands
+ * for "the journal cannot write now", whose cause broker_health() has. */
+static void
+reply_unstored(struct gwop *op, int error)
+{
+    struct broker_health h;
+
+    broker_health(op->d->broker, &h);
+    if (error == EIO && !h.writable)
+        error = h.error;
+    if (error == ENOSPC || error == EDQUOT)
+        reply_error(op->c, 507,
+                    "insufficient_storage: the event was not stored: %s; "
+                    "the daemon goes on once it can write again",
+                    strerror(error));
+    else
+        reply_error(op->c, 503,
+                    "storage_unavailable: the event was not stored: %s",
+                    strerror(error));
+}
+
 static void
 on_published(int error, void *arg)
 {
@@ -232,8 +255,7 @@ on_published(int error, void *arg)
     struct ipc_cloudevent ce;
 
     if (error) {
-        reply_error(op->c, 500, "the event was not stored: %s",
-                    strerror(error));
+        reply_unstored(op, error);
     } else {
         /* Built by events_from_json(): decoded, not verified again. */
         ipc_cloudevent_decode_trusted(op->event.buf, &ce);
@@ -269,10 +291,18 @@ on_publish_fenced(int rc, const char *message, void *arg)
     }
     if (flow_publish(op->d->flow, w->tenant, op->topic, op->event.buf,
                      op->event.len, on_published, op) != 0) {
-        if (errno == ENOSPC)
+        int e = errno;
+        if (e == ENOSPC) {
             admit_note_refused(ADMIT_JOURNAL_FULL);
-        reply_error(op->c, errno == ENOSPC ? 503 : 500,
-                    "the event was not accepted: %s", strerror(errno));
+            reply_error(op->c, 503,
+                        "the journal is full (journal_max_bytes): the event "
+                        "was not accepted");
+        } else if (e == EIO) {
+            reply_unstored(op, e);
+        } else {
+            reply_error(op->c, 500, "the event was not accepted: %s",
+                        strerror(e));
+        }
         gwop_free(op);
         return;
     }
@@ -376,10 +406,11 @@ on_state_key(const char *key, enum store_status status, const uint8_t *value,
 void
 gateway_forget(struct daemon *d, const struct worker *w)
 {
-    char prefix[STORE_KEY_MAX], err[256];
+    char prefix[STORE_KEY_MAX], err[256], label[400];
 
     snprintf(prefix, sizeof prefix, STATE_PREFIX "%s/", w->id);
     if (store_list(d->store, prefix, on_state_key, d, err, sizeof err) !=
         STORE_OK)
-        log_warning("worker %s: its state keys are left: %s", w->id, err);
+        log_warning("worker %s: its state keys are left: %s",
+                    activity_label(w, label, sizeof label), err);
 }

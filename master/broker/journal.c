@@ -84,9 +84,19 @@
  * reaches max_bytes; AUX appends, which settle LIVE records and so let
  * segments go, are always accepted.
  *
- * Failure.  The first write, fdatasync or segment creation error fails
- * the journal: the writer logs it, does no more I/O, and completes every
- * batch with that errno; appends return EIO once the loop has seen it.
+ * Failure and recovery.  The first write, fdatasync or segment creation
+ * error fails the journal: the writer logs it, writes nothing more, and
+ * completes every batch with that errno; appends return EIO once the loop
+ * has seen it.  The loop then forgets what will not be kept (the failed
+ * records' liveness and bytes, the segments created after the last good
+ * record), tells the owner (the state hook), and asks the writer to
+ * recover every JOURNAL_RETRY_MS and on a refused LIVE append, one
+ * attempt at a time: the failed segment truncated to its last good
+ * record, a fresh segment at next_lsn.  Once one works, the fresh segment
+ * is the active one, the AUX records kept meanwhile (jn_defer) are
+ * appended first, and appends go on.  The failed lsns are skipped, never
+ * reused (a segment's first lsn is then more than one above the last lsn
+ * before it, which the reading at open allows).
  */
 #include "config.h"
 
@@ -108,6 +118,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -121,6 +132,8 @@
 #define JN_DEFAULT_SEGMENT (64ull << 20)
 #define JN_DEFAULT_MAX (1ull << 30)
 #define JN_DEFAULT_SYNC_MS 100u
+/* AUX records kept while the journal cannot write, at most. */
+#define JN_DEFER_MAX (4u << 20)
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -305,22 +318,201 @@ jn_seg_find(struct journal *j, uint64_t lsn)
     return lsn <= s->last_lsn ? s : NULL;
 }
 
+/* ---- failure and recovery (loop thread) --------------------------------- */
+
+/* Adds the table's entry of a new empty segment at next_lsn (room
+ * reserved), the newest. */
+static void
+jn_seg_push_empty(struct journal *j)
+{
+    j->segs[j->nsegs++] = (struct jn_seg){
+        .first_lsn = j->next_lsn,
+        .last_lsn = j->next_lsn - 1,
+        .size = JN_HDR,
+        .scan_end = JN_HDR,
+    };
+    j->bytes += JN_HDR;
+}
+
+static void
+jn_retry_later(struct journal *j)
+{
+    struct timeval tv = {
+        .tv_sec = JOURNAL_RETRY_MS / 1000,
+        .tv_usec = (JOURNAL_RETRY_MS % 1000) * 1000,
+    };
+
+    if (evtimer_add(j->ev_retry, &tv) != 0)
+        log_err("journal: cannot arm the recovery timer of %s: recovery "
+                "waits for the next publish",
+                j->dir);
+}
+
+/* The writer failed: what it keeps ends at lsn ok, and in the segment
+ * fail_seg (still open; 0: none) at byte fail_good.  Forgets the rest. */
+static void
+jn_fail(struct journal *j, int werr, uint64_t ok, uint64_t fail_seg,
+        uint64_t fail_good, const char *msg)
+{
+    struct jn_seg *s;
+
+    j->failed = true;
+    j->fail_err = werr;
+    j->fail_since = (int64_t)time(NULL);
+    j->failures++;
+    if (msg[0] != '\0')
+        snprintf(j->fail_msg, sizeof j->fail_msg, "%s", msg);
+    else
+        snprintf(j->fail_msg, sizeof j->fail_msg, "writing %s: %s", j->dir,
+                 strerror(werr));
+    /* Segments begun after the last good record, but the open one. */
+    while (j->nsegs > 1 && j->segs[j->nsegs - 1].first_lsn > ok &&
+           j->segs[j->nsegs - 1].first_lsn != fail_seg) {
+        s = &j->segs[j->nsegs - 1];
+        j->live -= s->live;
+        journal_seg_drop_bits(s);
+        j->nsegs--;
+    }
+    s = &j->segs[j->nsegs - 1];
+    for (uint64_t lsn = ok + 1; lsn <= s->last_lsn; lsn++) {
+        uint64_t idx = lsn - s->first_lsn, bit = (uint64_t)1 << (idx % 64);
+
+        if (lsn < s->first_lsn || idx / 64 >= s->nwords ||
+            (s->bits[idx / 64] & bit) == 0)
+            continue;
+        s->bits[idx / 64] &= ~bit;
+        s->live--;
+        j->live--;
+    }
+    if (s->last_lsn > ok)
+        s->last_lsn = ok >= s->first_lsn ? ok : s->first_lsn - 1;
+    if (s->first_lsn == fail_seg)
+        s->size = fail_good;
+    j->bytes = 0;
+    for (size_t i = 0; i < j->nsegs; i++)
+        j->bytes += j->segs[i].size;
+    jn_retry_later(j);
+}
+
+/* Asks the writer to recover, unless it is at it already. */
+static void
+jn_recover(struct journal *j)
+{
+    void *q;
+
+    if (!j->failed || j->recovering)
+        return;
+    /* Room for the fresh segment, so that its success cannot fail. */
+    q = journal_grow(j->segs, &j->capsegs, j->nsegs + 1, sizeof *j->segs);
+    if (q == NULL) {
+        jn_retry_later(j);
+        return;
+    }
+    j->segs = q;
+    j->recovering = true;
+    journal_writer_recover(j, j->next_lsn);
+}
+
+/* Keeps an AUX record appended while the journal cannot write.  0, or -1
+ * (past JN_DEFER_MAX, out of memory). */
+static int
+jn_defer(struct journal *j, uint8_t type, unsigned flags, const void *payload,
+         size_t len)
+{
+    struct jn_deferred *d;
+
+    if (j->defer_bytes + len > JN_DEFER_MAX ||
+        (d = malloc(sizeof *d + len)) == NULL)
+        return -1;
+    *d = (struct jn_deferred){ .type = type,
+                               .flags = (uint8_t)flags,
+                               .len = len };
+    if (len > 0)
+        memcpy(d->payload, payload, len);
+    *j->defer_tail = d;
+    j->defer_tail = &d->next;
+    j->defer_bytes += len;
+    return 0;
+}
+
+/* Appends the kept records (write) or drops them (the journal closes),
+ * logging what is lost. */
+static void
+jn_flush_deferred(struct journal *j, bool write)
+{
+    struct jn_deferred *d;
+    size_t lost = 0;
+
+    while ((d = j->defer_head) != NULL) {
+        j->defer_head = d->next;
+        if (!write || journal_append(j, d->type, d->flags, d->payload, d->len,
+                                     NULL, NULL) == 0)
+            lost++;
+        free(d);
+    }
+    j->defer_tail = &j->defer_head;
+    j->defer_bytes = 0;
+    if (lost > 0)
+        log_err("journal: %s: %zu record(s) kept while it could not write "
+                "are lost",
+                j->dir, lost);
+}
+
+/* The writer answered a recovery: err 0, it writes again at next_lsn. */
+static void
+jn_recovered(struct journal *j, int err, const char *msg)
+{
+    j->recovering = false;
+    if (err != 0) {
+        j->fail_err = err;
+        if (msg[0] != '\0')
+            snprintf(j->fail_msg, sizeof j->fail_msg, "%s", msg);
+        jn_retry_later(j);
+        return;
+    }
+    jn_seg_push_empty(j);
+    j->failed = false;
+    j->recoveries++;
+    log_notice("journal: %s is written again (it failed %" PRId64
+               " s earlier: %s)",
+               j->dir, (int64_t)time(NULL) - j->fail_since, j->fail_msg);
+    jn_flush_deferred(j, true);
+    journal_collect(j);
+}
+
+static void
+jn_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    jn_recover(arg);
+}
+
 /* ---- completions, deletion, compaction (loop thread) -------------------- */
 
-/* Runs the callbacks of every lsn the writer is done with, in order. */
+/* Runs the callbacks of every lsn the writer is done with, in order, and
+ * takes up the writer's failures and recoveries. */
 static void
 jn_drain(struct journal *j)
 {
-    uint64_t done, ok;
+    char msg[JN_MSG_SIZE];
+    uint64_t done, ok, fail_seg, fail_good;
+    bool writable = !j->failed, answered;
     int werr;
 
     pthread_mutex_lock(&j->mu);
     done = j->done_lsn;
     ok = j->ok_lsn;
     werr = j->werr;
+    fail_seg = j->fail_seg;
+    fail_good = j->fail_good;
+    answered = j->recovering && j->recover_lsn == 0;
+    memcpy(msg, j->wmsg, sizeof msg);
     pthread_mutex_unlock(&j->mu);
-    if (werr != 0)
-        j->failed = true;
+    if (werr != 0 && !j->failed)
+        jn_fail(j, werr, ok, fail_seg, fail_good, msg);
+    else if (answered)
+        jn_recovered(j, werr, msg);
     j->seen_lsn = done;
     /* Pop before the call: a callback may append (and grow the ring). */
     while (j->wq_len > 0 && j->wq[j->wq_head].lsn <= done) {
@@ -328,8 +520,10 @@ jn_drain(struct journal *j)
 
         j->wq_head = (j->wq_head + 1) % j->wq_cap;
         j->wq_len--;
-        w.cb(w.lsn <= ok ? 0 : (werr != 0 ? werr : EIO), w.arg);
+        w.cb(w.lsn <= ok ? 0 : (j->fail_err != 0 ? j->fail_err : EIO), w.arg);
     }
+    if (writable == j->failed && j->state_cb != NULL)
+        j->state_cb(!j->failed, j->state_arg);
 }
 
 static void
@@ -474,6 +668,7 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
                                   j->dir, name, strerror(errno));
             j->wfd = fd;
             j->wseg = s->first_lsn;
+            j->wsize = j->wgood = s->size;
             return 0;
         }
     }
@@ -483,15 +678,10 @@ jn_open_active(struct journal *j, char *err, size_t errlen)
     j->segs = q;
     if (journal_segment_create(j, j->next_lsn, &fd, err, errlen) != 0)
         return -1;
-    j->segs[j->nsegs++] = (struct jn_seg){
-        .first_lsn = j->next_lsn,
-        .last_lsn = j->next_lsn - 1,
-        .size = JN_HDR,
-        .scan_end = JN_HDR,
-    };
-    j->bytes += JN_HDR;
+    jn_seg_push_empty(j);
     j->wfd = fd;
     j->wseg = j->next_lsn;
+    j->wsize = j->wgood = JN_HDR;
     return 0;
 }
 
@@ -578,6 +768,8 @@ jn_free(struct journal *j)
         event_free(j->ev_compact);
     if (j->ev_wake)
         event_free(j->ev_wake);
+    if (j->ev_retry)
+        event_free(j->ev_retry);
     if (j->efd >= 0)
         (void)close(j->efd); /* an eventfd: nothing to lose */
     if (j->wfd >= 0)
@@ -591,6 +783,7 @@ jn_free(struct journal *j)
     }
     for (size_t i = 0; i < j->nsegs; i++)
         free(j->segs[i].bits);
+    jn_flush_deferred(j, false);
     free(j->segs);
     free(j->wq);
     journal_work_free(&j->pending);
@@ -625,6 +818,7 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
     j->dirfd = -1;
     j->efd = -1;
     j->wfd = -1;
+    j->defer_tail = &j->defer_head;
     j->hold = true;
     j->fsync = cfg->fsync;
     j->segment_bytes =
@@ -678,8 +872,9 @@ journal_open(const struct journal_config *cfg, struct event_base *base,
     j->ev_done = event_new(base, j->efd, EV_READ | EV_PERSIST, jn_on_done, j);
     j->ev_compact = event_new(base, -1, 0, jn_on_compact, j);
     j->ev_wake = event_new(base, -1, 0, jn_on_wake, j);
+    j->ev_retry = evtimer_new(base, jn_on_retry, j);
     if (j->ev_done == NULL || j->ev_compact == NULL || j->ev_wake == NULL ||
-        event_add(j->ev_done, NULL) != 0) {
+        j->ev_retry == NULL || event_add(j->ev_done, NULL) != 0) {
         errbuf_set(err, errlen, "journal: cannot register its events");
         goto fail;
     }
@@ -728,16 +923,20 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     uint32_t crc;
     int rc = 0;
 
-    if (j->failed) {
-        errno = EIO;
-        return 0;
-    }
     if (len > JOURNAL_MAX_PAYLOAD) {
         errno = EMSGSIZE;
         return 0;
     }
     if (flags > UINT8_MAX || (len > 0 && payload == NULL)) {
         errno = EINVAL;
+        return 0;
+    }
+    if (j->failed) {
+        if (live)
+            jn_recover(j); /* the next publish tries too */
+        else if (cb == NULL && jn_defer(j, type, flags, payload, len) == 0)
+            return JOURNAL_DEFERRED;
+        errno = EIO;
         return 0;
     }
     if (live && j->bytes >= j->max_bytes) {
@@ -789,7 +988,7 @@ journal_append(struct journal *j, uint8_t type, unsigned flags,
     if (rc == 0 && wake)
         event_active(j->ev_wake, EV_TIMEOUT, 1);
     if (rc != 0) {
-        j->failed = rc == EIO;
+        /* EIO: the writer failed; the next drain takes it up. */
         free(fresh.bits);
         errno = rc;
         return 0;
@@ -880,4 +1079,31 @@ journal_stats(const struct journal *j, struct journal_stats *out)
         .syncs = __atomic_load_n(&j->syncs, __ATOMIC_RELAXED),
         .appends = j->appends,
     };
+}
+
+bool
+journal_writable(const struct journal *j)
+{
+    return !j->failed;
+}
+
+void
+journal_health(const struct journal *j, struct journal_health *out)
+{
+    *out = (struct journal_health){
+        .writable = !j->failed,
+        .error = j->failed ? j->fail_err : 0,
+        .since = j->failed ? j->fail_since : 0,
+        .failures = j->failures,
+        .recoveries = j->recoveries,
+    };
+    if (j->failed)
+        snprintf(out->message, sizeof out->message, "%s", j->fail_msg);
+}
+
+void
+journal_set_state_hook(struct journal *j, journal_state_cb cb, void *arg)
+{
+    j->state_cb = cb;
+    j->state_arg = arg;
 }

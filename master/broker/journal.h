@@ -34,6 +34,19 @@
  * by the loop; callbacks run on the loop thread in append order.  The
  * loop never waits for the disk except in journal_open/replay/close.
  *
+ * Failure: a write, fdatasync or segment creation that fails (ENOSPC,
+ * EDQUOT, EIO...) stops the journal writing: the appends queued with it
+ * complete with that errno, later ones are refused (EIO), and
+ * journal_health() names the file, the error and the time; an AUX append
+ * without a callback is kept meanwhile (JOURNAL_DEFERRED) and written first
+ * once the journal writes again, so that an owner's settlements made
+ * during the outage are not lost.  The journal
+ * recovers by itself: every JOURNAL_RETRY_MS, and at once on a refused
+ * LIVE append, it truncates the failed segment to the end of its last good
+ * record and starts a fresh segment; once that works it writes again (the
+ * lsns of the failed appends are never used).  The state hook tells the
+ * owner both changes, so that it can stop what needs the journal meanwhile.
+ *
  * Damage: at open, a record cut short at the end of the newest segment (a
  * torn tail, from a crash mid-write) is truncated away; a record whose
  * checksum fails with valid records after it is counted as corrupt,
@@ -43,6 +56,7 @@
 #ifndef WM_MASTER_JOURNAL_H
 #define WM_MASTER_JOURNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +71,13 @@ enum journal_fsync {
 
 /* journal_append() flags. */
 #define JOURNAL_LIVE 0x1u /* needed until journal_release() */
+
+/* While the journal cannot write, it tries to recover this often. */
+#define JOURNAL_RETRY_MS 500u
+
+/* What journal_append() returns for an AUX record kept while the journal
+ * cannot write (it gets its lsn when written). */
+#define JOURNAL_DEFERRED UINT64_MAX
 
 /* The largest payload of one record. */
 #define JOURNAL_MAX_PAYLOAD (64u << 20)
@@ -112,8 +133,9 @@ int journal_replay(struct journal *j, journal_replay_cb cb, void *arg,
 /* Appends one record (the payload is copied).  Returns its lsn, or 0 with
  * errno: ENOSPC when flags has JOURNAL_LIVE and the journal's bytes reached
  * max_bytes (AUX records are always accepted, so that the journal can
- * drain), EMSGSIZE for a payload over JOURNAL_MAX_PAYLOAD, EIO once the
- * journal has failed (a write error: every later append fails), EINVAL
+ * drain), EMSGSIZE for a payload over JOURNAL_MAX_PAYLOAD, EIO while the
+ * journal cannot write (journal_health() says why; see Failure: an AUX
+ * record without cb is kept then, JOURNAL_DEFERRED, up to 4 MiB), EINVAL
  * for flags above 0xff (a record keeps one byte of them) or a NULL payload
  * with len > 0, ENOMEM.  cb may be NULL; it is never called from inside
  * journal_append. */
@@ -124,6 +146,26 @@ uint64_t journal_append(struct journal *j, uint8_t type, unsigned flags,
 /* The LIVE record lsn is no longer needed (unknown or repeated lsns are
  * ignored). */
 void journal_release(struct journal *j, uint64_t lsn);
+
+/* Whether the journal writes, and if not since when and why. */
+struct journal_health {
+    bool writable;
+    int error;           /* while not writable: the errno (ENOSPC, EIO...) */
+    int64_t since;       /* while not writable: when it stopped (unix s) */
+    uint64_t failures;   /* times it stopped writing since open */
+    uint64_t recoveries; /* times it wrote again after stopping */
+    char message[320];   /* while not writable: the operation, the file and
+                            the error, e.g. "write <dir>/<segment>: No space
+                            left on device" */
+};
+void journal_health(const struct journal *j, struct journal_health *out);
+/* journal_health()'s writable alone. */
+bool journal_writable(const struct journal *j);
+
+/* Called on the loop thread when the journal stops writing (writable
+ * false) and when it writes again (true). */
+typedef void (*journal_state_cb)(bool writable, void *arg);
+void journal_set_state_hook(struct journal *j, journal_state_cb cb, void *arg);
 
 /* Sets the compaction hook.  Compaction is due when there are at least
  * three segments and the oldest is pinned by live records. */

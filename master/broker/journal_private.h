@@ -44,8 +44,19 @@
 #define JN_FRAME_FLAGS 17
 /* "%016" PRIx64 ".wmj" and its NUL. */
 #define JN_NAME_SIZE 21
+/* A failure's message: the operation, the file, the error. */
+#define JN_MSG_SIZE 320
 
 struct event;
+
+/* An AUX record appended while the journal could not write, kept until it
+ * writes again (journal.c). */
+struct jn_deferred {
+    struct jn_deferred *next;
+    uint8_t type, flags;
+    size_t len;
+    uint8_t payload[];
+};
 
 struct jn_seg {
     uint64_t first_lsn;
@@ -97,9 +108,19 @@ struct journal {
     struct jn_seg *segs; /* by first lsn; the last one is active */
     size_t nsegs, capsegs;
     uint64_t next_lsn, bytes, live, appends, torn_bytes, corrupt_records;
-    uint64_t seen_lsn; /* completions taken up to here */
-    bool failed;       /* the loop has seen the writer's error */
-    bool hold;         /* no deletion until the replay or an append */
+    uint64_t seen_lsn;  /* completions taken up to here */
+    bool failed;        /* the loop has seen the writer's error */
+    bool recovering;    /* a recovery asked of the writer, not answered */
+    int fail_err;       /* while failed: the errno */
+    int64_t fail_since; /* while failed: when (unix seconds) */
+    uint64_t failures, recoveries;
+    char fail_msg[JN_MSG_SIZE]; /* while failed: which file, which error */
+    struct event *ev_retry;     /* while failed: the next recovery */
+    struct jn_deferred *defer_head, **defer_tail; /* in append order */
+    uint64_t defer_bytes;
+    journal_state_cb state_cb;
+    void *state_arg;
+    bool hold; /* no deletion until the replay or an append */
     bool replayed, replaying;
     struct jn_waiter *wq; /* a ring, in lsn order */
     size_t wq_head, wq_len, wq_cap;
@@ -114,15 +135,21 @@ struct journal {
     pthread_cond_t wcv; /* to the writer: work, or stop (monotonic) */
     pthread_cond_t dcv; /* to journal_close: a batch is done */
     struct jn_work pending;
-    uint64_t done_lsn; /* every lsn up to here is done... */
-    uint64_t ok_lsn;   /* ...and up to here without error */
-    int werr;          /* the failure, or 0; written by the writer only */
+    uint64_t done_lsn;      /* every lsn up to here is done... */
+    uint64_t ok_lsn;        /* ...and up to here without error */
+    int werr;               /* the failure, or 0; written by the writer only */
+    char wmsg[JN_MSG_SIZE]; /* werr's message: the file and the error */
+    uint64_t fail_seg;      /* at the failure: wseg, or 0 when wfd was closed */
+    uint64_t fail_good;     /* ...and wgood */
+    uint64_t recover_lsn;   /* the loop asks for a recovery at this lsn (0:
+                               none asked, or the writer has answered) */
     bool stop;
 
     /* writer thread only (the loop's before it starts, after it ends) */
     struct jn_work work;
     int wfd;
-    uint64_t wseg; /* the first lsn of wfd's segment */
+    uint64_t wseg;         /* the first lsn of wfd's segment */
+    uint64_t wsize, wgood; /* wfd's bytes written, and known good */
     bool unsynced;
     struct timespec deadline; /* batch: when the unsynced bytes sync */
 
@@ -221,6 +248,12 @@ int journal_segment_create(struct journal *j, uint64_t first_lsn, int *fdp,
 /* Starts the writer thread, with every signal blocked (they belong to the
  * loop).  0, or -1 with the message in err. */
 int journal_writer_start(struct journal *j, char *err, size_t errlen);
+
+/* Starts a recovery on the writer (the loop, while failed, nothing being
+ * appended): the failed segment truncated to its last good record, synced
+ * and closed, a fresh segment created at lsn.  The writer answers through
+ * the completion eventfd: werr cleared, or set to the new failure. */
+void journal_writer_recover(struct journal *j, uint64_t lsn);
 
 /* Tells the writer to stop once its work is done, and joins it; it syncs
  * and closes the active segment on its way out. */

@@ -22,8 +22,19 @@
  * segment files: policy, cuts, new headers, close), not those of open.
  *
  * Failure.  The first write, fdatasync or segment creation error fails
- * the journal: the writer logs it, does no more I/O (werr), and completes
- * every batch with that errno.
+ * the journal: the writer logs it, notes where the last good record ends
+ * (fail_seg, fail_good) and why (wmsg), writes nothing more (werr) but
+ * the deletions (which free space), and completes every batch with that
+ * errno.  The records of a batch before a cut whose old segment was
+ * synced are good (ok_lsn covers them); the rest fail.
+ *
+ * Recovery.  Asked by the loop (journal_writer_recover(), recover_lsn),
+ * after the pending batches: the failed segment is truncated to its last
+ * good record, fdatasync()ed and closed, and a fresh segment is created at
+ * the lsn the loop gives (a file of that name can only be an earlier
+ * attempt's: it is removed first).  Success clears werr; a failure sets it
+ * to the new errno.  Either way recover_lsn goes back to 0 and the loop is
+ * woken.  A failure repeated with the same message is not logged again.
  */
 #include "config.h"
 
@@ -37,7 +48,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -104,6 +117,45 @@ journal_work_add(struct jn_work *w, const uint8_t hdr[JN_FRAME],
     return 0;
 }
 
+/* ---- failures ----------------------------------------------------------- */
+
+/* Notes a failure of the writer: its message (the operation, the file,
+ * the error) for journal_health(), logged unless it repeats the last one.
+ * Returns the errno e (EIO for 0), also left in errno. */
+static int
+jn_failure_msg(struct journal *j, int e, const char *msg)
+{
+    bool repeated;
+
+    if (e == 0)
+        e = EIO;
+    pthread_mutex_lock(&j->mu);
+    repeated = strcmp(j->wmsg, msg) == 0;
+    (void)snprintf(j->wmsg, sizeof j->wmsg, "%s", msg);
+    pthread_mutex_unlock(&j->mu);
+    if (!repeated)
+        log_err("journal: %s", msg);
+    errno = e;
+    return e;
+}
+
+/* The same, the message made of fmt (the operation and the file) and e. */
+__attribute__((format(printf, 3, 4))) static int
+jn_failure(struct journal *j, int e, const char *fmt, ...)
+{
+    char msg[JN_MSG_SIZE];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof msg)
+        (void)snprintf(msg + n, sizeof msg - (size_t)n, ": %s",
+                       strerror(e != 0 ? e : EIO));
+    return jn_failure_msg(j, e, msg);
+}
+
 /* ---- segment files ------------------------------------------------------ */
 
 static int
@@ -151,6 +203,8 @@ journal_segment_create(struct journal *j, uint64_t first_lsn, int *fdp,
         int e = errno;
 
         (void)close(fd); /* failed already: its error adds nothing */
+        /* Holds no record: gone, so that a later attempt can create it. */
+        (void)unlinkat(j->dirfd, name, 0);
         errno = e;
         return errbuf_set(err, errlen,
                           "journal: writing the header of %s/%s: %s", j->dir,
@@ -178,7 +232,7 @@ jn_sync(struct journal *j)
 
     if (fdatasync(j->wfd) != 0) {
         journal_segment_name(name, j->wseg);
-        log_errno_err("journal: fdatasync %s/%s", j->dir, name);
+        (void)jn_failure(j, errno, "fdatasync %s/%s", j->dir, name);
         return -1;
     }
     __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED);
@@ -204,15 +258,17 @@ jn_mark_unsynced(struct journal *j)
     }
 }
 
-/* Closes the full segment (durable first) and opens the new one. */
+/* Closes the full segment (durable first: *good then covers every lsn
+ * before first_lsn) and opens the new one. */
 static int
-jn_rotate(struct journal *j, uint64_t first_lsn)
+jn_rotate(struct journal *j, uint64_t first_lsn, uint64_t *good)
 {
     char err[1024], name[JN_NAME_SIZE];
     int fd;
 
     if (j->unsynced && jn_sync(j) != 0)
         return -1;
+    *good = first_lsn - 1;
     if (close(j->wfd) != 0) {
         /* Synced already: nothing of it can be lost now. */
         journal_segment_name(name, j->wseg);
@@ -220,12 +276,13 @@ jn_rotate(struct journal *j, uint64_t first_lsn)
     }
     j->wfd = -1;
     if (journal_segment_create(j, first_lsn, &fd, err, sizeof err) != 0) {
-        log_err("%s", err);
+        (void)jn_failure_msg(j, errno, err + strlen("journal: "));
         return -1;
     }
     __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED); /* its header */
     j->wfd = fd;
     j->wseg = first_lsn;
+    j->wsize = j->wgood = JN_HDR;
     return 0;
 }
 
@@ -245,60 +302,108 @@ jn_delete_segments(struct journal *j, const uint64_t *dels, size_t n)
         (void)journal_dir_sync(j); /* logged; the files are gone either way */
 }
 
-/* Executes one batch.  0, or the errno of the failure (logged). */
+/* Executes one batch: *good is the last lsn of it written without error
+ * (0: none).  0, or the errno of the failure (logged). */
 static int
-jn_write_batch(struct journal *j, const struct jn_work *w)
+jn_write_batch(struct journal *j, const struct jn_work *w, uint64_t *good)
 {
     char name[JN_NAME_SIZE];
     size_t pos = 0;
 
-    if (j->werr != 0)
+    *good = 0;
+    if (j->werr != 0) {
+        /* Deleting frees space: still done. */
+        jn_delete_segments(j, w->dels, w->ndels);
         return j->werr;
+    }
     for (size_t c = 0; c <= w->ncuts; c++) {
         size_t end = c < w->ncuts ? w->cuts[c].off : w->len;
 
         if (end > pos) {
             if (jn_write_full(j->wfd, w->buf + pos, end - pos) != 0) {
                 journal_segment_name(name, j->wseg);
-                log_errno_err("journal: write %s/%s", j->dir, name);
-                return errno != 0 ? errno : EIO;
+                return jn_failure(j, errno, "write %s/%s", j->dir, name);
             }
+            j->wsize += end - pos;
             jn_mark_unsynced(j);
             pos = end;
         }
-        if (c < w->ncuts && jn_rotate(j, w->cuts[c].first_lsn) != 0)
+        if (c < w->ncuts && jn_rotate(j, w->cuts[c].first_lsn, good) != 0)
             return errno != 0 ? errno : EIO;
     }
     /* Group commit: one fdatasync for the whole batch. */
     if (j->fsync == JOURNAL_FSYNC_ALWAYS && j->unsynced && jn_sync(j) != 0)
         return errno != 0 ? errno : EIO;
+    j->wgood = j->wsize;
+    *good = w->last_lsn;
     jn_delete_segments(j, w->dels, w->ndels);
     return 0;
 }
 
-/* Publishes a batch's outcome and wakes the loop. */
 static void
-jn_publish(struct journal *j, uint64_t last_lsn, int err)
+jn_wake_loop(struct journal *j)
 {
     static const uint64_t one = 1;
 
-    if (last_lsn == 0 && err == 0)
-        return; /* deletions only: nothing for the loop */
-    pthread_mutex_lock(&j->mu);
-    if (err != 0 && j->werr == 0)
-        j->werr = err;
-    if (last_lsn != 0) {
-        j->done_lsn = last_lsn;
-        if (j->werr == 0)
-            j->ok_lsn = last_lsn;
-    }
-    pthread_cond_broadcast(&j->dcv);
-    pthread_mutex_unlock(&j->mu);
     /* Outside the mutex, which the loop's appends take.  EAGAIN means the
      * counter is saturated, so the loop is woken anyway; an eventfd
      * accepts an 8-byte write in every other case. */
     while (write(j->efd, &one, sizeof one) < 0 && errno == EINTR)
         continue;
+}
+
+/* Publishes a batch's outcome (done up to last_lsn, without error up to
+ * good_lsn) and wakes the loop. */
+static void
+jn_publish(struct journal *j, uint64_t last_lsn, uint64_t good_lsn, int err)
+{
+    if (last_lsn == 0 && err == 0)
+        return; /* deletions only: nothing for the loop */
+    pthread_mutex_lock(&j->mu);
+    if (err != 0 && j->werr == 0) {
+        j->werr = err;
+        j->fail_seg = j->wfd >= 0 ? j->wseg : 0;
+        j->fail_good = j->wgood;
+    }
+    if (last_lsn != 0)
+        j->done_lsn = last_lsn;
+    if (good_lsn > j->ok_lsn)
+        j->ok_lsn = good_lsn;
+    pthread_cond_broadcast(&j->dcv);
+    pthread_mutex_unlock(&j->mu);
+    jn_wake_loop(j);
+}
+
+/* The recovery (see the top): 0, or the errno of its failure (noted). */
+static int
+jn_recover(struct journal *j, uint64_t lsn)
+{
+    char err[1024], name[JN_NAME_SIZE];
+    int fd;
+
+    if (j->wfd >= 0) {
+        journal_segment_name(name, j->wseg);
+        if (ftruncate(j->wfd, (off_t)j->wgood) != 0)
+            return jn_failure(j, errno, "truncate %s/%s to its last record",
+                              j->dir, name);
+        if (fdatasync(j->wfd) != 0)
+            return jn_failure(j, errno, "fdatasync %s/%s", j->dir, name);
+        __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED);
+        if (close(j->wfd) != 0) /* synced: nothing of it can be lost */
+            log_errno_warning("journal: close %s/%s", j->dir, name);
+        j->wfd = -1;
+        j->unsynced = false;
+    }
+    journal_segment_name(name, lsn);
+    if (unlinkat(j->dirfd, name, 0) != 0 && errno != ENOENT)
+        return jn_failure(j, errno, "unlink %s/%s", j->dir, name);
+    if (journal_segment_create(j, lsn, &fd, err, sizeof err) != 0)
+        return jn_failure_msg(j, errno, err + strlen("journal: "));
+    __atomic_fetch_add(&j->syncs, 1, __ATOMIC_RELAXED); /* its header */
+    j->wfd = fd;
+    j->wseg = lsn;
+    j->wsize = j->wgood = JN_HDR;
+    return 0;
 }
 
 static bool
@@ -313,7 +418,7 @@ jn_writer(void *arg)
 {
     struct journal *j = arg;
     struct timespec now;
-    uint64_t last;
+    uint64_t last, good, lsn;
     int err;
 
     pthread_mutex_lock(&j->mu);
@@ -325,10 +430,24 @@ jn_writer(void *arg)
             j->pending = j->work;
             j->work = t;
             pthread_mutex_unlock(&j->mu);
-            err = jn_write_batch(j, &j->work);
+            err = jn_write_batch(j, &j->work, &good);
             last = j->work.last_lsn;
             jn_work_reset(&j->work);
-            jn_publish(j, last, err);
+            jn_publish(j, last, good, err);
+            pthread_mutex_lock(&j->mu);
+            continue;
+        }
+        if (j->recover_lsn != 0) {
+            lsn = j->recover_lsn;
+            pthread_mutex_unlock(&j->mu);
+            err = j->werr != 0 ? jn_recover(j, lsn) : 0;
+            pthread_mutex_lock(&j->mu);
+            j->werr = err;
+            if (err == 0)
+                j->wmsg[0] = '\0';
+            j->recover_lsn = 0;
+            pthread_mutex_unlock(&j->mu);
+            jn_wake_loop(j);
             pthread_mutex_lock(&j->mu);
             continue;
         }
@@ -343,7 +462,7 @@ jn_writer(void *arg)
             }
             pthread_mutex_unlock(&j->mu);
             err = jn_sync(j) != 0 ? (errno != 0 ? errno : EIO) : 0;
-            jn_publish(j, 0, err);
+            jn_publish(j, 0, 0, err);
             pthread_mutex_lock(&j->mu);
             continue;
         }
@@ -373,6 +492,15 @@ journal_writer_start(struct journal *j, char *err, size_t errlen)
                           strerror(rc));
     j->thread_started = true;
     return 0;
+}
+
+void
+journal_writer_recover(struct journal *j, uint64_t lsn)
+{
+    pthread_mutex_lock(&j->mu);
+    j->recover_lsn = lsn;
+    pthread_cond_signal(&j->wcv);
+    pthread_mutex_unlock(&j->mu);
 }
 
 void

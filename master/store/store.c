@@ -188,6 +188,8 @@ store_status_name(enum store_status status)
         return "corrupt";
     case STORE_IO:
         return "i/o error";
+    case STORE_NOSPACE:
+        return "no space left";
     case STORE_INVALID:
         return "invalid";
     }

@@ -54,6 +54,8 @@ enum store_status {
     STORE_CONFLICT, /* compare-and-set: the revision differs */
     STORE_CORRUPT,  /* a record or blob fails its checksum or framing */
     STORE_IO,       /* the disk (or server) failed: see the message */
+    STORE_NOSPACE,  /* a write found the disk full (ENOSPC, EDQUOT): the
+                       same key can be written again once there is room */
     STORE_INVALID,  /* a bad key or argument */
 };
 

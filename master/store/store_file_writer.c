@@ -94,6 +94,13 @@ static void sf_op_fail(struct sf_op *op, enum store_status status,
                        const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A write's failure: STORE_NOSPACE for a full disk, else STORE_IO. */
+static enum store_status
+sf_disk_status(int e)
+{
+    return e == ENOSPC || e == EDQUOT ? STORE_NOSPACE : STORE_IO;
+}
+
 static void
 sf_op_fail(struct sf_op *op, enum store_status status, const char *fmt, ...)
 {
@@ -172,7 +179,8 @@ store_file_dir_sync(struct sf_op *op, const char *dir)
         return -1;
     }
     if (fsync(fd) != 0) {
-        sf_op_fail(op, STORE_IO, "fsync %s: %s", dir, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", dir,
+                   strerror(errno));
         (void)close(fd);
         return -1;
     }
@@ -224,7 +232,8 @@ sf_make_dirs(struct store_file *sf, struct sf_op *op, const char *root,
                     goto out;
             }
         } else if (errno != EEXIST) {
-            sf_op_fail(op, STORE_IO, "mkdir %s: %s", p, strerror(errno));
+            sf_op_fail(op, sf_disk_status(errno), "mkdir %s: %s", p,
+                       strerror(errno));
             goto out;
         }
         *slash = '/';
@@ -304,31 +313,35 @@ sf_atomic_write(struct store_file *sf, struct sf_op *op, const char *root,
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        sf_op_fail(op, STORE_IO, "open %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "open %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     if ((headlen > 0 && sf_write_full(fd, head, headlen) != 0) ||
         (op->len > 0 && sf_write_full(fd, op->value, op->len) != 0)) {
-        sf_op_fail(op, STORE_IO, "write %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "write %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     /* The data must be on disk before the rename can point at it, or a
      * power failure could leave the new name on an empty file. */
     if (sf->fsync != SF_FSYNC_OFF && fsync(fd) != 0) {
-        sf_op_fail(op, STORE_IO, "fsync %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "fsync %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     if (close(fd) != 0) {
         fd = -1;
-        sf_op_fail(op, STORE_IO, "close %s: %s", tmp, strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "close %s: %s", tmp,
+                   strerror(errno));
         goto out;
     }
     fd = -1;
     if (sf_make_dirs(sf, op, root, op->path) != 0)
         goto out;
     if (rename(tmp, op->path) != 0) {
-        sf_op_fail(op, STORE_IO, "rename %s to %s: %s", tmp, op->path,
-                   strerror(errno));
+        sf_op_fail(op, sf_disk_status(errno), "rename %s to %s: %s", tmp,
+                   op->path, strerror(errno));
         goto out;
     }
     free(tmp);

@@ -218,6 +218,15 @@ sv_event_queue(struct host *h, const uint8_t *event, size_t len,
 
 /* ---- the pump: what to do next for a host ----------------------------- */
 
+bool
+sv_queue_ready(const struct host *h)
+{
+    const struct sv_event *ev = TAILQ_FIRST(&h->queue);
+
+    /* A held delivery stops the queue: it keeps its order. */
+    return ev != NULL && !(h->sv->hold_deliveries && ev->journaled);
+}
+
 void
 sv_pump(struct host *h)
 {
@@ -236,7 +245,7 @@ sv_pump(struct host *h)
         if (h->forgotten)
             return;
     }
-    while (!TAILQ_EMPTY(&h->queue) && ops->deliver(h) == 0)
+    while (sv_queue_ready(h) && ops->deliver(h) == 0)
         if (h->forgotten)
             return;
     ops->settle(h);
@@ -406,9 +415,11 @@ want_more(struct host *h)
     if (h->nprocs >= sv_host_max_procs(h) || evtimer_pending(h->backoff, NULL))
         return false;
     starting = starting_procs(h);
-    TAILQ_FOREACH (ev, &h->queue, link)
-        if (++waiting > starting)
-            return true;
+    if (sv_queue_ready(h)) {
+        TAILQ_FOREACH (ev, &h->queue, link)
+            if (++waiting > starting)
+                return true;
+    }
     return h->loads != NULL && h->nprocs == 0;
 }
 
@@ -478,7 +489,7 @@ procs_settle(struct host *h)
      * no process is starting that would run it sooner: a host then
      * starts its next event as it sends a Result, rather than a round
      * trip later. */
-    while (!TAILQ_EMPTY(&h->queue) && starting_procs(h) == 0 &&
+    while (sv_queue_ready(h) && starting_procs(h) == 0 &&
            (p = pick_proc(h, true)) != NULL) {
         deliver_one(h, p);
         if (h->forgotten)

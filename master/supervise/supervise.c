@@ -386,11 +386,30 @@ supervise_load(struct supervisor *sv, struct worker *w, supervise_done_cb cb,
     return 0;
 }
 
+/* Queues an event on w's host; journaled: a broker delivery, whose
+ * settlement the journal must be able to store (held meanwhile). */
+static int
+queue_event(struct supervisor *sv, struct worker *w, const uint8_t *event,
+            size_t len, uint32_t delivery, bool journaled,
+            supervise_event_cb cb, void *arg)
+{
+    struct host *h;
+
+    if (w->status != WORKER_RUNNING || sv->shutting_down)
+        return -1;
+    h = host_get(sv, w);
+    if (h == NULL || sv_event_queue(h, event, len, delivery, cb, arg) != 0)
+        return -1;
+    /* Before the pump runs: sv_event_queue() only kicked it. */
+    TAILQ_LAST(&h->queue, sv_event_list)->journaled = journaled;
+    return 0;
+}
+
 int
 supervise_process(struct supervisor *sv, struct worker *w, const uint8_t *event,
                   size_t len, supervise_event_cb cb, void *arg)
 {
-    return supervise_process_delivery(sv, w, event, len, 1, cb, arg);
+    return queue_event(sv, w, event, len, 1, false, cb, arg);
 }
 
 int
@@ -398,14 +417,18 @@ supervise_process_delivery(struct supervisor *sv, struct worker *w,
                            const uint8_t *event, size_t len, uint32_t delivery,
                            supervise_event_cb cb, void *arg)
 {
+    return queue_event(sv, w, event, len, delivery, true, cb, arg);
+}
+
+void
+supervise_hold_deliveries(struct supervisor *sv, bool hold)
+{
     struct host *h;
 
-    if (w->status != WORKER_RUNNING || sv->shutting_down)
-        return -1;
-    h = host_get(sv, w);
-    if (h == NULL)
-        return -1;
-    return sv_event_queue(h, event, len, delivery, cb, arg);
+    sv->hold_deliveries = hold;
+    if (!hold)
+        LIST_FOREACH (h, &sv->hosts, link)
+            sv_host_kick(h);
 }
 
 void

@@ -148,16 +148,24 @@ int supervise_load(struct supervisor *sv, struct worker *w,
 /* Processes one event (an ABI CloudEvent buffer, 8-aligned, borrowed: it
  * must stay valid until cb runs) on w's host, starting it if needed,
  * within w's deadline.  Returns -1 (cb not called) if w's status does not
- * allow events. */
+ * allow events.  An invoke: never held by supervise_hold_deliveries(). */
 int supervise_process(struct supervisor *sv, struct worker *w,
                       const uint8_t *event, size_t len, supervise_event_cb cb,
                       void *arg);
-/* The same, telling the host which delivery of the event this is (1 for
- * the first; Process.delivery). */
+/* The same for a broker delivery, telling the host which delivery of the
+ * event this is (1 for the first; Process.delivery); held while
+ * supervise_hold_deliveries() holds. */
 int supervise_process_delivery(struct supervisor *sv, struct worker *w,
                                const uint8_t *event, size_t len,
                                uint32_t delivery, supervise_event_cb cb,
                                void *arg);
+
+/* Holds (hold true) or lets go of the events of
+ * supervise_process_delivery() not yet handed to a host: held, they wait
+ * in their host's queue, in order (and what queues behind them), while
+ * the broker cannot store their settlements (flow.c); let go, every host
+ * goes on.  Events already in a host are not called back. */
+void supervise_hold_deliveries(struct supervisor *sv, bool hold);
 
 /* Applies w->status: running (nothing to do: hosts start lazily),
  * suspended (no new events; the host stays), stopped (Shutdown with the

@@ -101,6 +101,7 @@ struct sv_event {
                        a host, and was not put back in the queue since */
     int64_t started_us;     /* monotonic, when its host started it */
     struct native_job *job; /* in process: its call, while in flight */
+    bool journaled; /* a broker delivery: waits while deliveries are held */
 };
 
 TAILQ_HEAD(sv_event_list, sv_event);
@@ -297,7 +298,8 @@ struct supervisor {
     size_t nprocs;
     struct pool *pools; /* one per engine with warm > 0 */
     size_t npools;
-    size_t ninproc; /* open in-process libraries */
+    size_t ninproc;       /* open in-process libraries */
+    bool hold_deliveries; /* supervise_hold_deliveries() */
     bool shutting_down;
     unsigned shutdown_grace_ms;
     void (*shutdown_done)(void *arg);
@@ -306,6 +308,10 @@ struct supervisor {
 };
 
 /* ---- supervise.c: the interface, holding hosts, their waiters --------- */
+
+/* Whether the head of h's queue may go to a host now: there is one, and
+ * it is not a delivery held by supervise_hold_deliveries() (pump.c). */
+bool sv_queue_ready(const struct host *h);
 
 /* Arms ev to fire in ms milliseconds (an alert if libevent refuses). */
 void sv_timer_ms(struct event *ev, uint64_t ms);

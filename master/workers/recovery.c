@@ -203,7 +203,7 @@ restore(struct recovery *rc, struct entry *e)
     }
     char aerr[256];
     if (flow_attach(d->flow, w, aerr, sizeof aerr) != 0)
-        log_err("recovery: worker %s: no subscription: %s", w->id, aerr);
+        activity_log(w, LOG_ERR, "recovery: no subscription: %s", aerr);
     if (w->state == WORKER_STATE_FAILED)
         lifecycle_emit_exit(d, w);
 }

@@ -24,10 +24,11 @@ MIME = "application/x-dotnet-dll"
 WORKERS = Path(__file__).resolve().parent.parent / "workers" / "dotnet"
 
 
-def need_dotnet(builddir):
-    """The host's path; skips (or fails, DOTNET_MUST_WORK=1) without
-    the SDK or the host."""
-    host = Path(builddir) / "hosts" / "dotnet" / "wm-host-dotnet"
+def need_dotnet(builddir, built="wm-host-dotnet"):
+    """The path of built (a file of the build tree's hosts/dotnet/: by
+    default the host); skips (or fails, DOTNET_MUST_WORK=1) without the
+    SDK or that file."""
+    host = Path(builddir) / "hosts" / "dotnet" / built
     why = None
     if shutil.which("dotnet") is None:
         why = "no dotnet on PATH: the .NET engine is not built"

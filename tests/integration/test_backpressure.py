@@ -15,16 +15,10 @@ import time
 
 import pytest
 
+import wm
 from wm import Stream, event, metric, publish
 
-FAST = {
-    "handshake_timeout_ms": 1000,
-    "restart_base_delay_ms": 20,
-    "restart_max_delay_ms": 100,
-    "shutdown_grace_ms": 1000,
-    "redelivery_base_delay_ms": 20,
-    "queue_max_events": 5,
-}
+FAST = dict(wm.FAST, queue_max_events=5)
 
 
 def refused(d, reason="subscriber_full"):

@@ -28,15 +28,10 @@ import pytest
 from pyhost_lib import create as py_create
 from pyhost_lib import daemon as py_daemon
 from pyhost_lib import proc_status, require_sandbox
+import wm
 from wm import Daemon, Stream, b64, event, metric, processes, publish
 
-FAST = {
-    "handshake_timeout_ms": 1000,
-    "restart_base_delay_ms": 20,
-    "restart_max_delay_ms": 100,
-    "shutdown_grace_ms": 1000,
-    "redelivery_base_delay_ms": 20,
-}
+FAST = wm.FAST
 
 ONE = "application/x-wm-test-one"
 
@@ -136,10 +131,12 @@ PY_WORKER = """
 
 
 def zygote_pid(d):
-    """The Python zygote's pid: a `--zygote` process whose parent is the
-    launcher (its forks are the hosts), or None while there is none."""
+    """The Python zygote's pid: a `--zygote` process of this daemon's tree
+    (never another daemon's: tests may run beside each other) whose parent
+    is the launcher (its forks are the hosts), or None while there is
+    none."""
     procs = processes()
-    for p in procs.values():
+    for p in wm.tree(d.proc.pid, procs).values():
         parent = procs.get(p.ppid)
         if "--zygote" in p.cmdline.split() and parent is not None and \
                 "--zygote" not in parent.cmdline.split() and \

@@ -82,6 +82,16 @@ def b64(text):
 # no range of host users (host_uid_base is 3000000).
 MASTER_USER = 2990000
 
+# Restarts, redeliveries, handshakes and shutdowns in milliseconds rather
+# than seconds: for tests of crashes, refusals and redeliveries.
+FAST = {
+    "handshake_timeout_ms": 1000,
+    "restart_base_delay_ms": 20,
+    "restart_max_delay_ms": 100,
+    "shutdown_grace_ms": 1000,
+    "redelivery_base_delay_ms": 20,
+}
+
 
 def traversable(path):
     """Lets every user search (not list) the directories from the temp

@@ -3,15 +3,19 @@
  * journal in a temp directory: fan-out, live subscribers, redelivery with
  * counts, the bounded queue, modes, recovery of the backlog after a
  * restart (and of delivery counts), drops of deleted and unclaimed
- * subscriptions, and compaction keeping the disk bounded.
+ * subscriptions, compaction keeping the disk bounded, and a storage
+ * outage (the journal cannot write: no delivery meanwhile, settlements
+ * kept and stored once it writes again).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -561,12 +565,109 @@ test_wildcard_live(void)
     broker_close(b);
 }
 
+/* The storage hook's calls. */
+static int storage_down, storage_up;
+
+static void
+on_storage(bool writable, void *arg)
+{
+    (void)arg;
+    if (writable)
+        storage_up++;
+    else
+        storage_down++;
+}
+
+/* The journal stops writing (RLIMIT_FSIZE: EFBIG, as a full disk is
+ * ENOSPC): health and the storage hook say so, publishes are refused; an
+ * ack made meanwhile is kept and stored once it writes again (by itself),
+ * so that after a restart only the unacked events come back. */
+static void
+test_storage_outage(void)
+{
+    char dir[256], seg[300];
+    char big[4096];
+    struct seen a = { 0 }, o = { 0 };
+    struct broker_health h;
+    struct rlimit old, lim;
+    struct stat sb;
+
+    new_dir(dir, sizeof dir);
+    storage_down = storage_up = 0;
+    published = 0;
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    broker_set_storage_hook(b, on_storage, NULL);
+    struct broker_sub *w1 = sub(b, "q", "w1", &a, false);
+    REQUIRE(w1);
+    broker_sub_set_max_inflight(w1, 2);
+    REQUIRE(sub(b, "other", "w2", &o, false));
+    CHECK_EQ(pub(b, "q", "e1"), 0);
+    CHECK_EQ(pub(b, "q", "e2"), 0);
+    CHECK_EQ(pub(b, "q", "e5"), 0); /* waits: two are out */
+    spin(20);
+    REQUIRE(a.n == 2);
+    CHECK_EQ(published, 3);
+    snprintf(seg, sizeof seg, "%s/journal/0000000000000001.wmj", dir);
+    REQUIRE(stat(seg, &sb) == 0);
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)sb.st_size + 64;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    memset(big, 'x', sizeof big);
+    CHECK_EQ(broker_publish(b, "t1", "other", (const uint8_t *)big, sizeof big,
+                            on_published, NULL),
+             0);
+    spin(50);
+    CHECK_EQ(published, 3); /* its callback failed */
+    CHECK_EQ(storage_down, 1);
+    broker_health(b, &h);
+    CHECK(!h.writable);
+    CHECK_EQ(h.error, EFBIG);
+    CHECK(strstr(h.message, ".wmj") != NULL);
+    /* No file may grow now: the retries fail too (a fresh segment's
+     * header would fit under the first limit). */
+    lim.rlim_cur = 10;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    broker_ack(a.d[0]); /* e1: its settlement cannot be written now */
+    errno = 0;
+    CHECK_EQ(pub(b, "q", "e3"), -1);
+    CHECK_EQ(errno, EIO);
+    spin(100);
+    REQUIRE(a.n == 3); /* e5: the owner would hold it (flow.c) */
+    CHECK_EQ(storage_up, 0);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    spin(JOURNAL_RETRY_MS + 200);
+    CHECK_EQ(storage_up, 1);
+    broker_health(b, &h);
+    CHECK(h.writable);
+    CHECK_EQ(h.recoveries, 1);
+    CHECK(strcmp(a.text[2], "e5") == 0);
+    broker_ack(a.d[2]);
+    CHECK_EQ(pub(b, "q", "e4"), 0);
+    spin(20);
+    REQUIRE(a.n == 4);
+    CHECK(strcmp(a.text[3], "e4") == 0);
+    broker_close(b);
+    /* The settlements of e1 (kept) and e5 were stored: e2 and e4 only
+     * come back. */
+    struct seen r = { .ack = true };
+    b = reopen(dir, NULL, 2, &r);
+    REQUIRE(b);
+    CHECK_EQ(r.n, 2);
+    for (size_t i = 0; i < r.n && i < 2; i++)
+        CHECK(strcmp(r.text[i], "e2") == 0 || strcmp(r.text[i], "e4") == 0);
+    broker_close(b);
+}
+
 int
 main(void)
 {
     int rc;
 
     alarm(120);
+    /* test_storage_outage exceeds RLIMIT_FSIZE: EFBIG, not a signal. */
+    signal(SIGXFSZ, SIG_IGN);
     if (mkdtemp(root) == NULL) {
         perror("mkdtemp");
         return 99;
@@ -584,6 +685,7 @@ main(void)
     RUN(test_drops);
     RUN(test_compaction);
     RUN(test_wildcard_live);
+    RUN(test_storage_outage);
     event_base_free(base);
     rc = check_result();
     if (rc == 0)

@@ -1055,6 +1055,31 @@ test_open_errors(void)
     }
 }
 
+/* Appends one record, then limits this process's files to 300 bytes past
+ * its segment (setrlimit RLIMIT_FSIZE: later writes fail with EFBIG);
+ * *old is the limit to restore, *lim the one set.  False on a failure
+ * (reported). */
+static bool
+limit_after_one(struct journal *j, const char *dir, struct rlimit *old,
+                struct rlimit *lim)
+{
+    char path[512];
+
+    if (put(j, 1, JOURNAL_LIVE, 100, true) == 0 || !wait_done() ||
+        getrlimit(RLIMIT_FSIZE, old) != 0) {
+        FAIL("the first record, or getrlimit: %s", strerror(errno));
+        return false;
+    }
+    seg_path(dir, 1, path, sizeof path);
+    *lim = *old;
+    lim->rlim_cur = (rlim_t)file_size(path) + 300;
+    if (setrlimit(RLIMIT_FSIZE, lim) != 0) {
+        FAIL("setrlimit: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 /* A write error (the file size limit) fails the journal: the callbacks of
  * the records it hit get the errno, later appends EIO. */
 static void
@@ -1063,20 +1088,14 @@ test_write_failure(void)
     struct replay r = { 0 };
     struct rlimit old, lim;
     struct journal *j;
-    char dir[256], path[512];
+    char dir[256];
     int ok;
 
     new_dir(dir, sizeof dir);
     tally_reset();
     j = open_j(dir);
     REQUIRE(j != NULL);
-    CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
-    REQUIRE(wait_done());
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-    seg_path(dir, 1, path, sizeof path);
-    lim = old;
-    lim.rlim_cur = (rlim_t)file_size(path) + 300;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    REQUIRE(limit_after_one(j, dir, &old, &lim));
     /* Appends fail (EIO) as soon as the writer has failed, which may
      * come before the loop is done appending. */
     for (int i = 0; i < 10; i++)
@@ -1099,6 +1118,106 @@ test_write_failure(void)
     REQUIRE(j != NULL);
     CHECK(r.n >= (size_t)ok);
     CHECK_EQ(r.bad_payloads, 0);
+    journal_close(j);
+    free(r.v);
+}
+
+/* The state hook's calls: how many said writable, how many not. */
+static int hook_writable, hook_failed;
+
+static void
+on_state(bool writable, void *arg)
+{
+    (void)arg;
+    if (writable)
+        hook_writable++;
+    else
+        hook_failed++;
+}
+
+/* A write failure (RLIMIT_FSIZE: EFBIG, as a full disk is ENOSPC) stops
+ * the journal writing; health says so and why; it stays so while the
+ * cause lasts, then recovers by itself, without a reopen: the failed
+ * segment truncated to its last good record, appends going on in a fresh
+ * segment; a reopen then finds every acknowledged record, no torn tail,
+ * no damage. */
+static void
+test_write_recovery(void)
+{
+    struct replay r = { 0 };
+    struct journal_health h;
+    struct journal_stats st;
+    struct rlimit old, lim;
+    struct journal *j;
+    char dir[256];
+    int ok, errors;
+
+    new_dir(dir, sizeof dir);
+    tally_reset();
+    hook_writable = hook_failed = 0;
+    j = open_j(dir);
+    REQUIRE(j != NULL);
+    journal_set_state_hook(j, on_state, NULL);
+    journal_health(j, &h);
+    CHECK(h.writable);
+    REQUIRE(limit_after_one(j, dir, &old, &lim));
+    for (int i = 0; i < 10; i++)
+        (void)put(j, 1, JOURNAL_LIVE, 100, true);
+    (void)wait_done();
+    CHECK(tally.errors > 0);
+    CHECK_EQ(tally.last_error, EFBIG);
+    CHECK_EQ(hook_failed, 1);
+    journal_health(j, &h);
+    CHECK(!h.writable);
+    CHECK_EQ(h.error, EFBIG);
+    CHECK(h.since > 0);
+    CHECK_EQ(h.failures, 1);
+    CHECK(strstr(h.message, "0000000000000001.wmj") != NULL);
+    CHECK(strstr(h.message, strerror(EFBIG)) != NULL);
+    /* While the cause lasts (not even the truncation can be made), the
+     * retries fail and appends are refused. */
+    lim.rlim_cur = 10;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    spin((int)JOURNAL_RETRY_MS + 100);
+    errno = 0;
+    CHECK_EQ(put(j, 1, JOURNAL_LIVE, 10, true), 0);
+    CHECK_EQ(errno, EIO);
+    /* An AUX record without a callback is kept, written on recovery. */
+    CHECK_EQ(journal_append(j, 7, 0, NULL, 0, NULL, NULL), JOURNAL_DEFERRED);
+    spin(200);
+    CHECK_EQ(hook_writable, 0);
+    journal_health(j, &h);
+    CHECK(!h.writable);
+    CHECK_EQ(h.recoveries, 0);
+    /* The cause goes: it writes again by itself. */
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    REQUIRE(wait_for(&hook_writable, 1));
+    journal_health(j, &h);
+    CHECK(h.writable);
+    CHECK_EQ(h.recoveries, 1);
+    CHECK_EQ(h.message[0], '\0');
+    errors = tally.errors;
+    ok = tally.done - tally.errors;
+    for (int i = 0; i < 5; i++)
+        CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
+    REQUIRE(wait_done());
+    CHECK_EQ(tally.errors, errors);
+    CHECK_EQ(tally.out_of_order, 0);
+    journal_close(j);
+    j = reopen(dir, &r);
+    REQUIRE(j != NULL);
+    CHECK_EQ(r.n, (size_t)ok + 6);
+    CHECK_EQ(r.bad_payloads, 0);
+    for (size_t i = 1; i < r.n; i++)
+        CHECK(r.v[i].lsn > r.v[i - 1].lsn);
+    /* The kept record, first after the recovery. */
+    REQUIRE(r.n > (size_t)ok);
+    CHECK_EQ(r.v[ok].type, 7);
+    CHECK_EQ(r.v[ok].len, 0);
+    journal_stats(j, &st);
+    CHECK_EQ(st.torn_bytes, 0);
+    CHECK_EQ(st.corrupt_records, 0);
+    CHECK_EQ(st.live_records, (uint64_t)ok + 5);
     journal_close(j);
     free(r.v);
 }
@@ -1194,6 +1313,7 @@ main(void)
         RUN(test_corrupt);
         RUN(test_open_errors);
         RUN(test_write_failure);
+        RUN(test_write_recovery);
         RUN(test_many);
     }
     check_test = "main";

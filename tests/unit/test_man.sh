@@ -23,7 +23,7 @@ daemon=./master/workmanagerd
 wmctl_bin=./cli/wmctl
 engines_d="$srcdir/engines.d"
 pages="workmanagerd.8 wmctl.1 workmanager.conf.5 wm-host.8
-workmanager-workers.7"
+workmanager-workers.7 workmanager-clients.7"
 failed=0
 
 fail() {
@@ -207,8 +207,8 @@ for f in "$engines_d"/*.engine; do
     what=$(sed -n 's/^description = \([^ :]*\).*/\1/p' "$f")
     for p in $pages; do
         hits=$(text_of "$man/$p" | sed 's/\([.;]\) /\1\n/g' |
-            grep -i "unavailable" |
-            grep -iF -e "$lang " -e "$what " -e "$name engine" |
+            grep -Ei "(^|[^_[:alnum:]])unavailable" |
+            grep -iwF -e "$lang" -e "$what" -e "$name engine" |
             grep -Eiv "whose|where|when|without|lacks|missing|unless|if ")
         if [ -n "$hits" ]; then
             fail "$p calls the $name engine unavailable outright:" \
