@@ -153,6 +153,13 @@ int api_member_uint(struct api_req *rq, json_t *obj, const char *key,
 void api_reply_text(struct api_req *rq, int status, const char *content_type,
                     const char *text, size_t len);
 
+/* Answers with more header lines (http_reply_fields(): whole lines,
+ * made safe by the caller) and a body of content_type (NULL with len 0:
+ * none), and frees rq. */
+void api_reply_fields(struct api_req *rq, int status, const char *content_type,
+                      const char *fields, size_t fields_len, const void *body,
+                      size_t len);
+
 /* Streaming (Server-Sent Events): starts a chunked 200 answer; gone runs
  * once if the client hangs up (then rq is freed by the API: stop using
  * it).  api_stream_write() sends a chunk (dropped, returning -1, when the

@@ -394,6 +394,9 @@ struct draft {
     char id[UUID_SIZE];
     char *err;
     size_t errlen;
+    /* Binary mode: specversion and id are required too, never filled in
+     * (the HTTP binding puts every required attribute in a header). */
+    bool binary;
 };
 
 static void
@@ -403,6 +406,7 @@ draft_init(struct draft *d, char *err, size_t errlen)
     d->ce.extensions.items = d->ext;
     d->err = err;
     d->errlen = errlen;
+    d->binary = false;
 }
 
 /* Sets attribute a to v[0..len) after its rules. */
@@ -521,6 +525,14 @@ draft_finish(struct draft *d, struct ipc_fb_builder *out)
 
     if (draft_required(d))
         return -1;
+    if (d->binary && (ce->specversion.ptr == NULL || ce->id.ptr == NULL)) {
+        const char *name = ce->specversion.ptr ? "id" : "specversion";
+        errbuf_set(d->err, d->errlen,
+                   "attribute \"%s\" is required: binary mode sends it in "
+                   "the header ce-%s",
+                   name, name);
+        return -1;
+    }
     if (ce->specversion.ptr == NULL)
         ce->specversion = ipc_str_c("1.0");
     if (ce->id.ptr == NULL) {
@@ -753,6 +765,7 @@ events_from_binary(const char *const *names, const char *const *values,
         return -1;
     }
     draft_init(d, err, errlen);
+    d->binary = true;
     /* One block for every decoded value: decoding never lengthens. */
     for (size_t i = 0; i < n; i++)
         total += strlen(values[i]);

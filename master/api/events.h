@@ -10,8 +10,10 @@
  * `attribute "type" is required`, ready for a 400 `invalid_argument`.
  *
  * Rules (both modes):
- * - specversion "1.0" (filled in when absent); id filled in with a new
- *   UUIDv4 when absent; type and source required.
+ * - type and source required; in structured mode specversion "1.0" is
+ *   filled in when absent and id with a new UUIDv4; in binary mode both
+ *   are required too (the HTTP binding sends every required attribute as
+ *   a ce-* header, and a missing one is a client's mistake to report).
  * - Every attribute present is a non-empty string without control
  *   characters (U+0000-U+001F, U+007F-U+009F: CloudEvents 1.0 §Type
  *   System); time is an RFC 3339 date-time; datacontenttype a type/subtype
@@ -73,6 +75,25 @@ int events_from_binary(const char *const *names, const char *const *values,
  * not trusted) get U+FFFD for each bad byte.  Returns a new reference,
  * NULL when out of memory. */
 json_t *events_to_json(const struct ipc_cloudevent *ce);
+
+/* Binary mode out (events_binary.c).  events_header_encode() writes
+ * s[0..len) percent-encoded as the HTTP binding 1.0.2 §3.1.3.2 asks
+ * (space, '"', '%' and every byte outside U+0021-U+007E as %XX of its
+ * UTF-8 bytes) into out, which holds 3 * len + 1 bytes; returns the length
+ * written (NUL-terminated). */
+size_t events_header_encode(const char *s, size_t len, char *out);
+/* The header lines of ce in binary mode: `ce-<name>: <value>\r\n` for each
+ * attribute but datacontenttype and for each extension events_to_json()
+ * keeps, values percent-encoded.  Returns a malloc'd NUL-terminated string
+ * (length in *len when len is not NULL), NULL when out of memory. */
+char *events_to_headers(const struct ipc_cloudevent *ce, size_t *len);
+/* The Content-Type of ce's data in binary mode: its datacontenttype
+ * (copied into buf of cap bytes), else application/json for data that
+ * parses as JSON (the structured form's default), application/octet-stream
+ * for other data or a datacontenttype not fit for a header, NULL for no
+ * data.  The result is buf or a static string. */
+const char *events_binary_content_type(const struct ipc_cloudevent *ce,
+                                       char *buf, size_t cap);
 
 /* A batch of events: their ABI buffers back to back in one builder, each
  * starting on an 8-byte boundary. */

@@ -296,17 +296,28 @@ void
 http_reply(struct http_request *req, int status, const char *content_type,
            const void *body, size_t len)
 {
+    http_reply_fields(req, status, content_type, NULL, 0, body, len);
+}
+
+void
+http_reply_fields(struct http_request *req, int status,
+                  const char *content_type, const char *fields,
+                  size_t fields_len, const void *body, size_t len)
+{
     struct http_conn *c = req->conn;
     char head[512 + HTTP_EXTRA_HEADERS];
 
     if (c->state != HTTP_CONN_DEAD) {
         size_t hl = http_reply_head(c, status, content_type, true, len, head,
                                     sizeof head);
-        struct iovec iov[2] = {
-            { head, hl },
+        /* The head ends in the blank line: the fields go before it. */
+        struct iovec iov[4] = {
+            { head, hl >= 2 ? hl - 2 : 0 },
+            { http_iov_base(fields), fields_len },
+            { http_iov_base("\r\n"), 2 },
             { http_iov_base(body), req->head ? 0 : len },
         };
-        http_conn_send(c, iov, 2);
+        http_conn_send(c, iov, 4);
     }
     http_conn_answered(c);
 }

@@ -212,6 +212,12 @@ bool http_request_gone(const struct http_request *req);
  * body) and ends the request. */
 void http_reply(struct http_request *req, int status, const char *content_type,
                 const void *body, size_t len);
+/* As http_reply() with more header lines: fields[0..fields_len) is whole
+ * `Name: value\r\n` lines the caller has made safe (no CR or LF inside a
+ * value); they may be longer than http_request_add_header() takes. */
+void http_reply_fields(struct http_request *req, int status,
+                       const char *content_type, const char *fields,
+                       size_t fields_len, const void *body, size_t len);
 /* Answers {"error": {"code", "message"}} (message escaped as JSON). */
 void http_reply_error(struct http_request *req, int status, const char *code,
                       const char *message);

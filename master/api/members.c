@@ -42,6 +42,9 @@ member_find(const struct api_object *spec, const char *key)
     for (const struct api_member *m = spec->members; m && m->name; m++)
         if (strcmp(m->name, key) == 0)
             return m;
+    for (const struct api_member *m = spec->aliases; m && m->name; m++)
+        if (strcmp(m->name, key) == 0)
+            return m;
     return NULL;
 }
 
@@ -105,14 +108,16 @@ walk(struct report *r, json_t *obj, const struct api_object *spec,
         if (spec->hint)
             fprintf(r->msg, " (%s)", spec->hint);
     }
-    for (const struct api_member *m = spec->members; m && m->name; m++) {
-        json_t *sub = json_object_get(obj, m->name);
-        if (m->object && json_is_object(sub)) {
-            char path[API_MEMBERS_PATH];
-            snprintf(path, sizeof path, "%s%s.", prefix, m->name);
-            walk(r, sub, m->object, path);
+    const struct api_member *lists[] = { spec->members, spec->aliases };
+    for (size_t l = 0; l < 2; l++)
+        for (const struct api_member *m = lists[l]; m && m->name; m++) {
+            json_t *sub = json_object_get(obj, m->name);
+            if (m->object && json_is_object(sub)) {
+                char path[API_MEMBERS_PATH];
+                snprintf(path, sizeof path, "%s%s.", prefix, m->name);
+                walk(r, sub, m->object, path);
+            }
         }
-    }
 }
 
 int

@@ -31,6 +31,10 @@ struct api_object {
     const char *what;                 /* as messages name it: "a worker" */
     const struct api_member *members; /* NULL: it takes no member */
     const char *hint;                 /* NULL, or a sentence for messages */
+    /* Other names of members (the original system's shapes:
+     * worker_body.c), NULL-terminated or NULL: accepted as members are,
+     * but left out of the list a refusal names. */
+    const struct api_member *aliases;
 };
 
 /* Checks every member of obj (and of its nested objects) against spec.

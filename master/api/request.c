@@ -295,15 +295,22 @@ send_json(struct api_req *rq, int status, json_t *body)
     free(text);
 }
 
+/* Before any answer: the audit trail, and no gone callback any more. */
 static void
-finish(struct api_req *rq, int status, json_t *body, const char *code)
+answering(struct api_req *rq, int status, const char *code)
 {
     if (rq->mutation)
         audit_write(rq->d, rq->peer, rq->principal.name, rq->method, rq->path,
                     rq->worker, status, code);
+    http_request_on_gone(rq->hreq, NULL, NULL);
+}
+
+static void
+finish(struct api_req *rq, int status, json_t *body, const char *code)
+{
     /* A gone client's answer is dropped by the server, which frees its
      * request then. */
-    http_request_on_gone(rq->hreq, NULL, NULL);
+    answering(rq, status, code);
     if (rq->gone)
         http_reply(rq->hreq, status, NULL, NULL, 0);
     else
@@ -383,8 +390,20 @@ void
 api_reply_text(struct api_req *rq, int status, const char *content_type,
                const char *text, size_t len)
 {
-    http_request_on_gone(rq->hreq, NULL, NULL);
-    http_reply(rq->hreq, status, content_type, text, rq->gone ? 0 : len);
+    api_reply_fields(rq, status, content_type, NULL, 0, text, len);
+}
+
+void
+api_reply_fields(struct api_req *rq, int status, const char *content_type,
+                 const char *fields, size_t fields_len, const void *body,
+                 size_t len)
+{
+    answering(rq, status, NULL);
+    if (rq->gone)
+        http_reply(rq->hreq, status, NULL, NULL, 0);
+    else
+        http_reply_fields(rq->hreq, status, content_type, fields, fields_len,
+                          body, len);
     req_free(rq);
 }
 

@@ -39,6 +39,7 @@
 #include "lib/timestamp.h"
 #include "master/api/api.h"
 #include "master/api/events.h"
+#include "master/api/events_http.h"
 #include "master/api/http_server.h"
 #include "master/api/tokens.h"
 #include "master/broker/admit.h"
@@ -168,92 +169,6 @@ add_id(json_t *ids, const uint8_t *buf)
     json_array_append_new(ids, json_stringn(ce.id.ptr, ce.id.len));
 }
 
-static bool
-content_type_is(const char *ct, const char *want)
-{
-    size_t n = strlen(want);
-    return ct && strncasecmp(ct, want, n) == 0 &&
-           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
-}
-
-/* Binary mode: the ce-* headers and the body, as a batch of one.  On
- * failure *status is the answer's (400, or 431 for a header too large). */
-static int
-binary_event(struct api_req *rq, struct events_batch *batch, int *status,
-             char *err, size_t errlen)
-{
-    size_t nh;
-    const struct http_header *h = api_headers(rq, &nh);
-    const char *names[EVENTS_MAX_EXTENSIONS + 16];
-    const char *values[EVENTS_MAX_EXTENSIONS + 16];
-    char *owned[EVENTS_MAX_EXTENSIONS + 16];
-    size_t n = 0, nowned = 0, len;
-    const unsigned char *body = api_body_raw(rq, &len);
-    int rc = -1;
-
-    for (size_t i = 0; i < nh; i++) {
-        const struct http_header *kv = &h[i];
-        bool ce = strncasecmp(kv->name, "ce-", 3) == 0;
-        if (!ce && strcasecmp(kv->name, "Content-Type") != 0)
-            continue;
-        if (ce && kv->value_len > rq->d->conf->max_ce_header_bytes) {
-            snprintf(err, errlen,
-                     "header %s has %zu bytes; the limit "
-                     "(max_ce_header_bytes) is %llu",
-                     kv->name, kv->value_len,
-                     (unsigned long long)rq->d->conf->max_ce_header_bytes);
-            *status = 431;
-            goto out;
-        }
-        if (n == sizeof names / sizeof names[0]) {
-            snprintf(err, errlen, "too many ce-* headers");
-            goto out;
-        }
-        /* ce-content-type stays unstripped: it fails the name rule
-         * (events.h) rather than pass for Content-Type. */
-        const char *from = ce && strcasecmp(kv->name, "ce-content-type") != 0
-                               ? kv->name + 3
-                               : kv->name;
-        char *name = strdup(from);
-        if (name == NULL) {
-            snprintf(err, errlen, "out of memory");
-            goto out;
-        }
-        for (char *c = name; *c; c++)
-            if (*c >= 'A' && *c <= 'Z')
-                *c = (char)(*c - 'A' + 'a');
-        owned[nowned++] = name;
-        names[n] = name;
-        values[n] = kv->value;
-        n++;
-    }
-    struct ipc_fb_builder fb;
-    ipc_fb_builder_init(&fb);
-    if (events_from_binary(names, values, n, body, len, &fb, err, errlen) !=
-        0) {
-        ipc_fb_builder_free(&fb);
-        goto out;
-    }
-    size_t *o = malloc(2 * sizeof *o);
-    if (o == NULL) {
-        ipc_fb_builder_free(&fb);
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
-    events_batch_free(batch);
-    batch->fb = fb;
-    batch->offsets = o;
-    batch->cap = 2;
-    o[0] = 0;
-    o[1] = fb.len;
-    batch->n = 1;
-    rc = 0;
-out:
-    for (size_t i = 0; i < nowned; i++)
-        free(owned[i]);
-    return rc;
-}
-
 void
 api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
                         const char *fmt, ...)
@@ -266,52 +181,6 @@ api_backpressure_refuse(struct api_req *rq, const char *code, json_t *extra,
     va_end(ap);
     api_reply_header(rq, "Retry-After", "1");
     api_error_extra(rq, 503, code, extra, "%s", msg);
-}
-
-/* Whether the request has a ce-* header, the mark of binary mode. */
-static bool
-has_ce_header(struct api_req *rq)
-{
-    size_t n;
-    const struct http_header *h = api_headers(rq, &n);
-
-    for (size_t i = 0; i < n; i++)
-        if (strncasecmp(h[i].name, "ce-", 3) == 0)
-            return true;
-    return false;
-}
-
-/* Binary mode without a single ce-* header is almost always a structured
- * event sent with the wrong Content-Type: the message says what to send
- * instead of which attribute is missing. */
-static void
-binary_without_headers(struct api_req *rq, const char *ct, char *err,
-                       size_t errlen)
-{
-    size_t len;
-    const unsigned char *raw = api_body_raw(rq, &len);
-    json_t *body = len ? json_loadb((const char *)raw, len, 0, NULL) : NULL;
-    json_t *first = json_is_array(body) ? json_array_get(body, 0) : body;
-    bool structured = json_object_get(first, "specversion") != NULL;
-    bool batch = json_is_array(body);
-
-    json_decref(body);
-    if (structured)
-        snprintf(err, errlen,
-                 "the body is a structured CloudEvent%s sent as Content-Type "
-                 "%s, which means binary mode: send it as %s, or send the "
-                 "data as the body with the attributes in ce-specversion, "
-                 "ce-id, ce-source and ce-type headers",
-                 batch ? " batch" : "", ct ? ct : "(none)",
-                 batch ? "application/cloudevents-batch+json"
-                       : "application/cloudevents+json");
-    else
-        snprintf(err, errlen,
-                 "binary mode (Content-Type %s) needs the event's attributes "
-                 "in ce-* headers (ce-specversion, ce-id, ce-source, "
-                 "ce-type) and none was sent; a structured event is sent as "
-                 "application/cloudevents+json",
-                 ct ? ct : "(none)");
 }
 
 /* Publishes the events of batch, all of them or none when a subscriber's
@@ -376,10 +245,8 @@ static void
 publish(struct api_req *rq, const char *topic)
 {
     const char *tenant = tenant_of(rq);
-    const char *ct = api_header(rq, "Content-Type");
     struct events_batch batch;
-    char err[512];
-    int rc, status = 400;
+    enum events_http_mode mode;
 
     if (flow_topic_reserved(topic)) {
         api_error(rq, 400, "invalid_argument",
@@ -387,59 +254,8 @@ publish(struct api_req *rq, const char *topic)
         return;
     }
     events_batch_init(&batch);
-    if (content_type_is(ct, "application/cloudevents-batch+json")) {
-        json_t *body = NULL;
-        size_t len;
-        const unsigned char *raw = api_body_raw(rq, &len);
-        json_error_t je;
-        body = json_loadb((const char *)raw, len, 0, &je);
-        if (body == NULL) {
-            api_error(rq, 400, "invalid_json", "line %d: %s", je.line, je.text);
-            return;
-        }
-        if (!json_is_array(body)) {
-            json_decref(body);
-            api_error(rq, 400, "invalid_argument",
-                      "a batch is a JSON array of CloudEvents");
-            return;
-        }
-        if (json_array_size(body) > rq->d->conf->max_batch_events) {
-            size_t n = json_array_size(body);
-            json_decref(body);
-            api_error(rq, 413, "payload_too_large",
-                      "the batch has %zu events; the limit "
-                      "(max_batch_events) is %u",
-                      n, rq->d->conf->max_batch_events);
-            return;
-        }
-        rc = events_batch_from_json(body, &batch, err, sizeof err);
-        json_decref(body);
-    } else if (content_type_is(ct, "application/cloudevents+json")) {
-        json_t *body = api_body_object(rq);
-        if (body == NULL)
-            return;
-        json_t *arr = json_pack("[O]", body);
-        rc = events_batch_from_json(arr, &batch, err, sizeof err);
-        json_decref(arr);
-        json_decref(body);
-        if (rc != 0) {
-            /* "event 0: ..." reads oddly for one event. */
-            const char *p = strncmp(err, "event 0: ", 9) == 0 ? err + 9 : err;
-            memmove(err, p, strlen(p) + 1);
-        }
-    } else {
-        rc = binary_event(rq, &batch, &status, err, sizeof err);
-        if (rc != 0 && !has_ce_header(rq))
-            binary_without_headers(rq, ct, err, sizeof err);
-    }
-    if (rc != 0) {
-        api_error(rq, status,
-                  status == 431 ? "headers_too_large" : "invalid_argument",
-                  "%s", err);
-        events_batch_free(&batch);
-        return;
-    }
-    publish_batch(rq, tenant, topic, &batch);
+    if (events_http_read(rq, 0, &batch, &mode) == 0)
+        publish_batch(rq, tenant, topic, &batch);
     events_batch_free(&batch);
 }
 

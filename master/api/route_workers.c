@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ipc/cloudevent.h"
 #include "lib/timestamp.h"
@@ -100,6 +101,31 @@ static void
 worker_answer(struct api_req *rq, int status, const struct worker *w)
 {
     api_reply(rq, status, worker_body_json(w, rq->d->conf));
+}
+
+/* ?format=: 1 for the original system's objects, 0 for ours, -1 having
+ * answered 400. */
+static int
+format_original(struct api_req *rq)
+{
+    const char *f = api_query(rq, "format");
+
+    if (f == NULL || strcmp(f, "native") == 0)
+        return 0;
+    if (strcmp(f, "original") == 0)
+        return 1;
+    api_error(rq, 400, "invalid_argument",
+              "format must be \"native\" (the default) or \"original\" (the "
+              "original system's camelCase worker objects), not \"%s\"",
+              f);
+    return -1;
+}
+
+static json_t *
+worker_json_as(struct api_req *rq, const struct worker *w, int original)
+{
+    return original ? worker_body_original_json(w)
+                    : worker_body_json(w, rq->d->conf);
 }
 
 static void
@@ -665,6 +691,9 @@ out:
 static void
 list(struct api_req *rq)
 {
+    int original = format_original(rq);
+    if (original < 0)
+        return;
     json_t *arr = json_array();
     struct registry *r = rq->d->registry;
     if (api_scope_refuse(rq, API_READ, NULL, "worker"))
@@ -672,7 +701,7 @@ list(struct api_req *rq)
     for (size_t i = 0; i < registry_count(r); i++) {
         const struct worker *w = registry_at(r, i);
         if (api_scope_sees(rq, w->tenant))
-            json_array_append_new(arr, worker_body_json(w, rq->d->conf));
+            json_array_append_new(arr, worker_json_as(rq, w, original));
     }
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
@@ -710,15 +739,41 @@ change_status(struct api_req *rq, struct worker *w, enum worker_status to,
     op_persist(op);
 }
 
+/* The original's older reload: the package itself as the body. */
+static int
+raw_code_take(struct api_req *rq, struct worker_body_code *code)
+{
+    size_t len;
+    const unsigned char *raw = api_body_raw(rq, &len);
+
+    memset(code, 0, sizeof *code);
+    if (len == 0) {
+        api_error(rq, 400, "invalid_argument",
+                  "the body is empty: an application/octet-stream reload "
+                  "sends the package itself");
+        return -1;
+    }
+    if ((code->code = malloc(len)) == NULL) {
+        api_error(rq, 500, "internal", "out of memory");
+        return -1;
+    }
+    memcpy(code->code, raw, len);
+    code->len = len;
+    return 0;
+}
+
 static void
 reload(struct api_req *rq, struct worker *w)
 {
-    json_t *body = api_body_object(rq);
+    const char *ct = api_header(rq, "Content-Type");
+    bool raw = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    json_t *body = raw ? NULL : api_body_object(rq);
     struct worker_body_code code;
 
-    if (body == NULL)
+    if (body == NULL && !raw)
         return;
-    if (worker_body_reload_take(rq, body, &code) == 0) {
+    if ((raw ? raw_code_take(rq, &code)
+             : worker_body_reload_take(rq, body, &code)) == 0) {
         struct op *op = op_new(rq, OP_RELOAD, w);
         if (op) {
             op->event = "reloaded";
@@ -933,8 +988,11 @@ api_workers_route(struct api_req *rq)
     snprintf(rq->worker, sizeof rq->worker, "%s", w->id);
 
     if (action == NULL) {
-        if (is(rq, "GET"))
-            worker_answer(rq, 200, w);
+        int original;
+        if (is(rq, "GET") && (original = format_original(rq)) >= 0)
+            api_reply(rq, 200, worker_json_as(rq, w, original));
+        else if (is(rq, "GET"))
+            return;
         else if (is(rq, "DELETE"))
             remove_worker(rq, w);
         else
@@ -954,7 +1012,7 @@ api_workers_route(struct api_req *rq)
         rollback(rq, w);
     else if (is(rq, "POST") && strcmp(action, "invoke") == 0)
         api_invoke_route(rq, w);
-    else if (is(rq, "PUT") && strcmp(action, "code") == 0)
+    else if ((is(rq, "PUT") || is(rq, "POST")) && strcmp(action, "code") == 0)
         reload(rq, w);
     else if (is(rq, "GET") && strcmp(action, "logs") == 0)
         api_logs_route(rq, w);

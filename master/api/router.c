@@ -116,6 +116,20 @@ struct route {
     void (*handler)(struct api_req *rq);
 };
 
+/* The original system's older paths, /workers[/{id}[/{action}]] without
+ * the version: the same routes as /v1/workers, so that its deploy scripts
+ * work unchanged (workmanagerd(8), Routes). */
+static void
+unversioned_workers_route(struct api_req *rq)
+{
+    static char v1[] = "v1";
+
+    memmove(&rq->seg[1], &rq->seg[0], (size_t)rq->nseg * sizeof rq->seg[0]);
+    rq->seg[0] = v1;
+    rq->nseg++;
+    api_workers_route(rq);
+}
+
 static const struct route routes[] = {
     { .first = "health", .max_segments = 2, .handler = api_health_route },
     {
@@ -155,6 +169,11 @@ static const struct route routes[] = {
         .handler = api_tokens_route,
     },
     { .first = "metrics", .max_segments = 1, .handler = api_metrics_route },
+    {
+        .first = "workers",
+        .max_segments = API_MAX_SEGMENTS - 1,
+        .handler = unversioned_workers_route,
+    },
 };
 
 static bool

@@ -25,6 +25,7 @@
 #include "master/api/members.h"
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
+#include "master/core/engines.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
@@ -183,6 +184,36 @@ worker_body_json(const struct worker *w, const struct conf *c)
     return j;
 }
 
+/* The original system's worker object (its WorkerInfo): camelCase, and
+ * status as its enum's names ("Running", "Stopped"; ours capitalised for
+ * the states it did not have). */
+json_t *
+worker_body_original_json(const struct worker *w)
+{
+    const struct worker_version *v = NULL;
+    char status[32];
+
+    for (size_t i = 0; i < w->nhistory; i++)
+        if (w->history[i].version == w->version)
+            v = &w->history[i];
+    snprintf(status, sizeof status, "%s", worker_status_name(w->status));
+    if (status[0] >= 'a' && status[0] <= 'z')
+        status[0] = (char)(status[0] - 'a' + 'A');
+    json_t *src = json_object();
+    if (v && v->address)
+        json_object_set_new(src, "url", json_string(v->address));
+    if (v)
+        json_object_set_new(src, "contentSha256", json_string(v->sha256));
+    return json_pack(
+        "{s:s, s:o, s:s, s:o, s:s, s:o, s:o, s:s}", "id", w->id, "codeSource",
+        src, "mimeType", w->mime_type, "language",
+        w->engine && w->engine->language ? json_string(w->engine->language)
+                                         : json_null(),
+        "topic", w->topic, "group",
+        w->group ? json_string(w->group) : json_null(), "createdAt",
+        api_json_time(w->created_at_ms), "status", status);
+}
+
 /* ---- a request's body ------------------------------------------------ */
 
 /* The objects a create and a reload take (members.h).  code has no
@@ -197,6 +228,8 @@ static const struct api_object code_object = {
     .hint = "content, or url with an optional sha256; credentials for a URL "
             "come from the daemon's code_source_credentials_file, never from "
             "a request",
+    .aliases = (const struct api_member[]){ { "contentSha256", NULL },
+                                            { NULL, NULL } },
 };
 
 static const struct api_object limits_object = {
@@ -222,12 +255,19 @@ static const struct api_object create_object = {
                                             { "idle_timeout_s", NULL },
                                             { "start", NULL },
                                             { NULL, NULL } },
+    .aliases = (const struct api_member[]){ { "mimeType", NULL },
+                                            { "codeSource", &code_object },
+                                            { "code_source", &code_object },
+                                            { NULL, NULL } },
 };
 
 static const struct api_object reload_object = {
     .what = "a reload",
     .members =
         (const struct api_member[]){ { "code", &code_object }, { NULL, NULL } },
+    .aliases = (const struct api_member[]){ { "codeSource", &code_object },
+                                            { "code_source", &code_object },
+                                            { NULL, NULL } },
 };
 
 /* Config entries become CloudEvent extensions (DESIGN §6). */
@@ -307,6 +347,14 @@ worker_body_code_take(struct api_req *rq, json_t *body,
     json_t *c = json_object_get(body, "code");
 
     memset(cr, 0, sizeof *cr);
+    if (c == NULL || json_is_null(c)) {
+        api_error(rq, 400, "invalid_argument",
+                  "code is required (codeSource in the original's shape): a "
+                  "worker is created with its code, {\"content\": "
+                  "\"<base64>\"} or {\"url\": \"https://...\"}; there is "
+                  "no create without code to load later");
+        return -1;
+    }
     if (!json_is_object(c)) {
         api_error(rq, 400, "invalid_argument",
                   "code must be an object: {\"content\": \"<base64>\"} or "
@@ -368,12 +416,56 @@ worker_body_code_take(struct api_req *rq, json_t *body,
     return 0;
 }
 
+/* The original system's names (its REST examples and clients) for ours:
+ * the same members under another name, so that its deploy scripts work
+ * unchanged.  Each is renamed to ours before anything reads the body. */
+static const struct alias {
+    const char *original, *ours;
+} top_aliases[] = { { "mimeType", "mime_type" },
+                    { "codeSource", "code" },
+                    { "code_source", "code" },
+                    { NULL, NULL } },
+  code_aliases[] = { { "contentSha256", "sha256" }, { NULL, NULL } };
+
+static int
+rename_aliases(struct api_req *rq, json_t *obj, const struct alias *a,
+               const char *prefix)
+{
+    for (; a->original; a++) {
+        json_t *v = json_object_get(obj, a->original);
+        if (v == NULL)
+            continue;
+        if (json_object_get(obj, a->ours)) {
+            api_error(rq, 400, "invalid_argument",
+                      "%s%s and %s%s are the same member (%s is the original "
+                      "system's name): send one",
+                      prefix, a->original, prefix, a->ours, a->original);
+            return -1;
+        }
+        json_object_set(obj, a->ours, v);
+        json_object_del(obj, a->original);
+    }
+    return 0;
+}
+
+static int
+body_aliases(struct api_req *rq, json_t *body)
+{
+    if (rename_aliases(rq, body, top_aliases, ""))
+        return -1;
+    json_t *code = json_object_get(body, "code");
+    if (json_is_object(code) && rename_aliases(rq, code, code_aliases, "code."))
+        return -1;
+    return 0;
+}
+
 int
 worker_body_reload_take(struct api_req *rq, json_t *body,
                         struct worker_body_code *cr)
 {
     memset(cr, 0, sizeof *cr);
-    if (api_members_check(rq, body, &reload_object) != 0)
+    if (api_members_check(rq, body, &reload_object) != 0 ||
+        body_aliases(rq, body) != 0)
         return -1;
     return worker_body_code_take(rq, body, cr);
 }
@@ -383,7 +475,8 @@ worker_body_create_take(struct api_req *rq, json_t *body,
                         struct worker_body_create *b)
 {
     memset(b, 0, sizeof *b);
-    if (api_members_check(rq, body, &create_object) != 0)
+    if (api_members_check(rq, body, &create_object) != 0 ||
+        body_aliases(rq, body) != 0)
         return -1;
     if (api_member_str(rq, body, "mime_type", &b->mime) ||
         api_member_str(rq, body, "topic", &b->topic) ||

@@ -27,6 +27,11 @@ struct worker_pair;
  * reference): with its limits in force under the daemon's configuration
  * c, its event counts and its last error. */
 json_t *worker_body_json(const struct worker *w, const struct conf *c);
+/* The original system's worker object, for ?format=original:
+ * {id, codeSource: {url (code from a URL), contentSha256}, mimeType,
+ * language, topic, group, createdAt, status ("Running", "Stopped", ...)}.
+ * A new reference. */
+json_t *worker_body_original_json(const struct worker *w);
 /* n pairs as a JSON object of strings (new reference). */
 json_t *worker_body_pairs_json(const struct worker_pair *p, size_t n);
 

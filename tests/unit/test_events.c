@@ -781,17 +781,28 @@ test_binary(void)
     CHECK(s != NULL && strstr(s, ",\"data\":{\"k\":[1,2]}}") != NULL);
     free(s);
 
-    /* Minimal: defaults filled in, no body = no data. */
-    const char *n2[] = { "type", "source" };
-    const char *v2[] = { "t", "s" };
-    CHECK(binary(n2, v2, 2, NULL, &b, &ce, err, sizeof err) == 0);
+    /* Binary mode fills in nothing: specversion and id are required. */
+    const char *n0[] = { "type", "source", "id" };
+    const char *v0[] = { "t", "s", "i" };
+    BIN_REJECT(n0, v0,
+               "attribute \"specversion\" is required: binary mode sends "
+               "it in the header ce-specversion");
+    const char *n1[] = { "type", "source", "specversion" };
+    const char *v1[] = { "t", "s", "1.0" };
+    BIN_REJECT(n1, v1,
+               "attribute \"id\" is required: binary mode sends it in the "
+               "header ce-id");
+    /* Minimal: no body = no data. */
+    const char *n2[] = { "type", "source", "specversion", "id" };
+    const char *v2[] = { "t", "s", "1.0", "i" };
+    CHECK(binary(n2, v2, 4, NULL, &b, &ce, err, sizeof err) == 0);
     CHECK_IPC(ce.specversion, "1.0");
-    CHECK(is_uuid4(ce.id.ptr, ce.id.len));
+    CHECK_IPC(ce.id, "i");
     CHECK(ce.data.ptr == NULL);
     CHECK_IPC(ce.datacontenttype, NULL);
     /* A body without Content-Type: bytes as they are, shown as base64 when
      * they are not JSON. */
-    CHECK(binary(n2, v2, 2, "not json", &b, &ce, err, sizeof err) == 0);
+    CHECK(binary(n2, v2, 4, "not json", &b, &ce, err, sizeof err) == 0);
     CHECK(data_str(&ce, "not json"));
     s = to_text(&ce);
     CHECK(s != NULL && strstr(s, "\"data_base64\":\"bm90IGpzb24=\"") != NULL);
@@ -841,6 +852,49 @@ test_binary(void)
     const char *v16[] = { "t", "s", "%09" };
     BIN_REJECT(n16, v16, "extension \"x\" contains a control character");
 
+    ipc_fb_builder_free(&b);
+}
+
+/* ---- binary mode out ------------------------------------------------- */
+
+static void
+test_binary_out(void)
+{
+    struct ipc_fb_builder b;
+    struct ipc_cloudevent ce;
+    char err[256], out[64], ct[64];
+    size_t len;
+
+    ipc_fb_builder_init(&b);
+    CHECK(events_header_encode("a b\"%\x7f\x01~!", 9, out) == 19);
+    CHECK_STR(out, "a%20b%22%25%7F%01~!");
+    CHECK(events_header_encode("caf\xc3\xa9", 5, out) == 9);
+    CHECK_STR(out, "caf%C3%A9");
+
+    const char *names[] = { "specversion",  "id",   "source",       "type",
+                            "content-type", "note", "correlationid" };
+    const char *values[] = { "1.0",        "b-1",       "/a%20b", "t",
+                             "text/plain", "caf%C3%A9", "c" };
+    CHECK(binary(names, values, 7, "hi", &b, &ce, err, sizeof err) == 0);
+    char *h = events_to_headers(&ce, &len);
+    CHECK(h != NULL && len == strlen(h));
+    CHECK_STR(h, "ce-specversion: 1.0\r\nce-id: b-1\r\n"
+                 "ce-source: /a%20b\r\nce-type: t\r\n"
+                 "ce-correlationid: c\r\nce-note: caf%C3%A9\r\n");
+    free(h);
+    CHECK_STR(events_binary_content_type(&ce, ct, sizeof ct), "text/plain");
+    /* Without datacontenttype: JSON data is application/json, other
+     * bytes application/octet-stream, no data no type. */
+    const char *n2[] = { "specversion", "id", "source", "type" };
+    const char *v2[] = { "1.0", "i", "s", "t" };
+    CHECK(binary(n2, v2, 4, "[1]", &b, &ce, err, sizeof err) == 0);
+    CHECK_STR(events_binary_content_type(&ce, ct, sizeof ct),
+              "application/json");
+    CHECK(binary(n2, v2, 4, "\x01x", &b, &ce, err, sizeof err) == 0);
+    CHECK_STR(events_binary_content_type(&ce, ct, sizeof ct),
+              "application/octet-stream");
+    CHECK(binary(n2, v2, 4, NULL, &b, &ce, err, sizeof err) == 0);
+    CHECK(events_binary_content_type(&ce, ct, sizeof ct) == NULL);
     ipc_fb_builder_free(&b);
 }
 
@@ -921,6 +975,7 @@ main(void)
     RUN(test_round_trips);
     RUN(test_dumps);
     RUN(test_binary);
+    RUN(test_binary_out);
     RUN(test_batch);
     return check_result();
 }

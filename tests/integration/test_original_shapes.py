@@ -1,0 +1,101 @@
+"""tests/integration/test_original_shapes.py — the original system's REST
+shapes as aliases (issue 25): its member names (mimeType, codeSource,
+code_source, contentSha256), POST /v1/workers/{id}/code, and the older
+unversioned /workers paths with a raw application/octet-stream package,
+each against the same worker behaviours as our own shapes."""
+
+import hashlib
+
+from wm import b64
+
+MIME = "application/x-wm-test"
+
+
+def test_camel_case_create_and_code_source(wmd):
+    r = wmd.post("/v1/workers", {"mimeType": MIME, "topic": "t",
+                                 "codeSource": {"content": b64("echo")}})
+    assert r.status == 201, r
+    w = r.json
+    assert w["mime_type"] == MIME and w["version"] == 1
+    out = wmd.invoke(w["id"], data={"k": 1})
+    assert out.status == 200 and out.json["type"] == "echo.out", out
+    assert out.json["data"] == {"k": 1}
+    # POST .../code with code_source: a reload, as PUT .../code is.
+    r = wmd.post(f"/v1/workers/{w['id']}/code",
+                 {"code_source": {"content": b64("echo\n# v2")}})
+    assert r.status == 200 and r.json["version"] == 2, r
+    assert wmd.invoke(w["id"]).status == 200
+
+
+def test_content_sha256_is_checked_as_sha256(wmd):
+    code = b"echo\n# pinned"
+    good = hashlib.sha256(code).hexdigest()
+    r = wmd.post("/v1/workers", {
+        "mimeType": MIME, "topic": "t",
+        "codeSource": {"content": b64(code), "contentSha256": "0" * 64}})
+    assert r.status == 403 and r.code == "security_rejected", r
+    assert "code.sha256" in r.json["error"]["message"], r
+    r = wmd.post("/v1/workers", {
+        "mimeType": MIME, "topic": "t",
+        "codeSource": {"content": b64(code), "contentSha256": good}})
+    assert r.status == 201, r
+
+
+def test_alias_and_own_name_together_are_refused(wmd):
+    r = wmd.post("/v1/workers", {"mimeType": MIME, "mime_type": MIME,
+                                 "topic": "t",
+                                 "code": {"content": b64("echo")}})
+    assert r.status == 400 and r.code == "invalid_argument", r
+    msg = r.json["error"]["message"]
+    assert "mimeType and mime_type are the same member" in msg, msg
+    r = wmd.post("/v1/workers", {"mime_type": MIME, "topic": "t",
+                                 "code": {"content": b64("echo")},
+                                 "codeSource": {"content": b64("echo")}})
+    assert r.status == 400 and "codeSource and code" in \
+        r.json["error"]["message"], r
+
+
+def test_unversioned_paths_and_raw_package(wmd):
+    # The original's create without code: refused, naming what to send.
+    r = wmd.post("/workers", {"mimeType": MIME, "topic": "t"})
+    assert r.status == 400 and r.code == "invalid_argument", r
+    assert r.json["error"]["message"].startswith(
+        "code is required (codeSource in the original's shape)"), r
+    r = wmd.post("/workers", {"mimeType": MIME, "topic": "t",
+                              "group": "g1",
+                              "codeSource": {"content": b64("echo")},
+                              "start": False})
+    assert r.status == 201 and r.json["id"], r
+    wid = r.json["id"]
+    r = wmd.request("PUT", f"/workers/{wid}/code", raw=b"echo\n# raw v2",
+                    headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 200 and r.json["version"] == 2, r
+    r = wmd.request("PUT", f"/workers/{wid}/code", raw=b"",
+                    headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 400 and "body is empty" in \
+        r.json["error"]["message"], r
+    assert wmd.post(f"/workers/{wid}/start").status == 200
+    got = wmd.get(f"/workers/{wid}").json
+    assert got["status"] == "running" and got["group"] == "g1", got
+    out = wmd.post(f"/workers/{wid}/invoke",
+                   {"specversion": "1.0", "id": "o1", "source": "s",
+                    "type": "echo"})
+    assert out.status == 200 and out.json["type"] == "echo.out", out
+    assert [v["version"] for v in
+            wmd.get(f"/workers/{wid}/history").json["versions"]] == [1, 2]
+
+
+def test_format_original_worker_objects(wmd):
+    w = wmd.create(group="g2")
+    one = wmd.get(f"/v1/workers/{w['id']}?format=original")
+    assert one.status == 200, one
+    assert set(one.json) == {"id", "codeSource", "mimeType", "language",
+                             "topic", "group", "createdAt", "status"}
+    assert one.json["id"] == w["id"] and one.json["mimeType"] == MIME
+    assert one.json["status"] == "Running" and one.json["group"] == "g2"
+    assert one.json["createdAt"] == w["created_at"]
+    assert len(one.json["codeSource"]["contentSha256"]) == 64
+    every = wmd.get("/workers?format=original").json["workers"]
+    assert every == [one.json]
+    r = wmd.get("/v1/workers?format=camel")
+    assert r.status == 400 and '"original"' in r.json["error"]["message"], r
