@@ -22,8 +22,9 @@
  * private runtime of the workmanager-dotnet package (WM_DN_PRIVATE_ROOT,
  * <pkglibdir>/dotnet, scripts/dotnet-runtime), $DOTNET_ROOT,
  * /usr/share/dotnet, /usr/lib/dotnet, then the installation of the `dotnet`
- * on PATH (through its symlinks); the first root with one wins.  Returns 0 with root and fxr (the library's path) filled, or -1
- * with why naming the runtime and every place searched.
+ * on PATH (through its symlinks); the first root with one wins.  Returns 0 with
+ * root and fxr (the library's path) filled, or -1 with why naming the runtime
+ * and every place searched.
  */
 int clr_find(char *root, size_t rootlen, char *fxr, size_t fxrlen, char *why,
              size_t whylen);
