@@ -167,6 +167,14 @@ sandbox_root_enter(int execfd, const char **step)
         mount("tmpfs", NEW "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "size=16m,nr_inodes=1024,mode=1777") < 0)
         return -1;
+    /* A binary under /usr, as an installed host is
+     * (/usr/libexec/workmanager/), is in the root already through /usr,
+     * where nothing more can be mounted: the bind is for hosts elsewhere
+     * (a build tree). */
+    if (exefd >= 0 && strncmp(exe, "/usr/", 5) == 0) {
+        (void)close(exefd);
+        exefd = -1;
+    }
     *step = "binding the host's binary into the root";
     if (exefd >= 0) {
         int rc = bind_exe(exefd, exe);

@@ -156,6 +156,13 @@ clr_find(char *root, size_t rootlen, char *fxr, size_t fxrlen, char *why,
     const char *fixed[] = { "/usr/share/dotnet", "/usr/lib/dotnet" };
     char onpath[PATH_MAX];
 
+    /* The packaged runtime first: the bridge was built and tested for it,
+     * and a DOTNET_ROOT left in the daemon's environment for other
+     * programs must not replace it. */
+    if (fxr_in(WM_DN_PRIVATE_ROOT, fxr, fxrlen) == 0) {
+        snprintf(root, rootlen, "%s", WM_DN_PRIVATE_ROOT);
+        return 0;
+    }
     if (env && *env && fxr_in(env, fxr, fxrlen) == 0) {
         snprintf(root, rootlen, "%s", env);
         return 0;
@@ -174,9 +181,11 @@ clr_find(char *root, size_t rootlen, char *fxr, size_t fxrlen, char *why,
     why[0] = '\0';
     say(why, whylen,
         "the .NET runtime (libhostfxr.so) was not found; searched "
-        "host/fxr/<version>/ under: DOTNET_ROOT (%s), the system install "
+        "host/fxr/<version>/ under: the packaged runtime (%s, package "
+        "workmanager-dotnet), DOTNET_ROOT (%s), the system install "
         "(/usr/share/dotnet, /usr/lib/dotnet), the dotnet on PATH (%s)",
-        env && *env ? env : "unset", have ? onpath : "none");
+        WM_DN_PRIVATE_ROOT, env && *env ? env : "unset",
+        have ? onpath : "none");
     return -1;
 }
 

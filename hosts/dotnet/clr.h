@@ -18,11 +18,13 @@
 #define CLR_FRAMEWORK "Microsoft.NETCore.App"
 
 /*
- * The .NET root holding the highest host/fxr/<version>/libhostfxr.so:
- * $DOTNET_ROOT, /usr/share/dotnet, /usr/lib/dotnet, then the installation
- * of the `dotnet` on PATH (through its symlinks); the first root with one
- * wins.  Returns 0 with root and fxr (the library's path) filled, or -1
- * with why naming the runtime and every place searched.
+ * The .NET root holding the highest host/fxr/<version>/libhostfxr.so: the
+ * private runtime of the workmanager-dotnet package (WM_DN_PRIVATE_ROOT,
+ * <pkglibdir>/dotnet, scripts/dotnet-runtime), $DOTNET_ROOT,
+ * /usr/share/dotnet, /usr/lib/dotnet, then the installation of the `dotnet`
+ * on PATH (through its symlinks); the first root with one wins.  Returns 0 with
+ * root and fxr (the library's path) filled, or -1 with why naming the runtime
+ * and every place searched.
  */
 int clr_find(char *root, size_t rootlen, char *fxr, size_t fxrlen, char *why,
              size_t whylen);

@@ -1,7 +1,8 @@
 // SourceWorker.cs — text/x-csharp workers (DESIGN §5, issue 10): the
-// source compiled in the host with the SDK's Roslyn
-// (<root>/sdk/<version>/Roslyn/bincore/, loaded once into the default
-// context) against the reference pack (<root>/packs/
+// source compiled in the host with Roslyn: the packaged runtime's
+// (<root>/roslyn/, scripts/dotnet-runtime, issue 26) or else the SDK's
+// (<root>/sdk/<version>/Roslyn/bincore/), loaded once into the default
+// context, against the reference pack (<root>/packs/
 // Microsoft.NETCore.App.Ref/<version>/ref/net<N>.0/) and the DevKit;
 // the implicit usings of DESIGN §5; the assembly loaded into the worker's
 // collectible context.  The worker is its one public IWorker class, or
@@ -45,11 +46,11 @@ internal static class SourceWorker
     private static string Highest(string dir, string what)
     {
         if (!Directory.Exists(dir))
-            throw new LoadException($"C# source workers need the .NET SDK: {dir} is missing ({what})");
+            throw new LoadException($"C# source workers need the .NET SDK or the workmanager-dotnet package: {dir} is missing ({what})");
         var best = Directory.GetDirectories(dir)
             .Select(d => (d, v: Version.TryParse(Path.GetFileName(d).Split('-')[0], out var v) ? v : null))
             .Where(x => x.v != null).OrderByDescending(x => x.v).Select(x => x.d).FirstOrDefault();
-        return best ?? throw new LoadException($"C# source workers need the .NET SDK: no version in {dir} ({what})");
+        return best ?? throw new LoadException($"C# source workers need the .NET SDK or the workmanager-dotnet package: no version in {dir} ({what})");
     }
 
     // Roslyn's folder, with the default context resolving its assemblies
@@ -58,9 +59,11 @@ internal static class SourceWorker
     {
         if (roslynDir != null)
             return;
-        var dir = Path.Combine(Highest(Path.Combine(Root(), "sdk"), "the compiler"), "Roslyn", "bincore");
+        var dir = Path.Combine(Root(), "roslyn");
         if (!File.Exists(Path.Combine(dir, "Microsoft.CodeAnalysis.CSharp.dll")))
-            throw new LoadException($"C# source workers need the .NET SDK's compiler: {dir} has no Microsoft.CodeAnalysis.CSharp.dll");
+            dir = Path.Combine(Highest(Path.Combine(Root(), "sdk"), "the compiler"), "Roslyn", "bincore");
+        if (!File.Exists(Path.Combine(dir, "Microsoft.CodeAnalysis.CSharp.dll")))
+            throw new LoadException($"C# source workers need the .NET SDK's compiler or the workmanager-dotnet package's: {dir} has no Microsoft.CodeAnalysis.CSharp.dll");
         roslynDir = dir;
         AssemblyLoadContext.Default.Resolving += (ctx, name) => {
             var p = Path.Combine(dir, name.Name + ".dll");
