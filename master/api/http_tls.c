@@ -343,7 +343,8 @@ tls_writev(struct http_conn *c, const struct iovec *iov, int n)
         char one[TLS_COALESCE_BYTES];
         size_t at = 0;
         for (int i = 0; i < n; i++) {
-            memcpy(one + at, iov[i].iov_base, iov[i].iov_len);
+            if (iov[i].iov_len > 0) /* an empty piece may have no base */
+                memcpy(one + at, iov[i].iov_base, iov[i].iov_len);
             at += iov[i].iov_len;
         }
         return tls_write(c, one, total);
