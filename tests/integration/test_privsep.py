@@ -51,7 +51,7 @@ def launcher_of(d):
 def gone(pid):
     try:
         st = status(pid)
-    except FileNotFoundError:
+    except OSError:  # ENOENT, or ESRCH while the process is being reaped
         return True
     return st["State"].startswith("Z")
 
