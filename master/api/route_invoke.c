@@ -235,6 +235,11 @@ api_invoke_route(struct api_req *rq, struct worker *w)
         invoke_free(iv);
         return;
     }
+    if (w->nhistory == 0) {
+        api_workers_refuse_no_code(rq, w);
+        invoke_free(iv);
+        return;
+    }
     if (w->status != WORKER_RUNNING) {
         api_error(rq, 409, "conflict", "worker %s is %s", w->name,
                   worker_status_name(w->status));

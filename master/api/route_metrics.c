@@ -132,7 +132,7 @@ per_worker(struct text *t, const struct registry *r, const char *tenant,
 static void
 daemon_gauges(struct text *t, struct daemon *d)
 {
-    size_t by_status[3] = { 0 }, by_state[WORKER_STATE_FINISHED + 1] = { 0 };
+    size_t by_status[3] = { 0 }, by_state[WORKER_STATE_LAST + 1] = { 0 };
 
     for (size_t i = 0; i < registry_count(d->registry); i++) {
         const struct worker *w = registry_at(d->registry, i);
@@ -146,7 +146,7 @@ daemon_gauges(struct text *t, struct daemon *d)
             worker_status_name((enum worker_status)s), by_status[s]);
     head(t, "workmanager_worker_hosts", "gauge",
          "Registered workers by observed host state.");
-    for (int s = WORKER_STATE_IDLE; s <= WORKER_STATE_FINISHED; s++)
+    for (int s = WORKER_STATE_IDLE; s <= WORKER_STATE_LAST; s++)
         add(t, "workmanager_worker_hosts{state=\"%s\"} %zu\n",
             worker_state_name((enum worker_state)s), by_state[s]);
     scalar(t, "workmanager_host_processes", "gauge",

@@ -244,6 +244,9 @@ on_record_written(enum store_status st, uint64_t revision, const char *message,
         op_free(op);
         return;
     default:
+        /* The first code of a worker created without it: stopped now. */
+        if (w->state == WORKER_STATE_NO_CODE && w->nhistory > 0)
+            w->state = WORKER_STATE_STOPPED;
         lifecycle_emit(op->d, w, op->event, NULL);
         worker_answer(op->rq, 200, w);
         op_free(op);
@@ -645,9 +648,20 @@ create(struct api_req *rq)
         api_error(rq, 500, "internal", "out of memory");
         goto out;
     }
+    /* The original's older flow creates first and loads the code later
+     * (PUT .../code): such a worker is stopped, at version 0, until then. */
+    json_t *given = json_object_get(body, "code");
+    bool no_code = given == NULL || json_is_null(given);
     if (worker_body_settings_take(rq, body, &b, w) ||
-        worker_body_code_take(rq, body, &code))
+        (!no_code && worker_body_code_take(rq, body, &code)))
         goto out;
+    if (no_code && b.start && json_is_true(b.start)) {
+        api_error(rq, 400, "invalid_argument",
+                  "start: true needs code: send code (codeSource) with the "
+                  "create, or create without start and load the code with "
+                  "PUT /v1/workers/{id}/code, then start the worker");
+        goto out;
+    }
     /* A group member's event must end (its deadline) before its lock may
      * be stolen as stale (DESIGN §6). */
     if (b.group && w->limits.timeout_ms >= rq->d->conf->lock_max_age_ms) {
@@ -665,12 +679,13 @@ create(struct api_req *rq)
     w->mime_type = strdup(b.mime);
     w->topic = strdup(b.topic);
     w->group = b.group ? strdup(b.group) : NULL;
-    w->status =
-        b.start && !json_is_true(b.start) ? WORKER_STOPPED : WORKER_RUNNING;
+    w->status = no_code || (b.start && !json_is_true(b.start))
+                    ? WORKER_STOPPED
+                    : WORKER_RUNNING;
     w->in_process = in_process;
     w->engine = e;
     w->created_at_ms = timestamp_now_ms();
-    w->state = WORKER_STATE_IDLE;
+    w->state = no_code ? WORKER_STATE_NO_CODE : WORKER_STATE_IDLE;
     if (!w->name || !w->tenant || !w->mime_type || !w->topic ||
         (b.group && !w->group)) {
         api_error(rq, 500, "internal", "out of memory");
@@ -681,7 +696,10 @@ create(struct api_req *rq)
     if (op == NULL)
         goto out;
     w = NULL;
-    op_take_code(op, &code);
+    if (no_code)
+        op_persist(op);
+    else
+        op_take_code(op, &code);
 out:
     free(code.code);
     worker_free(w);
@@ -706,12 +724,26 @@ list(struct api_req *rq)
     api_reply(rq, 200, json_pack("{s:o}", "workers", arr));
 }
 
+void
+api_workers_refuse_no_code(struct api_req *rq, const struct worker *w)
+{
+    api_error(rq, 409, "conflict",
+              "worker %s has no code yet (state no_code): load it with PUT "
+              "/v1/workers/%s/code (an application/octet-stream package or "
+              "{\"code\": {\"content\": \"<base64>\"}}), then start it",
+              w->name, w->id);
+}
+
 static void
 change_status(struct api_req *rq, struct worker *w, enum worker_status to,
               const char *event)
 {
     if (api_members_none(rq, rq->seg[3]) != 0)
         return;
+    if (to != WORKER_STOPPED && w->nhistory == 0) {
+        api_workers_refuse_no_code(rq, w);
+        return;
+    }
     if (to == WORKER_SUSPENDED && w->status == WORKER_STOPPED) {
         api_error(rq, 409, "conflict", "worker %s is stopped: start it",
                   w->name);

@@ -349,10 +349,10 @@ worker_body_code_take(struct api_req *rq, json_t *body,
     memset(cr, 0, sizeof *cr);
     if (c == NULL || json_is_null(c)) {
         api_error(rq, 400, "invalid_argument",
-                  "code is required (codeSource in the original's shape): a "
-                  "worker is created with its code, {\"content\": "
-                  "\"<base64>\"} or {\"url\": \"https://...\"}; there is "
-                  "no create without code to load later");
+                  "code is required (codeSource in the original's shape): "
+                  "{\"content\": \"<base64>\"} or {\"url\": "
+                  "\"https://...\"}, or the package itself as an "
+                  "application/octet-stream body");
         return -1;
     }
     if (!json_is_object(c)) {

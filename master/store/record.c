@@ -159,8 +159,10 @@ record_worker_decode(const char *id, const uint8_t *data, size_t len, char *err,
         why = "name, tenant, mime_type or topic is empty";
     else if ((unsigned)r->status > WORKMANAGER__STATUS__STOPPED)
         why = "unknown status";
-    else if (r->n_history == 0 || r->version == 0 || r->version > r->n_history)
-        why = "no code version, or the current one is not in the history";
+    else if (r->n_history == 0 ? r->version != 0 || r->status != WORKMANAGER__STATUS__STOPPED
+                               : r->version == 0 || r->version > r->n_history)
+        why = "the current code version is not in the history (a worker "
+              "without code is stopped at version 0)";
     for (size_t i = 0; !why && i < r->n_history; i++)
         if (r->history[i]->version != i + 1 ||
             strlen(r->history[i]->sha256) != 64)
@@ -197,7 +199,7 @@ record_worker_decode(const char *id, const uint8_t *data, size_t len, char *err,
     w->idle_timeout_s = r->idle_timeout_s;
     w->created_at_ms = r->created_at_ms;
     w->updated_at_ms = r->updated_at_ms;
-    w->history = calloc(r->n_history, sizeof *w->history);
+    w->history = calloc(r->n_history ? r->n_history : 1, sizeof *w->history);
     if (w->history == NULL)
         goto oom;
     w->nhistory = r->n_history;

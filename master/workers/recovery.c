@@ -175,6 +175,15 @@ restore(struct recovery *rc, struct entry *e)
     w->state = WORKER_STATE_IDLE;
     if (!ok) {
         fail_worker(rc, w, err);
+    } else if (w->nhistory == 0) {
+        /* Created without code (stopped, version 0): no blob to check. */
+        w->engine = engines_find_mime(d->engines, w->mime_type);
+        if (!runnable_here(d, w, err, sizeof err)) {
+            fail_worker(rc, w, err);
+        } else {
+            w->state = WORKER_STATE_NO_CODE;
+            rc->ok++;
+        }
     } else {
         const struct worker_version *v = worker_version_find(w, w->version);
         uint8_t *code = NULL;

@@ -27,6 +27,7 @@ static const char *const state_names[] = {
     [WORKER_STATE_FAILED] = "failed",
     [WORKER_STATE_KILLED] = "killed",
     [WORKER_STATE_FINISHED] = "finished",
+    [WORKER_STATE_NO_CODE] = "no_code",
 };
 
 const char *
@@ -50,7 +51,7 @@ worker_status_parse(const char *name, enum worker_status *out)
 const char *
 worker_state_name(enum worker_state s)
 {
-    return (unsigned)s <= WORKER_STATE_FINISHED ? state_names[s] : "unknown";
+    return (unsigned)s <= WORKER_STATE_LAST ? state_names[s] : "unknown";
 }
 
 const struct worker_version *

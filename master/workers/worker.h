@@ -50,7 +50,9 @@ enum worker_state {
     WORKER_STATE_FAILED,
     WORKER_STATE_KILLED,
     WORKER_STATE_FINISHED,
+    WORKER_STATE_NO_CODE, /* created without code: stopped until loaded */
 };
+#define WORKER_STATE_LAST WORKER_STATE_NO_CODE
 
 /* How the last host process ended.  reason is a word of DESIGN §6's
  * vocabulary (crash, timeout, oom, seccomp, protocol, handshake, ...) or

@@ -1,7 +1,8 @@
 """tests/integration/test_original_shapes.py — the original system's REST
 shapes as aliases (issue 25): its member names (mimeType, codeSource,
-code_source, contentSha256), POST /v1/workers/{id}/code, and the older
+code_source, contentSha256), POST /v1/workers/{id}/code, the older
 unversioned /workers paths with a raw application/octet-stream package,
+its create without code followed by the code's load,
 each against the same worker behaviours as our own shapes."""
 
 import hashlib
@@ -55,12 +56,70 @@ def test_alias_and_own_name_together_are_refused(wmd):
         r.json["error"]["message"], r
 
 
-def test_unversioned_paths_and_raw_package(wmd):
-    # The original's create without code: refused, naming what to send.
+def test_older_flow_create_without_code_then_load(wmd):
+    # The original's older flow: POST /workers without code, PUT the raw
+    # package, start.  Until its code arrives the worker exists, stopped,
+    # at version 0, in state no_code, and cannot start or take an event.
+    r = wmd.post("/workers", {"mimeType": MIME, "topic": "t",
+                              "group": "g0"})
+    assert r.status == 201, r
+    w = r.json
+    wid = w["id"]
+    assert (w["status"], w["state"], w["version"]) == \
+        ("stopped", "no_code", 0), w
+    assert wmd.get(f"/workers/{wid}").json["state"] == "no_code"
+    assert [x["id"] for x in wmd.get("/v1/workers").json["workers"]] == [wid]
+    orig = wmd.get(f"/workers/{wid}?format=original").json
+    assert orig["status"] == "Stopped" and orig["codeSource"] == {}, orig
+    assert wmd.get(f"/workers/{wid}/history").json == \
+        {"worker_id": wid, "current": 0, "versions": []}
+    for path, body in ((f"/workers/{wid}/start", None),
+                       (f"/v1/workers/{wid}/invoke",
+                        {"specversion": "1.0", "id": "x", "source": "s",
+                         "type": "echo"})):
+        r = wmd.post(path, body)
+        assert r.status == 409 and r.code == "conflict", r
+        msg = r.json["error"]["message"]
+        assert "has no code yet" in msg and \
+            f"PUT /v1/workers/{wid}/code" in msg, msg
+    # start: true cannot hold without code.
+    r = wmd.post("/v1/workers", {"mimeType": MIME, "topic": "t",
+                                 "start": True})
+    assert r.status == 400 and "start: true needs code" in \
+        r.json["error"]["message"], r
+
+    # It survives a restart as it is.
+    assert wmd.stop() == 0
+    wmd.start()
+    got = wmd.get(f"/workers/{wid}").json
+    assert (got["status"], got["state"], got["version"]) == \
+        ("stopped", "no_code", 0), got
+    rec = wmd.get("/health").json["checks"]["recovery"]
+    assert (rec["recovered"], rec["failed"]) == (1, 0), rec
+
+    # Its first code is version 1; then it is a worker like any other.
+    r = wmd.request("PUT", f"/workers/{wid}/code", raw=b"echo",
+                    headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 200, r
+    assert (r.json["version"], r.json["state"]) == (1, "stopped"), r
+    assert wmd.post(f"/workers/{wid}/start").status == 200
+    out = wmd.invoke(wid, data={"k": 1})
+    assert out.status == 200 and out.json["type"] == "echo.out", out
+    r = wmd.post(f"/v1/workers/{wid}/code",
+                 {"code_source": {"content": b64("echo\n# v2")}})
+    assert r.status == 200 and r.json["version"] == 2, r
+    assert [v["version"] for v in
+            wmd.get(f"/workers/{wid}/history").json["versions"]] == [1, 2]
+    assert wmd.lifecycle_names(wid) == ["created", "reloaded", "started",
+                                        "reloaded"]
+    # A second one, left without code, is deleted as any worker is.
     r = wmd.post("/workers", {"mimeType": MIME, "topic": "t"})
-    assert r.status == 400 and r.code == "invalid_argument", r
-    assert r.json["error"]["message"].startswith(
-        "code is required (codeSource in the original's shape)"), r
+    assert r.status == 201, r
+    assert wmd.request("DELETE", f"/workers/{r.json['id']}").status == 204
+    assert wmd.get(f"/workers/{r.json['id']}").status == 404
+
+
+def test_unversioned_paths_and_raw_package(wmd):
     r = wmd.post("/workers", {"mimeType": MIME, "topic": "t",
                               "group": "g1",
                               "codeSource": {"content": b64("echo")},
