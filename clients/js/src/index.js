@@ -59,7 +59,9 @@ export class WorkManagerClient {
   #addr;
 
   // {socket} (default: $WM_SOCKET or /run/workmanager/control.sock) or
-  // {url: 'http://host:port', token | tokenFile}; timeout in ms per call.
+  // {url: 'http://host:port', token | tokenFile} or an https url with
+  // caFile (or ca), and certFile and keyFile (or cert and key) for a client
+  // certificate; timeout in ms per call.
   constructor(opts = {}) {
     this.#opts = opts;
     this.timeout = opts.timeout ?? 30000;

@@ -3,7 +3,8 @@
     from workmanager import Client, AsyncClient, event
 
 Client talks to the daemon synchronously, AsyncClient with asyncio; both
-reach it on its control socket (the default) or over TCP with a bearer
+reach it on its control socket (the default) or over TCP (http:// or
+https://, with a CA file and an optional client certificate) with a bearer
 token, through the public HTTP API only (workmanagerd(8)), and raise a
 WorkManagerError subclass carrying the API's error code for every refusal.
 The operations are the original clients' (create_worker, load_code,
@@ -17,7 +18,8 @@ from ._core import (DEFAULT_SOCKET, MIME_BY_EXTENSION, ConflictError,
                     DaemonUnavailable, InvalidArgumentError, LoadFailedError,
                     NotFoundError, PayloadTooLargeError,
                     SecurityRejectedError, UnauthorizedError,
-                    UnavailableError, WorkerError, WorkManagerError, event)
+                    UnavailableError, WorkerError, WorkManagerError, event,
+                    tls_context)
 from .aio import AsyncClient
 from .client import Client, Follow
 
@@ -29,4 +31,5 @@ __all__ = [
     "MIME_BY_EXTENSION", "NotFoundError", "PayloadTooLargeError",
     "SecurityRejectedError", "UnauthorizedError", "UnavailableError",
     "WorkManagerClient", "WorkManagerError", "WorkerError", "event",
+    "tls_context",
 ]

@@ -16,6 +16,7 @@ daemon that cannot be reached is a DaemonUnavailable.
 import base64
 import json
 import os
+import ssl
 import uuid
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -139,12 +140,33 @@ def error_from(status, headers, body):
 
 # ---- where the daemon is --------------------------------------------------
 
-class Address:
-    """socket: the control socket's path, or url: http://host:port with a
-    bearer token (token, or the text of token_file).  Without either:
-    $WM_URL (with $WM_TOKEN_FILE), else $WM_SOCKET, else DEFAULT_SOCKET."""
+def tls_context(ca_file=None, cert_file=None, key_file=None):
+    """The TLS context of an https:// address: the system's CAs, or only
+    those of ca_file (PEM); with cert_file (and key_file, when the key is
+    not in cert_file) the client certificate the daemon may ask for.  The
+    server's name and certificate are always verified."""
+    ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file
+                                     else None)
+    if cert_file:
+        ctx.load_cert_chain(str(cert_file),
+                            str(key_file) if key_file else None)
+    elif key_file:
+        raise ValueError("key_file needs cert_file")
+    return ctx
 
-    def __init__(self, socket=None, url=None, token=None, token_file=None):
+
+class Address:
+    """socket: the control socket's path, or url: http://host:port or
+    https://host:port with a bearer token (token, or the text of
+    token_file).  Without either: $WM_URL (with $WM_TOKEN_FILE), else
+    $WM_SOCKET, else DEFAULT_SOCKET.  An https URL verifies the daemon's
+    certificate against ca_file ($WM_CA_FILE; the system's CAs without
+    one) or uses ssl_context as given; cert_file and key_file are the
+    client certificate for tls_client_cert = optional or required."""
+
+    def __init__(self, socket=None, url=None, token=None, token_file=None,
+                 ca_file=None, cert_file=None, key_file=None,
+                 ssl_context=None):
         if socket and url:
             raise ValueError("give socket or url, not both")
         if not socket and not url:
@@ -152,13 +174,23 @@ class Address:
             socket = None if url else os.environ.get("WM_SOCKET",
                                                      DEFAULT_SOCKET)
         self.socket = str(socket) if socket else None
-        self.host = self.port = None
+        self.host = self.port = self.ssl = None
+        self.scheme = "http"
         if url:
             u = urlsplit(url)
-            if u.scheme != "http" or not u.hostname:
+            if u.scheme not in ("http", "https") or not u.hostname:
                 raise ValueError(f"url {url!r}: expected http://host:port "
-                                 "(https once the daemon serves TLS)")
-            self.host, self.port = u.hostname, u.port or 80
+                                 "or https://host:port")
+            self.scheme = u.scheme
+            self.host = u.hostname
+            self.port = u.port or (443 if u.scheme == "https" else 80)
+        if self.scheme == "https":
+            self.ssl = ssl_context or tls_context(
+                ca_file or os.environ.get("WM_CA_FILE"), cert_file,
+                key_file)
+        elif ca_file or cert_file or key_file or ssl_context:
+            raise ValueError("ca_file, cert_file, key_file and ssl_context "
+                             "are for an https:// url")
         token_file = token_file or (os.environ.get("WM_TOKEN_FILE")
                                     if url and token is None else None)
         if token is None and token_file:
@@ -166,7 +198,7 @@ class Address:
         self.token = token
 
     def __str__(self):
-        return self.socket or f"http://{self.host}:{self.port}"
+        return self.socket or f"{self.scheme}://{self.host}:{self.port}"
 
     def headers(self, extra=None):
         h = {"Host": "localhost" if self.socket

@@ -89,8 +89,10 @@ class AsyncClient(Operations):
     usable as `async with AsyncClient(...) as wm:`."""
 
     def __init__(self, socket=None, url=None, token=None, token_file=None,
-                 timeout=30):
-        self.address = Address(socket, url, token, token_file)
+                 timeout=30, ca_file=None, cert_file=None, key_file=None,
+                 ssl_context=None):
+        self.address = Address(socket, url, token, token_file, ca_file,
+                               cert_file, key_file, ssl_context)
         self.timeout = timeout
 
     async def __aenter__(self):
@@ -112,7 +114,8 @@ class AsyncClient(Operations):
             if a.socket:
                 r, w = await asyncio.open_unix_connection(a.socket)
             else:
-                r, w = await asyncio.open_connection(a.host, a.port)
+                r, w = await asyncio.open_connection(a.host, a.port,
+                                                     ssl=a.ssl)
         except OSError as e:
             raise DaemonUnavailable(a, e) from e
         hdrs = a.headers(headers)

@@ -34,12 +34,16 @@ class _UnixConnection(http.client.HTTPConnection):
 
 class Client(Operations):
     """A workmanagerd client: Client() (the default socket, or $WM_URL /
-    $WM_SOCKET), Client(socket=PATH) or Client(url="http://h:p",
-    token_file=FILE).  timeout is each call's, in seconds."""
+    $WM_SOCKET), Client(socket=PATH), Client(url="http://h:p",
+    token_file=FILE) or Client(url="https://h:p", token_file=FILE,
+    ca_file=CA, cert_file=CERT, key_file=KEY) (workmanager.Address).
+    timeout is each call's, in seconds."""
 
     def __init__(self, socket=None, url=None, token=None, token_file=None,
-                 timeout=30):
-        self.address = Address(socket, url, token, token_file)
+                 timeout=30, ca_file=None, cert_file=None, key_file=None,
+                 ssl_context=None):
+        self.address = Address(socket, url, token, token_file, ca_file,
+                               cert_file, key_file, ssl_context)
         self.timeout = timeout
 
     def __enter__(self):
@@ -55,6 +59,9 @@ class Client(Operations):
         a = self.address
         if a.socket:
             return _UnixConnection(a.socket, timeout)
+        if a.ssl:
+            return http.client.HTTPSConnection(a.host, a.port,
+                                               timeout=timeout, context=a.ssl)
         return http.client.HTTPConnection(a.host, a.port, timeout=timeout)
 
     def _send(self, method, path, body=None, headers=None, timeout=None):
