@@ -3,7 +3,8 @@
 // StartWorkerAsync, StopWorkerAsync, DeleteWorkerAsync, ListWorkersAsync,
 // GetWorkerHistoryAsync, RecoverWorkersAsync, the tags) and the daemon's
 // own (InvokeAsync, PublishAsync, FollowAsync), over the public HTTP API
-// only (workmanagerd(8)): the control socket, or TCP with a bearer token.
+// only (workmanagerd(8)): the control socket, or TCP (http or https, with a
+// CA file and a client certificate) with a bearer token.
 //
 // Why this way: one HttpClient per client (SocketsHttpHandler; its
 // ConnectCallback reaches the unix socket), each operation one request
@@ -14,7 +15,9 @@ using System.Collections.Generic;
 using System.IO;
 using System.Net.Http;
 using System.Net.Http.Headers;
+using System.Net.Security;
 using System.Net.Sockets;
+using System.Security.Cryptography.X509Certificates;
 using System.Text;
 using System.Text.Json;
 using System.Text.Json.Nodes;
@@ -78,6 +81,61 @@ public sealed class WorkManagerClient : IDisposable, IAsyncDisposable
         if (token is not null)
             http.DefaultRequestHeaders.Authorization = new AuthenticationHeaderValue("Bearer", token);
         where = $"http://{host}:{port}";
+    }
+
+    // TCP at url, http:// or https://, with the daemon's bearer token.  An
+    // https url verifies the daemon's certificate: against caFile (PEM)
+    // only when given, else against the system's CAs; clientCertFile and
+    // clientKeyFile (PEM) are the client certificate a daemon with
+    // tls_client_cert = optional or required asks for.
+    public WorkManagerClient(Uri url, string? token = null, string? caFile = null,
+                             string? clientCertFile = null, string? clientKeyFile = null)
+    {
+        if (url.Scheme != Uri.UriSchemeHttp && url.Scheme != Uri.UriSchemeHttps)
+            throw new ArgumentException($"url {url}: expected http://host:port or https://host:port");
+        bool tls = url.Scheme == Uri.UriSchemeHttps;
+        if (!tls && (caFile ?? clientCertFile ?? clientKeyFile) is not null)
+            throw new ArgumentException("caFile, clientCertFile and clientKeyFile are for an https:// url");
+        if ((clientCertFile is null) != (clientKeyFile is null))
+            throw new ArgumentException("a client certificate takes clientCertFile and clientKeyFile together");
+        var handler = new SocketsHttpHandler();
+        if (tls)
+            handler.SslOptions = TlsOptions(caFile, clientCertFile, clientKeyFile);
+        http = new HttpClient(handler) {
+            BaseAddress = new Uri(url.GetLeftPart(UriPartial.Authority)), Timeout = Timeout.InfiniteTimeSpan,
+        };
+        if (token is not null)
+            http.DefaultRequestHeaders.Authorization = new AuthenticationHeaderValue("Bearer", token);
+        where = url.GetLeftPart(UriPartial.Authority);
+    }
+
+    private static SslClientAuthenticationOptions TlsOptions(string? caFile, string? certFile, string? keyFile)
+    {
+        var o = new SslClientAuthenticationOptions();
+        if (certFile is not null)
+            o.ClientCertificates = new X509CertificateCollection {
+                X509Certificate2.CreateFromPemFile(certFile, keyFile),
+            };
+        if (caFile is not null) {
+            var roots = new X509Certificate2Collection();
+            roots.ImportFromPemFile(caFile);
+            o.RemoteCertificateValidationCallback = (_, cert, _, errors) => SignedBy(roots, cert, errors);
+        }
+        return o;
+    }
+
+    // Whether cert chains to one of roots alone (the system's CAs are not
+    // asked) and names the host (no other policy error).
+    private static bool SignedBy(X509Certificate2Collection roots, X509Certificate? cert, SslPolicyErrors errors)
+    {
+        if (cert is not X509Certificate2 leaf ||
+            (errors & ~SslPolicyErrors.RemoteCertificateChainErrors) != SslPolicyErrors.None)
+            return false;
+        using var chain = new X509Chain();
+        chain.ChainPolicy.TrustMode = X509ChainTrustMode.CustomRootTrust;
+        chain.ChainPolicy.CustomTrustStore.AddRange(roots);
+        chain.ChainPolicy.RevocationMode = X509RevocationMode.NoCheck;
+        return chain.Build(leaf);
     }
 
     // Each call's limit (default 30 s); FollowAsync has none.

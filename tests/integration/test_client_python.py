@@ -1,19 +1,21 @@
 """test_client_python.py — the Python client library (clients/python,
 package workmanager; issue 25) against a real daemon: the original
 clients' operations and ours, sync and asyncio, over the control socket
-and over TCP with a token, errors as typed exceptions with the API's code.
+and over TCP with a token (http:// and https://, with a CA file and a
+client certificate), errors as typed exceptions with the API's code.
 
 One daemon for the module (a TCP listener beside its socket): each test
 makes workers of its own names and deletes them.
 """
 
 import asyncio
+import ssl
 import subprocess
 import sys
 
 import pytest
 
-from clients_lib import CLIENTS, MIME, TOKEN, daemon  # noqa: F401
+from clients_lib import CLIENTS, MIME, TOKEN, daemon, pki, tlsd  # noqa: F401
 
 sys.path.insert(0, str(CLIENTS / "python"))
 import workmanager  # noqa: E402
@@ -130,6 +132,39 @@ def test_tcp_with_a_token(daemon, tmp_path):
     with pytest.raises(workmanager.DaemonUnavailable) as e:
         Client(socket=tmp_path / "nothing.sock").list_workers()
     assert "nothing.sock" in str(e.value)
+
+
+def test_https_with_ca_file_and_client_certificate(tlsd):  # noqa: F811
+    tls = dict(url=tlsd.url, token=tlsd.token, ca_file=tlsd.ca,
+               cert_file=tlsd.cert, key_file=tlsd.key)
+    wm = Client(**tls)
+    wid = wm.create_worker({"content": b"echo"}, MIME, "py-tls",
+                           name="py-tls")
+    try:
+        assert wm.invoke(wid, event("echo", {"n": 1}))["data"] == {"n": 1}
+
+        async def run():
+            async with AsyncClient(**tls) as aw:
+                out = await aw.invoke(wid, event("echo", [2]))
+                assert out["data"] == [2]
+        asyncio.run(run())
+    finally:
+        wm.delete_worker(wid)
+    # A daemon whose certificate another CA signed is refused, both ways.
+    other = dict(tls, ca_file=tlsd.other_ca)
+    with pytest.raises(workmanager.DaemonUnavailable) as e:
+        Client(**other).list_workers()
+    assert isinstance(e.value.__cause__, ssl.SSLCertVerificationError), \
+        e.value
+    assert "certificate verify failed" in str(e.value)
+
+    async def refused():
+        with pytest.raises(workmanager.DaemonUnavailable) as e:
+            await AsyncClient(**other).list_workers()
+        assert isinstance(e.value.__cause__, ssl.SSLCertVerificationError)
+    asyncio.run(refused())
+    with pytest.raises(ValueError, match="for an https:// url"):
+        Client(url="http://127.0.0.1:1", ca_file=tlsd.ca)
 
 
 def test_asyncio_client(daemon):

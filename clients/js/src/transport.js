@@ -47,6 +47,9 @@ export async function address(opts = {}) {
     if (token === undefined && tokenFile)
       token = (await readFile(tokenFile, 'utf8')).replace(/[\r\n ]+$/, '');
     const addr = { url: u.origin, token, where: u.origin };
+    if (u.protocol === 'http:' &&
+        ['ca', 'caFile', 'cert', 'certFile', 'key', 'keyFile'].some((k) => opts[k] !== undefined))
+      throw new TypeError('ca, caFile, cert, certFile, key and keyFile are for an https:// url');
     if (u.protocol === 'https:') {
       addr.https = { host: u.hostname.replace(/^\[|\]$/g, ''),
         port: u.port || 443, ...(await tlsOptions(opts)) };
