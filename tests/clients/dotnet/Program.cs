@@ -1,11 +1,15 @@
 // Program.cs — WorkManagerClient (clients/dotnet) against a running
 // daemon, driven by tests/integration/test_client_dotnet.py:
 //   ClientTest SOCKET URL TOKEN
+//   ClientTest tls URL TOKEN CA CERT KEY OTHER_CA
+// (the second: a create and an invoke over https with the daemon's CA and
+// a client certificate, then a client of another CA refusing the daemon).
 // Each check throws on failure (exit status 1 with its message); all
 // passed prints "ok".
 using System;
 using System.Collections.Generic;
 using System.Linq;
+using System.Security.Authentication;
 using System.Text;
 using System.Text.Json.Nodes;
 using System.Threading.Tasks;
@@ -31,8 +35,38 @@ static class Program
         throw new Exception($"expected {typeof(T).Name}");
     }
 
+    static async Task<int> Tls(string url, string token, string ca, string cert, string key, string otherCa)
+    {
+        var u = new Uri(url);
+        await using (var wm = new WorkManagerClient(u, token, ca, cert, key)) {
+            string id = await wm.CreateWorkerAsync(CodeSource.FromContent(Encoding.UTF8.GetBytes("echo")), Mime,
+                                                   "cs-tls", extra: new JsonObject { ["name"] = "cs-tls" });
+            try {
+                var outs = await wm.InvokeAsync(id, WorkManagerClient.Event("echo", new JsonObject { ["n"] = 1 }));
+                Check(outs.Count == 1 && (int?)outs[0]["data"]?["n"] == 1, "invoke over https");
+            } finally {
+                await wm.DeleteWorkerAsync(id);
+            }
+        }
+        await using (var stranger = new WorkManagerClient(u, token, otherCa, cert, key)) {
+            var e = await Throws<WorkManagerUnavailableException>(() => stranger.ListWorkersAsync());
+            Check(e.Code == "unavailable" && e.InnerException?.InnerException is AuthenticationException,
+                  "a daemon another CA signed is refused: " + e);
+        }
+        try {
+            _ = new WorkManagerClient(new Uri("http://127.0.0.1:1"), token, ca);
+            throw new Exception("expected ArgumentException");
+        } catch (ArgumentException a) {
+            Check(a.Message.Contains("for an https:// url"), "a CA file is for https");
+        }
+        Console.WriteLine("ok");
+        return 0;
+    }
+
     static async Task<int> Main(string[] args)
     {
+        if (args[0] == "tls")
+            return await Tls(args[1], args[2], args[3], args[4], args[5], args[6]);
         string socket = args[0], url = args[1], token = args[2];
         await using var wm = new WorkManagerClient(socket);
         var extra = new JsonObject { ["name"] = "cs-life", ["tags"] = new JsonObject { ["a"] = "1" } };
