@@ -191,7 +191,8 @@ unsigned api_workers_remove_tenant(struct daemon *d, const char *tenant);
 /* How many workers tenant has. */
 unsigned api_workers_count_tenant(struct daemon *d, const char *tenant);
 /* Answers 409 conflict for worker w, created without code, that was asked
- * to start or to take an event: its message says how to load the code. */
+ * to start, to roll back or to take an event: its message says how to
+ * load the code. */
 void api_workers_refuse_no_code(struct api_req *rq, const struct worker *w);
 /* POST /v1/workers/{id}/invoke of worker w (route_invoke.c). */
 void api_invoke_route(struct api_req *rq, struct worker *w);

@@ -14,6 +14,11 @@
  * had come in the request, its history entry recording the URL, the
  * address they came from and their digest.  Only the blob is kept:
  * recovery and rollback never fetch again.
+ *
+ * A create without code (the original's older flow) writes a stopped
+ * worker at version 0, in state no_code, with no history: nothing is
+ * stored or loaded until its first reload makes it version 1; start and
+ * invoke refuse it (api_workers_refuse_no_code) until then.
  */
 #include "config.h"
 
@@ -679,9 +684,8 @@ create(struct api_req *rq)
     w->mime_type = strdup(b.mime);
     w->topic = strdup(b.topic);
     w->group = b.group ? strdup(b.group) : NULL;
-    w->status = no_code || (b.start && !json_is_true(b.start))
-                    ? WORKER_STOPPED
-                    : WORKER_RUNNING;
+    w->status = no_code || (b.start && !json_is_true(b.start)) ? WORKER_STOPPED
+                                                               : WORKER_RUNNING;
     w->in_process = in_process;
     w->engine = e;
     w->created_at_ms = timestamp_now_ms();
@@ -833,7 +837,9 @@ rollback(struct api_req *rq, struct worker *w)
     if (api_members_check(rq, body, &rollback_object) == 0 &&
         api_member_uint(rq, body, "version", "", 1, UINT32_MAX, &to) == 0) {
         const struct worker_version *v = worker_version_find(w, to);
-        if (to == 0 || v == NULL) {
+        if (w->nhistory == 0) {
+            api_workers_refuse_no_code(rq, w);
+        } else if (to == 0 || v == NULL) {
             api_error(rq, 400, "invalid_argument",
                       "version must name an existing version (1 to %zu)",
                       w->nhistory);

@@ -159,8 +159,9 @@ record_worker_decode(const char *id, const uint8_t *data, size_t len, char *err,
         why = "name, tenant, mime_type or topic is empty";
     else if ((unsigned)r->status > WORKMANAGER__STATUS__STOPPED)
         why = "unknown status";
-    else if (r->n_history == 0 ? r->version != 0 || r->status != WORKMANAGER__STATUS__STOPPED
-                               : r->version == 0 || r->version > r->n_history)
+    else if (r->n_history == 0
+                 ? r->version != 0 || r->status != WORKMANAGER__STATUS__STOPPED
+                 : r->version == 0 || r->version > r->n_history)
         why = "the current code version is not in the history (a worker "
               "without code is stopped at version 0)";
     for (size_t i = 0; !why && i < r->n_history; i++)

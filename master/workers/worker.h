@@ -124,7 +124,8 @@ struct worker {
     int64_t updated_at_ms;
     struct worker_version *history; /* versions 1..n, append-only */
     size_t nhistory;
-    uint32_t version;  /* the version in use */
+    uint32_t version;  /* the version in use; 0 with no history: created
+                        * without code, stopped until its first load */
     uint64_t revision; /* of its store record */
 
     /* Observed, never persisted. */

@@ -74,6 +74,7 @@ def test_older_flow_create_without_code_then_load(wmd):
     assert wmd.get(f"/workers/{wid}/history").json == \
         {"worker_id": wid, "current": 0, "versions": []}
     for path, body in ((f"/workers/{wid}/start", None),
+                       (f"/workers/{wid}/rollback", {"version": 1}),
                        (f"/v1/workers/{wid}/invoke",
                         {"specversion": "1.0", "id": "x", "source": "s",
                          "type": "echo"})):
