@@ -29,6 +29,9 @@
 /* The known backends; the first is the default. */
 static const struct store_backend *const backends[] = {
     &store_file_backend,
+#ifdef WM_NATS
+    &store_nats_backend,
+#endif
 };
 
 #define NBACKENDS (sizeof backends / sizeof backends[0])
@@ -213,10 +216,33 @@ store_open(const struct store_config *cfg, struct event_base *base, char *err,
         if (strcmp(backends[i]->name, name) == 0)
             return backends[i]->open(cfg, base, err, errlen);
     }
-    errbuf_set(err, errlen, "unknown state store backend \"%s\" (known: %s)",
-               name, backends[0]->name);
+#ifndef WM_NATS
+    if (strcmp(name, "nats") == 0) {
+        errbuf_set(err, errlen,
+                   "store = nats: this workmanagerd was built without NATS "
+                   "support (configure found no libnats); install libnats-dev "
+                   "and rebuild, or use store = file");
+        return NULL;
+    }
+#endif
+    errbuf_set(err, errlen, "unknown state store backend \"%s\" (known: %s%s)",
+               name, backends[0]->name, NBACKENDS > 1 ? ", nats" : "");
     return NULL;
 }
+
+#ifndef WM_NATS
+int
+store_nats_available(void)
+{
+    return 0;
+}
+
+const char *
+store_nats_version(void)
+{
+    return "";
+}
+#endif
 
 void
 store_close(struct store *st)

@@ -4,7 +4,7 @@
  * store.c owns the generic API: it validates keys, blob names and
  * arguments, computes blob hashes, then dispatches through the backend's
  * const ops table, so a backend only ever sees valid input.  Adding a
- * backend (store_nats.c) is adding a table and a row in store.c's list;
+ * backend (store_nats.c) was adding a table and a row in store.c's list;
  * callers of store.h do not change.
  *
  * Every backend's handle begins with `struct store` (its first member), so
@@ -60,6 +60,8 @@ struct store_backend {
 };
 
 extern const struct store_backend store_file_backend;
+/* store_nats.c, in builds with libnats (WM_NATS). */
+extern const struct store_backend store_nats_backend;
 
 /* 0 when key is a valid store key (store.h), else -1 with the reason in
  * err. */
