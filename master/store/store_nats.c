@@ -357,7 +357,7 @@ sn_options(struct store_nats *sn, const struct store_config *cfg, char *err,
         s = natsOptions_SetMaxReconnect(sn->opts, -1);
     if (s == NATS_OK)
         s = natsOptions_SetReconnectWait(sn->opts, SN_RECONNECT_MS);
-    what = "nats store: options";
+    what = "NATS options";
     if (s == NATS_OK && sn_set(cfg->nats_user)) {
         what = "nats_user";
         s = natsOptions_SetUserInfo(sn->opts, cfg->nats_user,
@@ -373,7 +373,7 @@ sn_options(struct store_nats *sn, const struct store_config *cfg, char *err,
         s = natsOptions_SetUserCredentialsFromFiles(sn->opts, file, NULL);
     }
     if (s == NATS_OK && tls) {
-        what = "nats store: TLS";
+        what = "NATS TLS";
         file = "";
         s = natsOptions_SetSecure(sn->opts, true);
     }
@@ -418,7 +418,7 @@ sn_bucket(struct store_nats *sn, const struct store_config *cfg,
             return 0;
     }
     store_nats_fail(err, errlen, s,
-                    "nats store: bucket %s at %s (does the server run "
+                    "NATS KV bucket %s at %s (does the server run "
                     "JetStream, nats-server -js, and may this user use it?)",
                     bucket, sn->url);
     return -1;
@@ -436,11 +436,14 @@ sn_connect(struct store_nats *sn, const struct store_config *cfg, char *err,
         return -1;
     s = natsConnection_Connect(&sn->nc, sn->opts);
     if (s != NATS_OK) {
-        store_nats_fail(err, errlen, s,
-                        "nats store: cannot connect to NATS at %s (is "
-                        "nats-server running there, and are nats_url, the "
-                        "credentials and the TLS files right?)",
-                        sn->url);
+        char why[512];
+
+        store_nats_fail(why, sizeof why, s, "no answer");
+        errbuf_set(err, errlen,
+                   "cannot connect to NATS at %s: %s; is nats-server "
+                   "running there (with JetStream, -js), and are nats_url, "
+                   "the credentials and the TLS files right?",
+                   sn->url, why + strlen("no answer: "));
         return -1;
     }
     jsOptions_Init(&jo);

@@ -61,7 +61,9 @@ store_nats_fail(char *err, size_t errlen, natsStatus s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (last != NULL && last[0] != '\0' && strcmp(last, text) != 0)
+    /* libnats's last error often repeats the status text after its
+     * source position: then the status text says it all. */
+    if (last != NULL && last[0] != '\0' && strstr(last, text) == NULL)
         errbuf_set(err, errlen, "%s: %s (%s)", what, text, last);
     else
         errbuf_set(err, errlen, "%s: %s", what, text);
