@@ -1056,8 +1056,8 @@ struct status_write {
  * counted one.  The larger wins, so a later write's completion is never
  * undone by an earlier one's. */
 static void
-on_status_written(enum store_status st, uint64_t revision,
-                  const char *message, void *arg)
+on_status_written(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
 {
     struct status_write *sw = arg;
     struct worker *w = registry_lookup(sw->d->registry, sw->id);
