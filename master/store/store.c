@@ -21,7 +21,10 @@
 #include "lib/hex.h"
 #include "lib/name.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -155,6 +158,19 @@ store_sha256(const uint8_t *data, size_t len, uint8_t out[32])
         outlen != 32)
         return -1;
     return 0;
+}
+
+void
+store_fail_v(enum store_status *status, char **message, enum store_status st,
+             const char *fmt, va_list ap)
+{
+    char *m;
+
+    if (vasprintf(&m, fmt, ap) < 0)
+        m = NULL;
+    free(*message);
+    *message = m;
+    *status = st;
 }
 
 void

@@ -79,15 +79,10 @@ static void
 sn_op_fail(struct sn_op *op, enum store_status status, const char *fmt, ...)
 {
     va_list ap;
-    char *m;
 
     va_start(ap, fmt);
-    if (vasprintf(&m, fmt, ap) < 0)
-        m = NULL; /* the callback then gets the status name only */
+    store_fail_v(&op->status, &op->message, status, fmt, ap);
     va_end(ap);
-    free(op->message);
-    op->message = m;
-    op->status = status;
 }
 
 /* op fails with STORE_IO and store_nats_fail()'s words. */

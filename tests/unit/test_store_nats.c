@@ -38,17 +38,15 @@
 #include <nats/nats.h>
 
 #include "tests/unit/check.h"
+#include "tests/unit/store_wait.h"
 
 /* A blob larger than the biggest code the API admits (24 MiB decoded
  * under max_body_bytes' 32 MiB of base64): it spans many chunks. */
 #define BIG_BLOB (24u * 1024 * 1024 + 12345)
 
-static struct event_base *base;
 static char root[] = "/tmp/test_store_nats.XXXXXX";
 static char url[64];
 static pid_t server = -1;
-static pthread_t loop_thread;
-static int pending;
 static unsigned prefix_seq;
 static char prefix[32];
 
@@ -130,39 +128,6 @@ server_stop(void)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-struct result {
-    bool done, on_loop;
-    enum store_status status;
-    uint64_t revision;
-    char message[1024];
-};
-
-static void
-on_done(enum store_status status, uint64_t revision, const char *message,
-        void *arg)
-{
-    struct result *r = arg;
-
-    r->done = true;
-    r->on_loop = pthread_equal(pthread_self(), loop_thread) != 0;
-    r->status = status;
-    r->revision = revision;
-    snprintf(r->message, sizeof r->message, "%s",
-             message != NULL ? message : "");
-    pending--;
-}
-
-static void
-wait_all(void)
-{
-    while (pending > 0) {
-        if (event_base_loop(base, EVLOOP_ONCE) < 0) {
-            fprintf(stderr, "event_base_loop failed\n");
-            abort();
-        }
-    }
-}
-
 /* A store on buckets of the test's own. */
 static struct store *
 open_store(void)
@@ -188,38 +153,6 @@ reopen_store(void)
 {
     prefix_seq--;
     return open_store();
-}
-
-static struct result
-put_wait(struct store *st, const char *key, const char *value,
-         uint64_t expected)
-{
-    struct result r = { 0 };
-
-    pending++;
-    if (store_put(st, key, (const uint8_t *)value, strlen(value), expected,
-                  on_done, &r) != 0) {
-        pending--;
-        r.status = STORE_INVALID;
-        return r;
-    }
-    wait_all();
-    return r;
-}
-
-static struct result
-delete_wait(struct store *st, const char *key, uint64_t expected)
-{
-    struct result r = { 0 };
-
-    pending++;
-    if (store_delete(st, key, expected, on_done, &r) != 0) {
-        pending--;
-        r.status = STORE_INVALID;
-        return r;
-    }
-    wait_all();
-    return r;
 }
 
 /* Gets key: its status, and whether the value is `value`. */
