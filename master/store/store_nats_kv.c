@@ -174,12 +174,28 @@ sn_kv_get(kvStore *kv, const char *bucket, const char *enc, uint8_t **value,
     return STORE_OK;
 }
 
+/* Reads run on the loop: while the connection is down they fail at once
+ * rather than stall the daemon for SN_WAIT_MS each (writes, on the writer
+ * thread, wait: the reconnect may come in time). */
+static int
+sn_connected(struct store_nats *sn, char *err, size_t errlen)
+{
+    if (natsConnection_Status(sn->nc) == NATS_CONN_STATUS_CONNECTED)
+        return 0;
+    errbuf_set(err, errlen,
+               "NATS at %s is unreachable (the client reconnects by itself)",
+               sn->url);
+    return -1;
+}
+
 enum store_status
 store_nats_get(struct store_nats *sn, const char *key, uint8_t **value,
                size_t *len, uint64_t *rev, char *err, size_t errlen)
 {
     char k[SN_KEY_MAX];
 
+    if (sn_connected(sn, err, errlen) != 0)
+        return STORE_IO;
     sn_key_encode(key, k);
     return sn_kv_get(sn->state, sn->state_bucket, k, value, len, rev, err,
                      errlen);
@@ -268,6 +284,8 @@ store_nats_list(struct store_nats *sn, const char *prefix, store_list_cb cb,
     enum store_status st = STORE_OK;
     natsStatus s;
 
+    if (sn_connected(sn, err, errlen) != 0)
+        return STORE_IO;
     kvWatchOptions_Init(&o);
     o.IgnoreDeletes = true;
     s = kvStore_WatchAll(&w, sn->state, &o);
@@ -481,6 +499,8 @@ store_nats_blob_get(struct store_nats *sn, const char *hex, uint8_t **data,
     char got[STORE_SHA256_HEX];
     size_t vlen = 0, at = 0;
 
+    if (sn_connected(sn, err, errlen) != 0)
+        return STORE_IO;
     st = sn_kv_get(sn->blobs, sn->blob_bucket, hex, &v, &vlen, NULL, err,
                    errlen);
     if (st != STORE_OK)

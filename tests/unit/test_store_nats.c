@@ -49,6 +49,7 @@ static char url[64];
 static pid_t server = -1;
 static unsigned prefix_seq;
 static char prefix[32];
+static int memory = 1; /* buckets in memory, else on file */
 
 /* ---- the server --------------------------------------------------------- */
 
@@ -81,16 +82,22 @@ server_binary(void)
     return NULL;
 }
 
-/* Starts the server; 0 once a client connects, -1 otherwise. */
+static const char *server_bin;
+static int server_port;
+
+/* Starts the server (on server_port once it has one); 0 once a client
+ * connects, -1 otherwise. */
 static int
-server_start(const char *bin)
+server_start(void)
 {
     char port[16], dir[128], log[128];
     natsConnection *nc = NULL;
-    int p = free_port();
+    const char *bin = server_bin;
+    int p = server_port > 0 ? server_port : free_port();
 
     if (p < 0)
         return -1;
+    server_port = p;
     snprintf(port, sizeof port, "%d", p);
     snprintf(dir, sizeof dir, "%s/js", root);
     snprintf(log, sizeof log, "%s/nats-server.log", root);
@@ -99,7 +106,7 @@ server_start(const char *bin)
     if (server < 0)
         return -1;
     if (server == 0) {
-        FILE *f = freopen(log, "w", stderr);
+        FILE *f = freopen(log, "a", stderr);
 
         (void)f;
         execl(bin, bin, "-js", "-a", "127.0.0.1", "-p", port, "-sd", dir,
@@ -137,7 +144,7 @@ open_store(void)
         .backend = "nats",
         .nats_url = url,
         .nats_prefix = prefix,
-        .nats_memory = 1,
+        .nats_memory = memory,
     };
     char err[1024] = "";
     struct store *st = store_open(&cfg, base, err, sizeof err);
@@ -396,6 +403,51 @@ test_corrupt_blob(void)
     store_close(st);
 }
 
+/* The server goes away and comes back: reads fail at once naming the
+ * URL meanwhile (they run on the loop: no stall), and the store finds
+ * the server again by itself, its records intact (file storage). */
+static void
+test_outage(void)
+{
+    struct store *st;
+    struct result w;
+    char err[512] = "";
+    uint8_t *v = NULL;
+    size_t len = 0;
+    uint64_t rev = 0;
+    enum store_status s = STORE_OK;
+
+    memory = 0;
+    st = open_store();
+    memory = 1;
+    REQUIRE(st != NULL);
+    w = put_wait(st, "k", "before", 0);
+    REQUIRE(w.status == STORE_OK);
+    server_stop();
+    for (int i = 0; i < 300 && s == STORE_OK; i++) {
+        s = store_get(st, "k", &v, &len, &rev, err, sizeof err);
+        free(v);
+        v = NULL;
+        if (s == STORE_OK)
+            usleep(10000);
+    }
+    CHECK(s == STORE_IO);
+    CHECK(strstr(err, "is unreachable") != NULL);
+    CHECK(strstr(err, url) != NULL);
+    REQUIRE(server_start() == 0);
+    s = STORE_IO;
+    for (int i = 0; i < 1000 && s == STORE_IO; i++) {
+        s = store_get(st, "k", &v, &len, &rev, err, sizeof err);
+        if (s == STORE_IO)
+            usleep(10000);
+    }
+    CHECK(s == STORE_OK && len == 6 && memcmp(v, "before", 6) == 0);
+    CHECK(rev == w.revision);
+    free(v);
+    CHECK(put_wait(st, "k", "after", w.revision).status == STORE_OK);
+    store_close(st);
+}
+
 /* Nothing listens: the open fails naming the URL. */
 static void
 test_unreachable(void)
@@ -430,7 +482,8 @@ main(void)
         perror("mkdtemp");
         return 99;
     }
-    if (server_start(bin) != 0) {
+    server_bin = bin;
+    if (server_start() != 0) {
         fprintf(stderr, "nats-server did not start (see %s)\n", root);
         server_stop();
         return 99;
@@ -443,6 +496,7 @@ main(void)
     RUN(test_persistence);
     RUN(test_blobs);
     RUN(test_corrupt_blob);
+    RUN(test_outage);
     RUN(test_unreachable);
     event_base_free(base);
     server_stop();
