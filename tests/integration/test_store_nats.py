@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from wm import Daemon, b64, free_port
+from wm import Daemon, Stream, b64, event, free_port, metric, publish
 import pyhost_lib
 
 NATS_SERVER = shutil.which("nats-server") or (
@@ -207,6 +207,32 @@ def test_tenant_suspend_keeps_revisions_right(wm_builddir, tmp_path, nats):
                    "running", what="the worker running again")
         r = d.put("/v1/workers/w/tags", {"tags": {"k": "v"}})
         assert r.status == 200, r
+    finally:
+        assert d.stop() == 0
+
+
+def test_group_locks_in_nats(wm_builddir, tmp_path, nats):
+    """A group's lock record lives in NATS (compare-and-set on its
+    revision): two members take turns, never overlapping."""
+    d = _daemon(wm_builddir, tmp_path, nats,
+                group_lock_retry_base_delay_ms=20,
+                redelivery_base_delay_ms=20).start()
+    try:
+        a = d.create(topic="g", name="ga", group="lockers")
+        b = d.create(topic="g", name="gb", group="lockers")
+        out = Stream(d, "span.out")
+        r = publish(d, "g", [event("span", id_=f"s{i}", do="span:20")
+                             for i in range(10)])
+        assert r.status == 202, r
+        got = out.wait(10, timeout=30)
+        spans = sorted((e["data"]["start_ns"], e["data"]["end_ns"])
+                       for e in got)
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            assert e1 <= s2, f"overlap: {spans}"
+        assert len(got) == 10, got
+        assert metric(d, "workmanager_grouplock_acquired_total") >= 10
+        assert {e["data"]["worker"] for e in got} <= {a["id"], b["id"]}
+        out.close()
     finally:
         assert d.stop() == 0
 
