@@ -92,8 +92,9 @@ backends_check(const struct conf *c, char *err, size_t errlen)
         conf_origin_format(c, "store", origin, sizeof origin);
         snprintf(err, errlen,
                  "store = nats (%s): this workmanagerd was built without "
-                 "NATS support (configure found no libnats); install "
-                 "libnats-dev and rebuild, or use store = file",
+                 "NATS support (configured --without-nats, or libnats "
+                 "was not found); install libnats-dev and rebuild, or use "
+                 "store = file",
                  origin);
         return -1;
     }

@@ -236,8 +236,9 @@ store_open(const struct store_config *cfg, struct event_base *base, char *err,
     if (strcmp(name, "nats") == 0) {
         errbuf_set(err, errlen,
                    "store = nats: this workmanagerd was built without NATS "
-                   "support (configure found no libnats); install libnats-dev "
-                   "and rebuild, or use store = file");
+                   "support (configured --without-nats, or libnats was not "
+                   "found); install libnats-dev and rebuild, or use "
+                   "store = file");
         return NULL;
     }
 #endif
