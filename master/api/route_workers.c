@@ -1081,6 +1081,30 @@ on_tenant_write(enum store_status st, uint64_t revision, const char *message,
         log_err("store: a tenant's worker record: %s", message);
 }
 
+/* A status write's worker, by id: it may be deleted before the write
+ * completes. */
+struct status_write {
+    struct daemon *d;
+    char id[UUID_SIZE];
+};
+
+/* The revision a status write got.  The file store's revisions grow by
+ * one, so the worker's was counted at submission; a shared store's (nats:
+ * the bucket's sequence) is only known now, and is larger than any
+ * counted one.  The larger wins, so a later write's completion is never
+ * undone by an earlier one's. */
+static void
+on_status_written(enum store_status st, uint64_t revision, const char *message,
+                  void *arg)
+{
+    struct status_write *sw = arg;
+    struct worker *w = registry_lookup(sw->d->registry, sw->id);
+    if (st == STORE_OK && w != NULL && revision > w->revision)
+        w->revision = revision;
+    on_tenant_write(st, revision, message, sw->d);
+    free(sw);
+}
+
 unsigned
 api_workers_count_tenant(struct daemon *d, const char *tenant)
 {
@@ -1103,13 +1127,19 @@ api_workers_set_status(struct daemon *d, struct worker *w, bool run)
     w->status = run ? WORKER_RUNNING : WORKER_STOPPED;
     w->updated_at_ms = timestamp_now_ms();
     record_worker_key(w->id, key, sizeof key);
-    if (record_worker_encode(w, &rec, &len) == 0) {
+    struct status_write *sw = calloc(1, sizeof *sw);
+    if (sw != NULL && record_worker_encode(w, &rec, &len) == 0) {
+        sw->d = d;
+        memcpy(sw->id, w->id, sizeof sw->id);
         /* Whatever revision: the tenant's decision wins. */
-        store_put(d->store, key, rec, len, STORE_ANY_REVISION, on_tenant_write,
-                  d);
-        w->revision++;
+        if (store_put(d->store, key, rec, len, STORE_ANY_REVISION,
+                      on_status_written, sw) == 0) {
+            w->revision++;
+            sw = NULL;
+        }
         free(rec);
     }
+    free(sw);
     flow_status(d->flow, w);
     supervise_apply(d->sv, w, NULL, NULL);
     lifecycle_emit(d, w, run ? "started" : "stopped", NULL);

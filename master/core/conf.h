@@ -96,6 +96,11 @@ enum conf_broker {
     CONF_BROKER_NATS,
 };
 
+enum conf_nats_storage {
+    CONF_NATS_STORAGE_FILE,
+    CONF_NATS_STORAGE_MEMORY,
+};
+
 enum conf_plaintext {
     CONF_PLAINTEXT_NO,       /* `listen` needs TLS */
     CONF_PLAINTEXT_LOOPBACK, /* plain HTTP allowed on a loopback address */
@@ -161,6 +166,16 @@ struct conf {
     int store;  /* enum conf_store */
     int broker; /* enum conf_broker */
     char *nats_url;
+    char *nats_user; /* "": no user/password */
+    char *nats_password;
+    char *nats_token;      /* "": no token */
+    char *nats_creds_file; /* "": no credentials file */
+    char *nats_ca_file;    /* "": the system's CAs (tls:// URLs) */
+    char *nats_cert_file;  /* "": no client certificate */
+    char *nats_key_file;   /* "": the key is in nats_cert_file */
+    unsigned nats_kv_replicas;
+    int nats_storage; /* enum conf_nats_storage */
+    char *nats_bucket_prefix;
     int journal_fsync; /* enum conf_fsync */
     uint64_t journal_max_bytes;
     uint64_t journal_segment_bytes;

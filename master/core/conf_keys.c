@@ -50,6 +50,16 @@
  * | `store` | enum: file, nats | `file` | `WM_STORE` | State store backend. |
  * | `broker` | enum: embedded, nats | `embedded` | `WM_BROKER` | Message broker. |
  * | `nats_url` | string | `nats://127.0.0.1:4222` | `WM_NATS_URL` | NATS server URLs (comma-separated) for store = nats or broker = nats. |
+ * | `nats_user` | string, may be empty | empty | `WM_NATS_USER` | User name presented to NATS (with nats_password); empty means none. |
+ * | `nats_password` | string, may be empty | empty | `WM_NATS_PASSWORD` | Password of nats_user. |
+ * | `nats_token` | string, may be empty | empty | `WM_NATS_TOKEN` | Authentication token presented to NATS; empty means none. |
+ * | `nats_creds_file` | path, may be empty | empty | `WM_NATS_CREDS_FILE` | NATS credentials file (user JWT and NKey seed); empty means none. |
+ * | `nats_ca_file` | path, may be empty | empty | `WM_NATS_CA_FILE` | PEM CA certificates the NATS servers' certificates must chain to; set, the connection uses TLS. |
+ * | `nats_cert_file` | path, may be empty | empty | `WM_NATS_CERT_FILE` | PEM client certificate (chain) presented to NATS; set, the connection uses TLS. |
+ * | `nats_key_file` | path, may be empty | empty | `WM_NATS_KEY_FILE` | PEM private key of nats_cert_file. |
+ * | `nats_kv_replicas` | integer, 1–5 | `1` | `WM_NATS_KV_REPLICAS` | Replicas of the JetStream KV buckets the nats store creates (3 in a 3-node cluster). |
+ * | `nats_storage` | enum: file, memory | `file` | `WM_NATS_STORAGE` | Storage of the KV buckets the nats store creates: file (survives a server restart) or memory. |
+ * | `nats_bucket_prefix` | string | `wm` | `WM_NATS_BUCKET_PREFIX` | Prefix of the nats store's KV buckets (PREFIX_state, PREFIX_blobs); one prefix per system sharing a NATS account. |
  * | `journal_fsync` | enum: always, batch, off | `batch` | `WM_JOURNAL_FSYNC` | Durability of accepted events: always (fdatasync before answering, shared by concurrent publishes), batch (written before answering, fdatasync within 100 ms), off (never fdatasync). |
  * | `journal_max_bytes` | size (bytes), 1048576–1099511627776 | `1GiB` | `WM_JOURNAL_MAX_BYTES` | Disk budget of the broker's journal; when reached, publishes answer 503 until deliveries drain it. |
  * | `journal_segment_bytes` | size (bytes), 65536–4294967296 | `64MiB` | `WM_JOURNAL_SEGMENT_BYTES` | Size at which the journal starts a new segment file; segments whose events are all settled are deleted. |
@@ -147,6 +157,12 @@
 static const struct conf_word store_words[] = {
     { "file", CONF_STORE_FILE },
     { "nats", CONF_STORE_NATS },
+    { NULL, 0 },
+};
+
+static const struct conf_word nats_storage_words[] = {
+    { "file", CONF_NATS_STORAGE_FILE },
+    { "memory", CONF_NATS_STORAGE_MEMORY },
     { NULL, 0 },
 };
 
@@ -392,6 +408,104 @@ const struct conf_key conf_key_table[] = {
                "broker = nats.",
         .offset = AT(nats_url, char *),
         .check = conf_check_nats_url,
+    },
+    {
+        .name = "nats_user",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_USER",
+        .doc = "User name presented to NATS (with nats_password); empty "
+               "means none.",
+        .offset = AT(nats_user, char *),
+    },
+    {
+        .name = "nats_password",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_PASSWORD",
+        .doc = "Password of nats_user.",
+        .offset = AT(nats_password, char *),
+    },
+    {
+        .name = "nats_token",
+        .type = CONF_STRING,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_TOKEN",
+        .doc = "Authentication token presented to NATS; empty means none.",
+        .offset = AT(nats_token, char *),
+    },
+    {
+        .name = "nats_creds_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_CREDS_FILE",
+        .doc = "NATS credentials file (user JWT and NKey seed); empty means "
+               "none.",
+        .offset = AT(nats_creds_file, char *),
+    },
+    {
+        .name = "nats_ca_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_CA_FILE",
+        .doc = "PEM CA certificates the NATS servers' certificates must "
+               "chain to; set, the connection uses TLS.",
+        .offset = AT(nats_ca_file, char *),
+    },
+    {
+        .name = "nats_cert_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_CERT_FILE",
+        .doc = "PEM client certificate (chain) presented to NATS; set, the "
+               "connection uses TLS.",
+        .offset = AT(nats_cert_file, char *),
+    },
+    {
+        .name = "nats_key_file",
+        .type = CONF_PATH,
+        .flags = CONF_F_EMPTY_OK,
+        .def = "",
+        .env = "WM_NATS_KEY_FILE",
+        .doc = "PEM private key of nats_cert_file.",
+        .offset = AT(nats_key_file, char *),
+    },
+    {
+        .name = "nats_kv_replicas",
+        .type = CONF_UINT,
+        .def = "1",
+        .env = "WM_NATS_KV_REPLICAS",
+        .doc = "Replicas of the JetStream KV buckets the nats store creates "
+               "(3 in a 3-node cluster).",
+        .offset = AT(nats_kv_replicas, unsigned),
+        .min = 1,
+        .max = 5,
+    },
+    {
+        .name = "nats_storage",
+        .type = CONF_ENUM,
+        .def = "file",
+        .env = "WM_NATS_STORAGE",
+        .doc = "Storage of the KV buckets the nats store creates: file "
+               "(survives a server restart) or memory.",
+        .offset = AT(nats_storage, int),
+        .words = nats_storage_words,
+    },
+    {
+        .name = "nats_bucket_prefix",
+        .type = CONF_STRING,
+        .def = "wm",
+        .env = "WM_NATS_BUCKET_PREFIX",
+        .doc = "Prefix of the nats store's KV buckets (PREFIX_state, "
+               "PREFIX_blobs); one prefix per system sharing a NATS account.",
+        .offset = AT(nats_bucket_prefix, char *),
+        .check = conf_check_nats_bucket_prefix,
     },
     {
         .name = "journal_fsync",

@@ -52,6 +52,7 @@ int conf_check_networks(const char *v, char *why, size_t whylen);
 int conf_check_modules(const char *v, char *why, size_t whylen);
 int conf_check_topic_patterns(const char *v, char *why, size_t whylen);
 int conf_check_nats_url(const char *v, char *why, size_t whylen);
+int conf_check_nats_bucket_prefix(const char *v, char *why, size_t whylen);
 int conf_check_word(const char *v, char *why, size_t whylen);
 int conf_check_user(const char *v, char *why, size_t whylen);
 

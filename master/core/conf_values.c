@@ -232,6 +232,19 @@ conf_check_topic_patterns(const char *v, char *why, size_t whylen)
 }
 
 /* nats_url: comma-separated URLs of the schemes the NATS client takes. */
+/* A JetStream bucket name is [A-Za-z0-9_-]; the store appends "_state"
+ * and "_blobs". */
+int
+conf_check_nats_bucket_prefix(const char *v, char *why, size_t whylen)
+{
+    if (is_made_of(v, 1, 32, isalnum, "_-"))
+        return 0;
+    return errbuf_set(why, whylen,
+                      "'%s' is not a bucket prefix (letters, digits, '_', "
+                      "'-'; 1 to 32)",
+                      v);
+}
+
 int
 conf_check_nats_url(const char *v, char *why, size_t whylen)
 {

@@ -70,6 +70,37 @@ usage(FILE *f)
                "See workmanagerd(8) and workmanager.conf(5).\n");
 }
 
+/* The store and broker combinations this build runs: broker = embedded
+ * with store = file, or store = nats when built with libnats.  The NATS
+ * broker is not there yet: refused here, before anything is opened, with
+ * the key's origin, rather than failing later with less to say. */
+static int
+backends_check(const struct conf *c, char *err, size_t errlen)
+{
+    char origin[320]; /* conf_origin_format(): "file PATH:LINE" */
+
+    if (c->broker == CONF_BROKER_NATS) {
+        conf_origin_format(c, "broker", origin, sizeof origin);
+        snprintf(err, errlen,
+                 "broker = nats (%s): the NATS JetStream broker is not "
+                 "available yet; use broker = embedded (supported: "
+                 "broker = embedded with store = file%s)",
+                 origin, store_nats_available() ? " or store = nats" : "");
+        return -1;
+    }
+    if (c->store == CONF_STORE_NATS && !store_nats_available()) {
+        conf_origin_format(c, "store", origin, sizeof origin);
+        snprintf(err, errlen,
+                 "store = nats (%s): this workmanagerd was built without "
+                 "NATS support (configured --without-nats, or libnats "
+                 "was not found); install libnats-dev and rebuild, or use "
+                 "store = file",
+                 origin);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- supervisor hooks ------------------------------------------------- */
 
 static bool
@@ -441,6 +472,11 @@ main(int argc, char **argv)
             break;
         case 'V':
             printf("workmanagerd %s\n", PACKAGE_VERSION);
+            if (store_nats_available())
+                printf("NATS JetStream store: yes (libnats %s)\n",
+                       store_nats_version());
+            else
+                printf("NATS JetStream store: no (built without libnats)\n");
             return 0;
         case 'h':
             usage(stdout);
@@ -465,6 +501,11 @@ main(int argc, char **argv)
         return 0;
     }
     log_init(conf.log_level, "workmanagerd");
+    if (backends_check(&conf, err, sizeof err) != 0) {
+        log_err("%s", err);
+        conf_free(&conf);
+        return 2; /* a configuration error: no restart fixes it */
+    }
     activity_log_limit_set((size_t)conf.worker_log_bytes);
     if (!foreground && daemonize() != 0) {
         log_err("cannot daemonize: %s", strerror(errno));
@@ -562,12 +603,28 @@ main(int argc, char **argv)
         .backend = conf.store == CONF_STORE_NATS ? "nats" : "file",
         .state_dir = conf.state_dir,
         .fsync = fsync_words[conf.store_fsync],
+        .nats_url = conf.nats_url,
+        .nats_user = conf.nats_user,
+        .nats_password = conf.nats_password,
+        .nats_token = conf.nats_token,
+        .nats_creds_file = conf.nats_creds_file,
+        .nats_ca_file = conf.nats_ca_file,
+        .nats_cert_file = conf.nats_cert_file,
+        .nats_key_file = conf.nats_key_file,
+        .nats_replicas = conf.nats_kv_replicas,
+        .nats_memory = conf.nats_storage == CONF_NATS_STORAGE_MEMORY,
+        .nats_prefix = conf.nats_bucket_prefix,
     };
     d.store = store_open(&sc, d.base, err, sizeof err);
     if (d.store == NULL) {
         log_err("store: %s", err);
         goto out;
     }
+    if (conf.store == CONF_STORE_NATS)
+        log_notice("store: NATS JetStream at %s, buckets %s_state and "
+                   "%s_blobs (libnats %s)",
+                   conf.nats_url, conf.nats_bucket_prefix,
+                   conf.nats_bucket_prefix, store_nats_version());
     if (api_tokens_load(d.store, err, sizeof err) != 0 ||
         api_tenants_load(d.store, err, sizeof err) != 0) {
         log_err("store: tokens and tenants: %s", err);

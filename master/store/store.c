@@ -21,7 +21,10 @@
 #include "lib/hex.h"
 #include "lib/name.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -29,6 +32,9 @@
 /* The known backends; the first is the default. */
 static const struct store_backend *const backends[] = {
     &store_file_backend,
+#ifdef WM_NATS
+    &store_nats_backend,
+#endif
 };
 
 #define NBACKENDS (sizeof backends / sizeof backends[0])
@@ -155,6 +161,19 @@ store_sha256(const uint8_t *data, size_t len, uint8_t out[32])
 }
 
 void
+store_fail_v(enum store_status *status, char **message, enum store_status st,
+             const char *fmt, va_list ap)
+{
+    char *m;
+
+    if (vasprintf(&m, fmt, ap) < 0)
+        m = NULL;
+    free(*message);
+    *message = m;
+    *status = st;
+}
+
+void
 store_hex(const uint8_t in[32], char out[STORE_SHA256_HEX])
 {
     hex_encode(in, 32, out);
@@ -213,10 +232,34 @@ store_open(const struct store_config *cfg, struct event_base *base, char *err,
         if (strcmp(backends[i]->name, name) == 0)
             return backends[i]->open(cfg, base, err, errlen);
     }
-    errbuf_set(err, errlen, "unknown state store backend \"%s\" (known: %s)",
-               name, backends[0]->name);
+#ifndef WM_NATS
+    if (strcmp(name, "nats") == 0) {
+        errbuf_set(err, errlen,
+                   "store = nats: this workmanagerd was built without NATS "
+                   "support (configured --without-nats, or libnats was not "
+                   "found); install libnats-dev and rebuild, or use "
+                   "store = file");
+        return NULL;
+    }
+#endif
+    errbuf_set(err, errlen, "unknown state store backend \"%s\" (known: %s%s)",
+               name, backends[0]->name, NBACKENDS > 1 ? ", nats" : "");
     return NULL;
 }
+
+#ifndef WM_NATS
+int
+store_nats_available(void)
+{
+    return 0;
+}
+
+const char *
+store_nats_version(void)
+{
+    return "";
+}
+#endif
 
 void
 store_close(struct store *st)

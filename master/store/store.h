@@ -9,7 +9,8 @@
  *
  * One interface, several backends: `file` (store_file*.c, the default: one
  * file per key under state_dir, written tmp → fsync → rename → fsync dir on
- * a writer thread) and later `nats` (JetStream KV).  Callers see keys,
+ * a writer thread) and `nats` (store_nats*.c: JetStream KV buckets, when
+ * configure found libnats).  Callers see keys,
  * opaque values and revisions, never files: the records' encoding
  * (protobuf-c) belongs to their owners (record.c).
  *
@@ -60,11 +61,25 @@ enum store_status {
 };
 
 struct store_config {
-    const char *backend;   /* "file" */
+    const char *backend;   /* "file" or "nats" */
     const char *state_dir; /* file: where records and blobs live */
     /* file: "always" (fsync each write), "batch" (group commit), "off" */
     const char *fsync;
+    /* nats (store_nats.c): the servers (comma-separated URLs), the
+     * credentials and TLS files ("" or NULL: none), how the buckets are
+     * made when missing, and their names' prefix. */
+    const char *nats_url;
+    const char *nats_user, *nats_password, *nats_token, *nats_creds_file;
+    const char *nats_ca_file, *nats_cert_file, *nats_key_file;
+    unsigned nats_replicas;  /* 0 means 1 */
+    int nats_memory;         /* non-zero: memory storage, else file */
+    const char *nats_prefix; /* NULL or "": "wm" */
 };
+
+/* Whether this build has the nats backend (configure found libnats), and
+ * the libnats version it was built with ("" without). */
+int store_nats_available(void);
+const char *store_nats_version(void);
 
 /* Completion of an asynchronous write.  revision is the key's new revision
  * (0 after a delete); message names the cause when status != STORE_OK. */

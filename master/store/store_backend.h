@@ -4,7 +4,7 @@
  * store.c owns the generic API: it validates keys, blob names and
  * arguments, computes blob hashes, then dispatches through the backend's
  * const ops table, so a backend only ever sees valid input.  Adding a
- * backend (store_nats.c) is adding a table and a row in store.c's list;
+ * backend (store_nats.c) was adding a table and a row in store.c's list;
  * callers of store.h do not change.
  *
  * Every backend's handle begins with `struct store` (its first member), so
@@ -16,6 +16,7 @@
 #ifndef WM_MASTER_STORE_BACKEND_H
 #define WM_MASTER_STORE_BACKEND_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,8 @@ struct store_backend {
 };
 
 extern const struct store_backend store_file_backend;
+/* store_nats.c, in builds with libnats (WM_NATS). */
+extern const struct store_backend store_nats_backend;
 
 /* 0 when key is a valid store key (store.h), else -1 with the reason in
  * err. */
@@ -71,6 +74,13 @@ int store_blob_name_check(const char *hex, char *err, size_t errlen);
 /* SHA-256 of data into out (32 bytes) with libcrypto's EVP.  0, or -1 when
  * libcrypto fails (out of memory). */
 int store_sha256(const uint8_t *data, size_t len, uint8_t out[32]);
+
+/* A queued write's failure, for the backends: sets *status to st and
+ * replaces *message (freed) with the formatted text, or with NULL when out
+ * of memory (the callback then gets the status name only). */
+void store_fail_v(enum store_status *status, char **message,
+                  enum store_status st, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* 32 bytes as 64 lowercase hex digits and a NUL. */
 void store_hex(const uint8_t in[32], char out[STORE_SHA256_HEX]);

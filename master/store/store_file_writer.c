@@ -105,15 +105,10 @@ static void
 sf_op_fail(struct sf_op *op, enum store_status status, const char *fmt, ...)
 {
     va_list ap;
-    char *m;
 
     va_start(ap, fmt);
-    if (vasprintf(&m, fmt, ap) < 0)
-        m = NULL; /* the callback then gets the status name only */
+    store_fail_v(&op->status, &op->message, status, fmt, ap);
     va_end(ap);
-    free(op->message);
-    op->message = m;
-    op->status = status;
 }
 
 static struct sf_poison *

@@ -384,6 +384,9 @@ test_bad_values(void)
           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
           "instance", "at most 100");
     bad_o("nats_url=http://x", "nats_url", "not a NATS URL");
+    bad_o("nats_bucket_prefix=wm.x", "nats_bucket_prefix",
+          "not a bucket prefix");
+    bad_o("nats_storage=disk", "nats_storage", "not one of: file, memory");
     bad_o("min_confinement=Full!", "min_confinement", "is not a word");
     bad_o("cgroup_parent=../x", "cgroup_parent", "is not a word");
     bad_o("cgroup_parent=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "cgroup_parent",

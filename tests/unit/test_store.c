@@ -33,51 +33,17 @@
 #include <event2/event.h>
 
 #include "tests/unit/check.h"
+#include "tests/unit/store_wait.h"
 
 #define HEADER 52
 #define CHUNK 240
 #define NMANY 1000
 
-static struct event_base *base;
 static char root[] = "/tmp/test_store.XXXXXX";
 static const char *fsync_mode = "always";
 static unsigned dir_seq;
-static int pending; /* callbacks expected and not yet run */
 
 /* ---- helpers ----------------------------------------------------------- */
-
-struct result {
-    bool done;
-    enum store_status status;
-    uint64_t revision;
-    char message[2048];
-};
-
-static void
-on_done(enum store_status status, uint64_t revision, const char *message,
-        void *arg)
-{
-    struct result *r = arg;
-
-    r->done = true;
-    r->status = status;
-    r->revision = revision;
-    snprintf(r->message, sizeof r->message, "%s",
-             message != NULL ? message : "");
-    pending--;
-}
-
-/* Runs the loop until every expected callback has run. */
-static void
-wait_all(void)
-{
-    while (pending > 0) {
-        if (event_base_loop(base, EVLOOP_ONCE) < 0) {
-            fprintf(stderr, "event_base_loop failed\n");
-            abort();
-        }
-    }
-}
 
 /* A fresh state_dir path (not created) under the test root. */
 static void
@@ -100,38 +66,6 @@ open_store(const char *dir)
     if (st == NULL)
         fprintf(stderr, "%s: store_open %s: %s\n", check_test, dir, err);
     return st;
-}
-
-static struct result
-put_wait(struct store *st, const char *key, const char *value,
-         uint64_t expected)
-{
-    struct result r = { 0 };
-
-    pending++;
-    if (store_put(st, key, (const uint8_t *)value, strlen(value), expected,
-                  on_done, &r) != 0) {
-        pending--;
-        r.status = STORE_INVALID;
-        return r;
-    }
-    wait_all();
-    return r;
-}
-
-static struct result
-delete_wait(struct store *st, const char *key, uint64_t expected)
-{
-    struct result r = { 0 };
-
-    pending++;
-    if (store_delete(st, key, expected, on_done, &r) != 0) {
-        pending--;
-        r.status = STORE_INVALID;
-        return r;
-    }
-    wait_all();
-    return r;
 }
 
 /* Gets key and compares with value (NULL: expect status only). */

@@ -1,0 +1,280 @@
+"""store = nats (issue 23, first step): worker records and code blobs in
+NATS JetStream KV buckets.  Each test starts its own `nats-server -js` on a
+free loopback port with its store in the test's directory (NatsServer), and
+daemons with `store = nats` pointing at it.
+
+What proves the records live in NATS and not on the local disk: a daemon
+given a *new, empty* state_dir recovers the workers another daemon made.
+
+A machine without nats-server skips these tests with that reason
+(tests/expected-skips); scripts/install-deps installs it, and with
+NATS_MUST_WORK=1 (scripts/test sets it) a missing server fails instead.
+A build without libnats (configure --without-nats) skips them too.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from wm import Daemon, Stream, b64, event, free_port, metric, publish
+import pyhost_lib
+
+NATS_SERVER = shutil.which("nats-server") or (
+    "/usr/sbin/nats-server" if os.path.exists("/usr/sbin/nats-server")
+    else None)
+
+
+def _require(builddir):
+    config = (Path(builddir) / "config.h").read_text()
+    if not re.search(r"^#define WM_NATS 1$", config, re.M):
+        pytest.skip("built without NATS support (configure found no "
+                    "libnats: Debian package libnats-dev)")
+    if NATS_SERVER is None:
+        if os.environ.get("NATS_MUST_WORK") == "1":
+            pytest.fail("NATS_MUST_WORK=1 but nats-server is not installed")
+        pytest.skip("nats-server is not installed (Debian package "
+                    "nats-server; scripts/install-deps installs it)")
+
+
+class NatsServer:
+    """A JetStream server of the test's own on 127.0.0.1, its store under
+    `dir`; stopped (by its pid) at the end of the test."""
+
+    def __init__(self, dir):
+        self.dir = Path(dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.log = self.dir / "nats-server.log"
+        self.proc = None
+
+    def start(self):
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                 "-sd", str(self.dir / "js")],
+                stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            if "Server is ready" in self.log.read_text(errors="replace"):
+                return self
+            time.sleep(0.02)
+        raise AssertionError("nats-server did not start:\n"
+                             + self.log.read_text())
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def nats(wm_builddir, tmp_path):
+    _require(wm_builddir)
+    s = NatsServer(tmp_path / "nats").start()
+    yield s
+    s.stop()
+
+
+def _daemon(builddir, tmp, nats, make=Daemon, **opts):
+    options = {"store": "nats", "nats_url": nats.url}
+    options.update(opts)
+    return make(builddir, tmp, options=options)
+
+
+def _by_name(d):
+    return {w["name"]: w for w in d.get("/v1/workers").json["workers"]}
+
+
+def test_workers_come_back_from_nats(wm_builddir, tmp_path, nats):
+    """Create, stop, reload and delete with store = nats; a daemon with an
+    empty state_dir then recovers exactly what NATS holds."""
+    a = _daemon(wm_builddir, tmp_path / "a", nats).start()
+    try:
+        assert "store: NATS JetStream at " + nats.url in a.log()
+        run = a.create(name="run")
+        a.create(name="off", start=False)
+        a.create(name="v2")
+        r = a.put("/v1/workers/v2/code",
+                  {"code": {"content": b64("echo\n# v2")}})
+        assert r.status == 200, r
+        a.create(name="gone")
+        assert a.delete("/v1/workers/gone").status == 204
+        assert a.invoke("run").status == 200
+    finally:
+        assert a.stop() == 0
+    assert not (tmp_path / "a" / "state" / "records").exists() or not any(
+        (tmp_path / "a" / "state" / "records").iterdir())
+
+    b = _daemon(wm_builddir, tmp_path / "b", nats).start()
+    try:
+        h = b.get("/health").json
+        assert h["checks"]["recovery"]["recovered"] == 3, h
+        by = _by_name(b)
+        assert set(by) == {"run", "off", "v2"}
+        assert by["run"]["id"] == run["id"]
+        assert by["run"]["status"] == "running"
+        assert by["off"]["status"] == "stopped"
+        assert by["v2"]["version"] == 2
+        assert b.invoke("run").status == 200
+        assert b.invoke("v2").status == 200
+        assert b.invoke("off").status == 409
+        # Writes go on working after a recovery from NATS.
+        assert b.post("/v1/workers/off/start").status == 200
+        assert b.invoke("off").status == 200
+    finally:
+        assert b.stop() == 0
+
+
+def test_python_package_round_trips_in_chunks(wm_builddir, tmp_path, nats):
+    """A Python worker whose code (1.3 MB) spans several blob chunks is
+    stored in NATS, read back whole by another daemon, and runs there."""
+    pad = "x" * 1_300_000
+    code = f"""
+        PAD = "{pad}"
+
+        def Process(event):
+            return {{"type": "done", "data": {{"n": len(PAD)}}}}
+    """
+    a = _daemon(wm_builddir, tmp_path / "a", nats, make=pyhost_lib.daemon)
+    a.start()
+    try:
+        w = pyhost_lib.create(a, code, name="big")
+        sha = a.get("/v1/workers/big/history").json["versions"][0]["sha256"]
+    finally:
+        assert a.stop() == 0
+
+    b = _daemon(wm_builddir, tmp_path / "b", nats, make=pyhost_lib.daemon)
+    b.start()
+    try:
+        assert b.get("/v1/workers/big").json["id"] == w["id"]
+        got = b.get("/v1/workers/big/history").json["versions"][0]
+        assert got["sha256"] == sha
+        r = b.invoke("big", "go")
+        assert r.status == 200, r
+        assert r.json["data"]["n"] == len(pad)
+    finally:
+        assert b.stop() == 0
+
+
+def test_stale_revision_is_refused(wm_builddir, tmp_path, nats):
+    """Two daemons on one NATS: the second read the worker at revision r;
+    after the first wrote r+1, the second's write under r is a conflict
+    (409), and the record keeps the first's change."""
+    a = _daemon(wm_builddir, tmp_path / "a", nats).start()
+    b = None
+    try:
+        a.create(name="w")
+        b = _daemon(wm_builddir, tmp_path / "b", nats).start()
+        assert _by_name(b)["w"]["status"] == "running"
+        r = a.put("/v1/workers/w/tags", {"tags": {"by": "a"}})
+        assert r.status == 200, r
+        r = b.put("/v1/workers/w/tags", {"tags": {"by": "b"}})
+        assert r.status == 409, r
+        assert r.json["error"]["code"] == "conflict", r.json
+    finally:
+        if b is not None:
+            assert b.stop() == 0
+        assert a.stop() == 0
+    c = _daemon(wm_builddir, tmp_path / "c", nats).start()
+    try:
+        assert c.get("/v1/workers/w").json["tags"] == {"by": "a"}
+    finally:
+        assert c.stop() == 0
+
+
+def test_tenant_suspend_keeps_revisions_right(wm_builddir, tmp_path, nats):
+    """Suspending and resuming a tenant writes its workers' records under
+    whatever revision; the worker then holds the revision NATS gave (not
+    one counted locally), so the next change of the worker is no conflict."""
+    d = _daemon(wm_builddir, tmp_path, nats).start()
+    try:
+        assert d.post("/v1/tenants", {"name": "t1"}).status == 201
+        d.create(name="w", tenant="t1")
+        assert d.post("/v1/tenants/t1/suspend").status == 200
+        assert d.post("/v1/tenants/t1/resume").status == 200
+        d.wait_for(lambda: d.get("/v1/workers/w").json["status"] ==
+                   "running", what="the worker running again")
+        r = d.put("/v1/workers/w/tags", {"tags": {"k": "v"}})
+        assert r.status == 200, r
+    finally:
+        assert d.stop() == 0
+
+
+def test_group_locks_in_nats(wm_builddir, tmp_path, nats):
+    """A group's lock record lives in NATS (compare-and-set on its
+    revision): two members take turns, never overlapping."""
+    d = _daemon(wm_builddir, tmp_path, nats,
+                group_lock_retry_base_delay_ms=20,
+                redelivery_base_delay_ms=20).start()
+    try:
+        a = d.create(topic="g", name="ga", group="lockers")
+        b = d.create(topic="g", name="gb", group="lockers")
+        out = Stream(d, "span.out")
+        r = publish(d, "g", [event("span", id_=f"s{i}", do="span:20")
+                             for i in range(10)])
+        assert r.status == 202, r
+        got = out.wait(10, timeout=30)
+        spans = sorted((e["data"]["start_ns"], e["data"]["end_ns"])
+                       for e in got)
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            assert e1 <= s2, f"overlap: {spans}"
+        assert len(got) == 10, got
+        assert metric(d, "workmanager_grouplock_acquired_total") >= 10
+        assert {e["data"]["worker"] for e in got} <= {a["id"], b["id"]}
+        out.close()
+    finally:
+        assert d.stop() == 0
+
+
+def _run_to_exit(d):
+    """Runs the daemon's command line to its exit (a start-up refusal)."""
+    (d.tmp / "none.conf").write_text("# empty\n")
+    return subprocess.run(d.argv(), capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin"})
+
+
+def test_unreachable_nats_stops_start_up_naming_the_url(wm_builddir,
+                                                        tmp_path):
+    """Nothing listens at nats_url: exit 1 (a restart may find it up),
+    naming the URL and what to check."""
+    _require(wm_builddir)
+    url = f"nats://127.0.0.1:{free_port()}"
+    p = _run_to_exit(Daemon(wm_builddir, tmp_path,
+                            options={"store": "nats", "nats_url": url}))
+    assert p.returncode == 1, p
+    assert f"cannot connect to NATS at {url}" in p.stderr, p.stderr
+    assert "nats-server" in p.stderr, p.stderr
+
+
+def test_broker_nats_is_refused_saying_what_is_supported(wm_builddir,
+                                                          tmp_path):
+    """broker = nats is not built yet: exit 2 (no restart helps), saying
+    so and which combinations run."""
+    p = _run_to_exit(Daemon(wm_builddir, tmp_path,
+                            options={"broker": "nats"}))
+    assert p.returncode == 2, p
+    assert "broker = nats (-o): the NATS JetStream broker is not available " \
+        "yet; use broker = embedded" in p.stderr, p.stderr
+
+
+def test_version_says_whether_nats_is_built(wm_builddir):
+    out = subprocess.run([str(Path(wm_builddir) / "master" / "workmanagerd"),
+                          "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    config = (Path(wm_builddir) / "config.h").read_text()
+    if re.search(r"^#define WM_NATS 1$", config, re.M):
+        assert re.search(r"^NATS JetStream store: yes \(libnats \d", out,
+                         re.M), out
+    else:
+        assert "NATS JetStream store: no" in out, out
