@@ -63,6 +63,11 @@ enum grouplock_decision {
     GROUPLOCK_ABORT_STEAL, /* stale but written under its token: wait */
 };
 
+/* How long r has been held at now_ms (0 when the clock went back: a lock
+ * is then young, never stale). */
+uint64_t grouplock_record_age(const struct grouplock_record *r,
+                              int64_t now_ms);
+
 /* The pure rule.  cur NULL means no record yet (free, token 0). */
 enum grouplock_decision grouplock_decide(const struct grouplock_record *cur,
                                          int64_t now_ms, uint64_t max_age_ms);
@@ -75,6 +80,8 @@ int grouplock_record_decode(const uint8_t *data, size_t len,
                             size_t errlen);
 
 /* "workmanager/groups/<tenant>/<group>/lock" into out. */
+#define GROUPLOCK_KEY_PREFIX "workmanager/groups/"
+#define GROUPLOCK_KEY_SUFFIX "/lock"
 int grouplock_key(const char *tenant, const char *group, char *out,
                   size_t outlen);
 
