@@ -65,8 +65,7 @@ enum grouplock_decision {
 
 /* How long r has been held at now_ms (0 when the clock went back: a lock
  * is then young, never stale). */
-uint64_t grouplock_record_age(const struct grouplock_record *r,
-                              int64_t now_ms);
+uint64_t grouplock_record_age(const struct grouplock_record *r, int64_t now_ms);
 
 /* The pure rule.  cur NULL means no record yet (free, token 0). */
 enum grouplock_decision grouplock_decide(const struct grouplock_record *cur,

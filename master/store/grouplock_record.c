@@ -135,9 +135,9 @@ grouplock_key(const char *tenant, const char *group, char *out, size_t outlen)
 
     if (!name_ok(tenant) || !name_ok(group))
         return -1;
-    n = snprintf(out, outlen, GROUPLOCK_KEY_PREFIX "%s/%s" GROUPLOCK_KEY_SUFFIX, tenant, group);
+    n = snprintf(out, outlen, GROUPLOCK_KEY_PREFIX "%s/%s" GROUPLOCK_KEY_SUFFIX,
+                 tenant, group);
     if (n < 0 || (size_t)n >= outlen || n > STORE_KEY_MAX)
         return -1;
     return 0;
 }
-
