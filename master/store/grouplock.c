@@ -93,6 +93,11 @@ struct gl_req {
     grouplock_cb cb;            /* NULL: nobody to tell */
     void *arg;
     uint64_t token;       /* wanted (ACQUIRE, once decided) or checked */
+    uint64_t hwm;         /* the block's high-water mark it puts or checks */
+    int64_t at_ms;        /* ACQUIRE: the wall clock its put records */
+    bool ours;            /* NOTE, RELEASE: token is the one held here */
+    bool extend;          /* ACQUIRE: the put extends this master's lease */
+    bool written;         /* ACQUIRE: the extended lease was written under */
     bool stolen;          /* ACQUIRE: the put takes a stale holder's lock */
     bool busy;            /* ACQUIRE: its timer is pending or put in flight */
     bool orphaned;        /* grouplocks_free ran while its put was in flight */
@@ -115,8 +120,16 @@ struct gl_group {
     struct gl_req *head, **tail; /* the FIFO of acquisitions */
     struct event *timer;         /* drives the head's attempts */
     bool held;                   /* a local waiter holds the lock */
-    uint64_t token;              /* and its token */
-    unsigned busy;               /* nesting of the functions using it */
+    uint64_t token;              /* and its token (the last handed out) */
+    /* The lease: the store's record is this master's, under tokens up to
+     * hwm (persisted), renewed (acquired_ms) at renewed_ms, written under
+     * (last_write_token == hwm) when written. */
+    bool leased;
+    bool written;
+    uint64_t hwm;
+    int64_t renewed_ms;
+    struct event *idle; /* ends an idle lease (lease_idle_ms) */
+    unsigned busy;      /* nesting of the functions using it */
 };
 
 struct grouplocks {
@@ -137,7 +150,10 @@ struct grouplocks {
 };
 
 static void on_group_timer(evutil_socket_t fd, short what, void *arg);
+static void on_group_idle(evutil_socket_t fd, short what, void *arg);
+static void group_settle(struct gl_group *g);
 static void req_check(struct gl_req *r);
+static int names_from_key(struct gl_req *r, const char *key);
 
 /* Reads the record of key: 0 with *have false (no record: free, token 0)
  * or true with *cur and its revision; -1 with a message. */
@@ -424,7 +440,10 @@ group_get(struct grouplocks *gl, const char *key)
     if (g == NULL)
         return NULL;
     g->timer = evtimer_new(gl->base, on_group_timer, g);
-    if (g->timer == NULL) {
+    g->idle = evtimer_new(gl->base, on_group_idle, g);
+    if (g->timer == NULL || g->idle == NULL) {
+        if (g->timer != NULL)
+            event_free(g->timer);
         free(g);
         return NULL;
     }
@@ -447,6 +466,7 @@ group_free(struct gl_group *g)
             break;
         }
     event_free(g->timer);
+    event_free(g->idle);
     free(g);
 }
 
@@ -478,6 +498,79 @@ group_schedule(struct gl_group *g, uint64_t delay_ms)
     return evtimer_add(g->timer, &tv);
 }
 
+/* ---- the lease ---------------------------------------------------------- */
+
+static uint64_t
+token_block(const struct grouplocks *gl)
+{
+    return gl->policy.token_block > 0 ? gl->policy.token_block : 1;
+}
+
+/* Gives the head the lease's next token without the store, when the
+ * block has one left and the record was renewed less than half the max
+ * age ago (so no other master can find it stale while it is used).
+ * true when handed over (delivered on the next turn). */
+static bool
+lease_hand_over(struct gl_group *g)
+{
+    struct grouplocks *gl = g->gl;
+    int64_t now = gl_now(gl);
+    struct gl_req *r;
+
+    if (!g->leased || g->token >= g->hwm ||
+        (now > g->renewed_ms &&
+         (uint64_t)(now - g->renewed_ms) >= gl->policy.max_age_ms / 2))
+        return false;
+    r = group_pop(g);
+    g->held = true;
+    g->token++;
+    gl->stats.tokens++;
+    evtimer_del(g->idle);
+    req_defer(r, GROUPLOCK_OK, g->token, NULL);
+    return true;
+}
+
+/* Ends g's lease: its record is freed in the store (compare-and-set, the
+ * token kept); the change hook says "released" once durable.  The caller
+ * settles g. */
+static void
+lease_end(struct gl_group *g)
+{
+    struct gl_req *r;
+
+    if (!g->leased)
+        return;
+    g->leased = false;
+    g->written = false;
+    evtimer_del(g->idle);
+    r = req_new(g->gl, GL_REQ_RELEASE, NULL, NULL);
+    if (r == NULL)
+        return; /* logged: the record stays held until a restart frees it */
+    if (names_from_key(r, g->key) != 0) {
+        free(r);
+        return;
+    }
+    r->token = g->token;
+    r->hwm = g->hwm;
+    r->ours = true;
+    req_check(r);
+}
+
+static void
+on_group_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct gl_group *g = arg;
+
+    (void)fd;
+    (void)what;
+    if (g->held || g->head != NULL)
+        return;
+    g->busy++;
+    lease_end(g);
+    g->busy--;
+    group_settle(g);
+}
+
 /* Starts the head when the lock is not held here and it is idle; frees
  * the group when nothing uses it.  Safe to call from anywhere: it only
  * schedules (a failure to schedule is delivered on the next turn). */
@@ -485,7 +578,7 @@ static void
 group_settle(struct gl_group *g)
 {
     while (!g->held && g->head != NULL && !g->head->busy &&
-           group_schedule(g, 0) != 0) {
+           !lease_hand_over(g) && group_schedule(g, 0) != 0) {
         struct gl_req *r = group_pop(g);
 
         req_defer(r, GROUPLOCK_ERROR, 0,
@@ -493,7 +586,17 @@ group_settle(struct gl_group *g)
                   "of memory)",
                   r->tenant, r->group);
     }
-    if (g->busy == 0 && !g->held && g->head == NULL)
+    if (g->leased && !g->held && g->head == NULL &&
+        !evtimer_pending(g->idle, NULL)) {
+        struct timeval tv = {
+            .tv_sec = (time_t)(g->gl->policy.lease_idle_ms / 1000),
+            .tv_usec = (suseconds_t)(g->gl->policy.lease_idle_ms % 1000) * 1000,
+        };
+
+        if (evtimer_add(g->idle, &tv) != 0)
+            lease_end(g); /* out of memory: no idle lease then */
+    }
+    if (g->busy == 0 && !g->held && !g->leased && g->head == NULL)
         group_free(g);
 }
 
@@ -525,6 +628,40 @@ backoff_ms(uint64_t base, unsigned n)
     return base << shift;
 }
 
+/* The head's attempt on a lease whose block is used up or whose renewal is
+ * due: the record (cur, at rev) is still ours, so the next block is
+ * reserved and the record renewed in one compare-and-set. */
+static void
+lease_extend(struct gl_group *g, const struct grouplock_record *cur,
+             uint64_t rev, int64_t now)
+{
+    struct gl_req *r = g->head;
+    struct grouplocks *gl = g->gl;
+    struct grouplock_record next = *cur;
+    char msg[GL_MSG_MAX];
+
+    if (cur->token > UINT64_MAX - token_block(gl)) {
+        errbuf_set(msg, sizeof msg,
+                   "group %s/%s: the lock's tokens are exhausted", r->tenant,
+                   r->group);
+        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        return;
+    }
+    next.token = cur->token + token_block(gl);
+    next.acquired_ms = now;
+    /* A lease written under stays so: no steal while it lasts. */
+    r->written = cur->last_write_token == cur->token;
+    if (r->written)
+        next.last_write_token = next.token;
+    r->token = g->token + 1;
+    r->hwm = next.token;
+    r->at_ms = now;
+    r->extend = true;
+    r->stolen = false;
+    if (req_put(r, &next, rev) != 0)
+        group_finish(g, GROUPLOCK_ERROR, 0, r->message);
+}
+
 /* The head's attempt: read, decide, then write or wait. */
 static void
 acquire_attempt(struct gl_group *g)
@@ -543,12 +680,26 @@ acquire_attempt(struct gl_group *g)
         return;
     }
     now = gl_now(gl);
+    if (g->leased) {
+        if (have && strcmp(cur.holder, gl->holder) == 0 &&
+            cur.token == g->hwm) {
+            lease_extend(g, &cur, rev, now);
+            return;
+        }
+        log_warning("group %s/%s: the lease under tokens up to %" PRIu64
+                    " is lost: the lock is %s%s under token %" PRIu64,
+                    r->tenant, r->group, g->hwm,
+                    cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
+                    cur.token);
+        g->leased = false;
+        g->written = false;
+    }
     d = grouplock_decide(have ? &cur : NULL, now, gl->policy.max_age_ms);
     age = grouplock_record_age(&cur, now);
     switch (d) {
     case GROUPLOCK_ACQUIRE:
     case GROUPLOCK_STEAL:
-        if (cur.token == UINT64_MAX) {
+        if (cur.token > UINT64_MAX - token_block(gl)) {
             errbuf_set(msg, sizeof msg,
                        "group %s/%s: the lock's tokens are exhausted",
                        r->tenant, r->group);
@@ -557,10 +708,16 @@ acquire_attempt(struct gl_group *g)
         }
         memset(&next, 0, sizeof next);
         memcpy(next.holder, gl->holder, sizeof next.holder);
-        next.token = cur.token + 1;
+        /* A block of tokens: cur.token + 1 now, the rest handed over
+         * locally while the lease lasts; none is used before the put
+         * that makes the block's high-water mark durable completes. */
+        next.token = cur.token + token_block(gl);
         next.acquired_ms = now;
         next.last_write_token = cur.last_write_token;
-        r->token = next.token;
+        r->token = cur.token + 1;
+        r->hwm = next.token;
+        r->at_ms = now;
+        r->extend = false;
         r->stolen = d == GROUPLOCK_STEAL;
         if (r->stolen)
             log_notice("group %s/%s: taking the lock from %s (token %" PRIu64
@@ -627,11 +784,20 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
 
     g->busy++;
     if (status == STORE_OK) {
-        if (r->stolen)
-            gl->stats.stolen++;
-        else
-            gl->stats.acquired++;
-        hook(gl, r, r->stolen ? "stolen" : "acquired", r->token);
+        if (r->extend) {
+            gl->stats.renewals++;
+        } else {
+            if (r->stolen)
+                gl->stats.stolen++;
+            else
+                gl->stats.acquired++;
+            hook(gl, r, r->stolen ? "stolen" : "acquired", r->token);
+        }
+        gl->stats.tokens++;
+        g->leased = true;
+        g->written = r->extend && r->written;
+        g->hwm = r->hwm;
+        g->renewed_ms = r->at_ms;
         group_finish(g, GROUPLOCK_OK, r->token, NULL);
     } else if (status == STORE_CONFLICT) {
         /* Another master wrote between our read and our write: read
@@ -658,6 +824,18 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
 
 /* ---- note_write and release ------------------------------------------ */
 
+/* A write under r's lease is durable: later writes under the same lease
+ * need no store access (no other master may steal a lease written
+ * under). */
+static void
+note_written(struct gl_req *r)
+{
+    struct gl_group *g = group_find(r->gl, r->key);
+
+    if (g != NULL && g->leased && g->hwm == r->hwm)
+        g->written = true;
+}
+
 /* Checks r's token against the record and writes what follows; the result
  * of a decision made here is deferred (we may be inside an API call). */
 static void
@@ -673,7 +851,8 @@ req_check(struct gl_req *r)
         req_defer(r, GROUPLOCK_ERROR, 0, "%s", msg);
         return;
     }
-    if (!have || strcmp(cur.holder, gl->holder) != 0 || cur.token != r->token) {
+    if (!r->ours || !have || strcmp(cur.holder, gl->holder) != 0 ||
+        cur.token != r->hwm) {
         if (r->kind == GL_REQ_NOTE) {
             gl->stats.stale_writes++;
             log_warning("group %s/%s: a write under token %" PRIu64
@@ -692,12 +871,14 @@ req_check(struct gl_req *r)
     }
     next = cur;
     if (r->kind == GL_REQ_NOTE) {
-        if (cur.last_write_token == r->token) {
+        if (cur.last_write_token == cur.token) {
             /* Already recorded: a steal is already aborted. */
+            note_written(r);
             req_defer(r, GROUPLOCK_OK, r->token, NULL);
             return;
         }
-        next.last_write_token = r->token;
+        /* The whole block: the lease is written under. */
+        next.last_write_token = cur.token;
     } else {
         next.holder[0] = '\0';
         next.acquired_ms = 0;
@@ -716,6 +897,8 @@ check_done(struct gl_req *r, enum store_status status, const char *message)
     if (status == STORE_OK) {
         if (r->kind == GL_REQ_RELEASE)
             hook(gl, r, "released", r->token);
+        else
+            note_written(r);
         req_finish(r, GROUPLOCK_OK, r->token, NULL);
     } else if (status == STORE_CONFLICT && r->conflicts < GL_CONFLICTS_MAX) {
         /* The record changed since we read it (another master): decide
@@ -817,6 +1000,11 @@ grouplocks_free(struct grouplocks *gl)
     /* From here on every call completes with "shutting down" and touches
      * no group. */
     gl->closing = true;
+    /* Idle leases are freed in the store (their puts orphaned below); a
+     * lock held by a waiter stays held (grouplocks_release_stale_own). */
+    for (g = gl->groups; g != NULL; g = g->next)
+        if (!g->held)
+            lease_end(g);
     /* Puts in flight: their completions (run by the store, even after
      * this) only free them. */
     for (r = gl->ops; r != NULL; r = rnext) {
@@ -894,14 +1082,24 @@ grouplocks_note_write(struct grouplocks *gl, const char *tenant,
                       void *arg)
 {
     struct gl_req *r = req_new(gl, GL_REQ_NOTE, cb, arg);
+    struct gl_group *g;
 
     if (r == NULL)
         return;
     r->token = token;
-    if (gl->closing)
+    if (gl->closing) {
         req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-    else if (req_names(r, tenant, group) != 0)
+        return;
+    }
+    if (req_names(r, tenant, group) != 0) {
         req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        return;
+    }
+    g = group_find(gl, r->key);
+    r->ours = g != NULL && g->leased && g->held && g->token == token;
+    r->hwm = r->ours ? g->hwm : 0;
+    if (r->ours && g->written)
+        req_defer(r, GROUPLOCK_OK, token, NULL); /* durable already */
     else
         req_check(r);
 }
@@ -931,6 +1129,17 @@ grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
     g = group_find(gl, r->key);
     if (g != NULL && g->held && g->token == token) {
         g->held = false;
+        r->ours = g->leased;
+        r->hwm = g->hwm;
+        if (g->leased && gl->policy.lease_idle_ms > 0) {
+            /* The lease stays: the next waiter (now or within
+             * lease_idle_ms) takes the next token. */
+            group_settle(g);
+            req_defer(r, GROUPLOCK_OK, token, NULL);
+            return;
+        }
+        g->leased = false;
+        g->written = false;
         group_settle(g);
     }
     req_check(r);
