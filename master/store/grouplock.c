@@ -10,6 +10,11 @@
  * loop turn is atomic with respect to everything else this process does;
  * another master (a shared backend) shows up as a CONFLICT.
  *
+ * The record holds a block of tokens, and the lock is kept as a lease
+ * across the group's consecutive holdings (grouplock_lease.c): a holding
+ * the lease can serve takes its token without the store; one that it
+ * cannot goes the way below.
+ *
  * Within one master the acquisitions of a group wait in a FIFO (struct
  * gl_group): only its head works on the store, through the group's timer
  * (an immediate attempt, or a backoff wait), and the next one starts only
@@ -37,9 +42,9 @@
  *     pending or a put in flight (head->busy); no head is busy while the
  *     group is held locally (g->held);
  *   - gl->ops lists exactly the non-orphaned requests with a put in flight;
- *   - a group is freed once it has no waiter, is not held and no
- *     function of this file is working on it (g->busy == 0), so gl->groups
- *     holds only the groups that are in use;
+ *   - a group is freed once it has no waiter, is not held, holds no
+ *     lease (grouplock_lease.c) and no function of this file is working
+ *     on it (g->busy == 0), so gl->groups holds only the groups in use;
  *   - a request is in at most one group FIFO and one of gl->ops or
  *     gl->done, and is freed exactly once: after its callback, or by its
  *     store completion when orphaned.
@@ -60,100 +65,10 @@
 
 #include "lib/errbuf.h"
 #include "master/core/log.h"
+#include "master/store/grouplock_private.h"
 #include "master/store/store.h"
 
-#define GL_PREFIX GROUPLOCK_KEY_PREFIX
-#define GL_SUFFIX GROUPLOCK_KEY_SUFFIX
-/* Room for a message naming a key, a holder and a few numbers. */
-#define GL_MSG_MAX 1536
-/* CAS conflicts one note_write or release survives before it reports an
- * error: each means another master changed the record between our read and
- * our write, so a handful already means the store is fought over. */
-#define GL_CONFLICTS_MAX 8
-/* The longest backoff wait: it only keeps retry_base_ms << n from
- * overflowing with a silly policy (conf_keys.c bounds the real ones). */
-#define GL_BACKOFF_MAX_MS (24 * 3600 * 1000ULL)
-
-enum gl_kind {
-    GL_REQ_ACQUIRE,
-    GL_REQ_NOTE,
-    GL_REQ_RELEASE,
-    GL_REQ_FREE_STALE, /* grouplocks_release_stale_own: no callback */
-};
-
-struct gl_group;
-
-struct gl_req {
-    struct grouplocks *gl;
-    enum gl_kind kind;
-    char key[STORE_KEY_MAX + 1];
-    /* "<tenant>\0<group>\0": both are in the key, so they fit. */
-    char names[STORE_KEY_MAX];
-    const char *tenant, *group; /* into names */
-    grouplock_cb cb;            /* NULL: nobody to tell */
-    void *arg;
-    uint64_t token;       /* wanted (ACQUIRE, once decided) or checked */
-    uint64_t hwm;         /* the block's high-water mark it puts or checks */
-    int64_t at_ms;        /* ACQUIRE: the wall clock its put records */
-    bool ours;            /* NOTE, RELEASE: token is the one held here */
-    bool extend;          /* ACQUIRE: the put extends this master's lease */
-    bool written;         /* ACQUIRE: the extended lease was written under */
-    bool stolen;          /* ACQUIRE: the put takes a stale holder's lock */
-    bool busy;            /* ACQUIRE: its timer is pending or put in flight */
-    bool orphaned;        /* grouplocks_free ran while its put was in flight */
-    unsigned retries;     /* ACQUIRE: backoff waits and CAS conflicts */
-    unsigned conflicts;   /* NOTE, RELEASE: CAS conflicts */
-    int64_t start_ms;     /* monotonic, for the wait statistics */
-    struct gl_group *g;   /* ACQUIRE: the group whose FIFO holds it */
-    struct gl_req *qnext; /* in g's FIFO */
-    struct gl_req *oprev, *onext; /* in gl->ops */
-    struct gl_req *dnext;         /* in gl->done */
-    enum grouplock_status status; /* the decided result */
-    char message[GL_MSG_MAX];     /* its message ("" for none) */
-};
-
-/* The local side of one group's lock. */
-struct gl_group {
-    struct grouplocks *gl;
-    struct gl_group *next; /* in gl->groups */
-    char key[STORE_KEY_MAX + 1];
-    struct gl_req *head, **tail; /* the FIFO of acquisitions */
-    struct event *timer;         /* drives the head's attempts */
-    bool held;                   /* a local waiter holds the lock */
-    uint64_t token;              /* and its token (the last handed out) */
-    /* The lease: the store's record is this master's, under tokens up to
-     * hwm (persisted), renewed (acquired_ms) at renewed_ms, written under
-     * (last_write_token == hwm) when written. */
-    bool leased;
-    bool written;
-    uint64_t hwm;
-    int64_t renewed_ms;
-    struct event *idle; /* ends an idle lease (lease_idle_ms) */
-    unsigned busy;      /* nesting of the functions using it */
-};
-
-struct grouplocks {
-    struct store *st;
-    struct event_base *base;
-    char holder[GROUPLOCK_HOLDER_MAX];
-    struct grouplock_policy policy;
-    grouplock_change_cb hook;
-    void *hook_arg;
-    int64_t (*now_ms)(void *);
-    void *now_arg;
-    struct gl_group *groups;
-    struct gl_req *ops;               /* puts in flight */
-    struct gl_req *done, **done_tail; /* results to deliver */
-    struct event *done_ev;
-    bool closing;
-    struct grouplock_stats stats;
-};
-
 static void on_group_timer(evutil_socket_t fd, short what, void *arg);
-static void on_group_idle(evutil_socket_t fd, short what, void *arg);
-static void group_settle(struct gl_group *g);
-static void req_check(struct gl_req *r);
-static int names_from_key(struct gl_req *r, const char *key);
 
 /* Reads the record of key: 0 with *have false (no record: free, token 0)
  * or true with *cur and its revision; -1 with a message. */
@@ -209,8 +124,8 @@ realtime_ms(void *arg)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int64_t
-gl_now(const struct grouplocks *gl)
+int64_t
+grouplock_now(const struct grouplocks *gl)
 {
     return gl->now_ms(gl->now_arg);
 }
@@ -218,8 +133,9 @@ gl_now(const struct grouplocks *gl)
 /* A new request, or NULL when out of memory, in which case cb has been
  * told (the one callback that runs inside the called function: there is
  * nothing left to queue it with). */
-static struct gl_req *
-req_new(struct grouplocks *gl, enum gl_kind kind, grouplock_cb cb, void *arg)
+struct gl_req *
+grouplock_req_new(struct grouplocks *gl, enum gl_kind kind, grouplock_cb cb,
+                  void *arg)
 {
     struct gl_req *r = calloc(1, sizeof *r);
 
@@ -312,13 +228,9 @@ req_finish(struct gl_req *r, enum grouplock_status status, uint64_t token,
 
 /* Completes r on the next loop turn: for results decided inside an API
  * call. */
-static void req_defer(struct gl_req *r, enum grouplock_status status,
-                      uint64_t token, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void
-req_defer(struct gl_req *r, enum grouplock_status status, uint64_t token,
-          const char *fmt, ...)
+void
+grouplock_req_defer(struct gl_req *r, enum grouplock_status status,
+                    uint64_t token, const char *fmt, ...)
 {
     struct grouplocks *gl = r->gl;
     va_list ap;
@@ -382,9 +294,9 @@ static void on_put(enum store_status status, uint64_t revision,
 
 /* Submits next for r's key under compare-and-set on expected.  -1 with
  * the cause in r->message. */
-static int
-req_put(struct gl_req *r, const struct grouplock_record *next,
-        uint64_t expected)
+int
+grouplock_req_put(struct gl_req *r, const struct grouplock_record *next,
+                  uint64_t expected)
 {
     struct grouplocks *gl = r->gl;
     uint8_t *buf;
@@ -440,7 +352,7 @@ group_get(struct grouplocks *gl, const char *key)
     if (g == NULL)
         return NULL;
     g->timer = evtimer_new(gl->base, on_group_timer, g);
-    g->idle = evtimer_new(gl->base, on_group_idle, g);
+    g->idle = evtimer_new(gl->base, grouplock_lease_on_idle, g);
     if (g->timer == NULL || g->idle == NULL) {
         if (g->timer != NULL)
             event_free(g->timer);
@@ -470,8 +382,8 @@ group_free(struct gl_group *g)
     free(g);
 }
 
-static struct gl_req *
-group_pop(struct gl_group *g)
+struct gl_req *
+grouplock_group_pop(struct gl_group *g)
 {
     struct gl_req *r = g->head;
 
@@ -484,129 +396,58 @@ group_pop(struct gl_group *g)
     return r;
 }
 
+/* Arms ev to fire in ms.  -1 when libevent cannot (out of memory). */
+static int
+timer_arm(struct event *ev, uint64_t ms)
+{
+    struct timeval tv = {
+        .tv_sec = (time_t)(ms / 1000),
+        .tv_usec = (suseconds_t)(ms % 1000) * 1000,
+    };
+
+    return evtimer_add(ev, &tv);
+}
+
 /* Schedules the head's next attempt after delay_ms.  -1 when libevent
  * cannot (out of memory). */
 static int
 group_schedule(struct gl_group *g, uint64_t delay_ms)
 {
-    struct timeval tv = {
-        .tv_sec = (time_t)(delay_ms / 1000),
-        .tv_usec = (suseconds_t)(delay_ms % 1000) * 1000,
-    };
-
     g->head->busy = true;
-    return evtimer_add(g->timer, &tv);
-}
-
-/* ---- the lease ---------------------------------------------------------- */
-
-static uint64_t
-token_block(const struct grouplocks *gl)
-{
-    return gl->policy.token_block > 0 ? gl->policy.token_block : 1;
-}
-
-/* Gives the head the lease's next token without the store, when the
- * block has one left and the record was renewed less than half the max
- * age ago (so no other master can find it stale while it is used).
- * true when handed over (delivered on the next turn). */
-static bool
-lease_hand_over(struct gl_group *g)
-{
-    struct grouplocks *gl = g->gl;
-    int64_t now = gl_now(gl);
-    struct gl_req *r;
-
-    if (!g->leased || g->token >= g->hwm ||
-        (now > g->renewed_ms &&
-         (uint64_t)(now - g->renewed_ms) >= gl->policy.max_age_ms / 2))
-        return false;
-    r = group_pop(g);
-    g->held = true;
-    g->token++;
-    gl->stats.tokens++;
-    evtimer_del(g->idle);
-    req_defer(r, GROUPLOCK_OK, g->token, NULL);
-    return true;
-}
-
-/* Ends g's lease: its record is freed in the store (compare-and-set, the
- * token kept); the change hook says "released" once durable.  The caller
- * settles g. */
-static void
-lease_end(struct gl_group *g)
-{
-    struct gl_req *r;
-
-    if (!g->leased)
-        return;
-    g->leased = false;
-    g->written = false;
-    evtimer_del(g->idle);
-    r = req_new(g->gl, GL_REQ_RELEASE, NULL, NULL);
-    if (r == NULL)
-        return; /* logged: the record stays held until a restart frees it */
-    if (names_from_key(r, g->key) != 0) {
-        free(r);
-        return;
-    }
-    r->token = g->token;
-    r->hwm = g->hwm;
-    r->ours = true;
-    req_check(r);
-}
-
-static void
-on_group_idle(evutil_socket_t fd, short what, void *arg)
-{
-    struct gl_group *g = arg;
-
-    (void)fd;
-    (void)what;
-    if (g->held || g->head != NULL)
-        return;
-    g->busy++;
-    lease_end(g);
-    g->busy--;
-    group_settle(g);
+    return timer_arm(g->timer, delay_ms);
 }
 
 /* Starts the head when the lock is not held here and it is idle; frees
  * the group when nothing uses it.  Safe to call from anywhere: it only
  * schedules (a failure to schedule is delivered on the next turn). */
-static void
-group_settle(struct gl_group *g)
+void
+grouplock_group_settle(struct gl_group *g)
 {
     while (!g->held && g->head != NULL && !g->head->busy &&
-           !lease_hand_over(g) && group_schedule(g, 0) != 0) {
-        struct gl_req *r = group_pop(g);
+           !grouplock_lease_hand_over(g) && group_schedule(g, 0) != 0) {
+        struct gl_req *r = grouplock_group_pop(g);
 
-        req_defer(r, GROUPLOCK_ERROR, 0,
-                  "group %s/%s: cannot schedule the lock's acquisition (out "
-                  "of memory)",
-                  r->tenant, r->group);
+        grouplock_req_defer(
+            r, GROUPLOCK_ERROR, 0,
+            "group %s/%s: cannot schedule the lock's acquisition (out "
+            "of memory)",
+            r->tenant, r->group);
     }
     if (g->leased && !g->held && g->head == NULL &&
-        !evtimer_pending(g->idle, NULL)) {
-        struct timeval tv = {
-            .tv_sec = (time_t)(g->gl->policy.lease_idle_ms / 1000),
-            .tv_usec = (suseconds_t)(g->gl->policy.lease_idle_ms % 1000) * 1000,
-        };
-
-        if (evtimer_add(g->idle, &tv) != 0)
-            lease_end(g); /* out of memory: no idle lease then */
-    }
+        !evtimer_pending(g->idle, NULL) &&
+        timer_arm(g->idle, g->gl->policy.lease_idle_ms) != 0)
+        grouplock_lease_end(g); /* out of memory: no idle lease then */
     if (g->busy == 0 && !g->held && !g->leased && g->head == NULL)
         group_free(g);
 }
 
 /* The head is done: tell its user (we run on the loop), then let the
  * next one start unless the lock is now held here. */
-static void
-group_finish(struct gl_group *g, enum grouplock_status status, uint64_t token,
-             const char *message)
+void
+grouplock_group_finish(struct gl_group *g, enum grouplock_status status,
+                       uint64_t token, const char *message)
 {
-    struct gl_req *r = group_pop(g);
+    struct gl_req *r = grouplock_group_pop(g);
 
     if (status == GROUPLOCK_OK) {
         g->held = true;
@@ -628,40 +469,6 @@ backoff_ms(uint64_t base, unsigned n)
     return base << shift;
 }
 
-/* The head's attempt on a lease whose block is used up or whose renewal is
- * due: the record (cur, at rev) is still ours, so the next block is
- * reserved and the record renewed in one compare-and-set. */
-static void
-lease_extend(struct gl_group *g, const struct grouplock_record *cur,
-             uint64_t rev, int64_t now)
-{
-    struct gl_req *r = g->head;
-    struct grouplocks *gl = g->gl;
-    struct grouplock_record next = *cur;
-    char msg[GL_MSG_MAX];
-
-    if (cur->token > UINT64_MAX - token_block(gl)) {
-        errbuf_set(msg, sizeof msg,
-                   "group %s/%s: the lock's tokens are exhausted", r->tenant,
-                   r->group);
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
-        return;
-    }
-    next.token = cur->token + token_block(gl);
-    next.acquired_ms = now;
-    /* A lease written under stays so: no steal while it lasts. */
-    r->written = cur->last_write_token == cur->token;
-    if (r->written)
-        next.last_write_token = next.token;
-    r->token = g->token + 1;
-    r->hwm = next.token;
-    r->at_ms = now;
-    r->extend = true;
-    r->stolen = false;
-    if (req_put(r, &next, rev) != 0)
-        group_finish(g, GROUPLOCK_ERROR, 0, r->message);
-}
-
 /* The head's attempt: read, decide, then write or wait. */
 static void
 acquire_attempt(struct gl_group *g)
@@ -676,14 +483,14 @@ acquire_attempt(struct gl_group *g)
     bool have;
 
     if (record_read(gl, r->key, &cur, &have, &rev, msg, sizeof msg) != 0) {
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
         return;
     }
-    now = gl_now(gl);
+    now = grouplock_now(gl);
     if (g->leased) {
         if (have && strcmp(cur.holder, gl->holder) == 0 &&
             cur.token == g->hwm) {
-            lease_extend(g, &cur, rev, now);
+            grouplock_lease_extend(g, &cur, rev, now);
             return;
         }
         log_warning("group %s/%s: the lease under tokens up to %" PRIu64
@@ -699,11 +506,11 @@ acquire_attempt(struct gl_group *g)
     switch (d) {
     case GROUPLOCK_ACQUIRE:
     case GROUPLOCK_STEAL:
-        if (cur.token > UINT64_MAX - token_block(gl)) {
+        if (cur.token > UINT64_MAX - grouplock_token_block(gl)) {
             errbuf_set(msg, sizeof msg,
                        "group %s/%s: the lock's tokens are exhausted",
                        r->tenant, r->group);
-            group_finish(g, GROUPLOCK_ERROR, 0, msg);
+            grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
             return;
         }
         memset(&next, 0, sizeof next);
@@ -711,7 +518,7 @@ acquire_attempt(struct gl_group *g)
         /* A block of tokens: cur.token + 1 now, the rest handed over
          * locally while the lease lasts; none is used before the put
          * that makes the block's high-water mark durable completes. */
-        next.token = cur.token + token_block(gl);
+        next.token = cur.token + grouplock_token_block(gl);
         next.acquired_ms = now;
         next.last_write_token = cur.last_write_token;
         r->token = cur.token + 1;
@@ -723,8 +530,8 @@ acquire_attempt(struct gl_group *g)
             log_notice("group %s/%s: taking the lock from %s (token %" PRIu64
                        ", %" PRIu64 " ms old, no write under it)",
                        r->tenant, r->group, cur.holder, cur.token, age);
-        if (req_put(r, &next, rev) != 0)
-            group_finish(g, GROUPLOCK_ERROR, 0, r->message);
+        if (grouplock_req_put(r, &next, rev) != 0)
+            grouplock_group_finish(g, GROUPLOCK_ERROR, 0, r->message);
         return;
     case GROUPLOCK_HELD:
     case GROUPLOCK_ABORT_STEAL:
@@ -747,7 +554,7 @@ acquire_attempt(struct gl_group *g)
                        "%u retries",
                        r->tenant, r->group, cur.holder, cur.token, age,
                        gl->policy.max_age_ms, r->retries);
-        group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
         return;
     }
     r->retries++;
@@ -757,7 +564,7 @@ acquire_attempt(struct gl_group *g)
         errbuf_set(msg, sizeof msg,
                    "group %s/%s: cannot schedule a retry (out of memory)",
                    r->tenant, r->group);
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
     }
 }
 
@@ -771,7 +578,7 @@ on_group_timer(evutil_socket_t fd, short what, void *arg)
     g->busy++;
     acquire_attempt(g);
     g->busy--;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 /* The head's put completed. */
@@ -798,7 +605,7 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
         g->written = r->extend && r->written;
         g->hwm = r->hwm;
         g->renewed_ms = r->at_ms;
-        group_finish(g, GROUPLOCK_OK, r->token, NULL);
+        grouplock_group_finish(g, GROUPLOCK_OK, r->token, NULL);
     } else if (status == STORE_CONFLICT) {
         /* Another master wrote between our read and our write: read
          * again at once, which uses up one retry. */
@@ -808,18 +615,18 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
                        "attempt; gave up after %u retries (%s)",
                        r->tenant, r->group, r->retries,
                        message != NULL ? message : "conflict");
-            group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
+            grouplock_group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
         } else {
             r->retries++;
-            r->busy = false; /* group_settle schedules it again */
+            r->busy = false; /* grouplock_group_settle schedules it again */
         }
     } else {
         errbuf_set(msg, sizeof msg, "group lock %s: %s", r->key,
                    message != NULL ? message : store_status_name(status));
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
     }
     g->busy--;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 /* ---- note_write and release ------------------------------------------ */
@@ -838,8 +645,8 @@ note_written(struct gl_req *r)
 
 /* Checks r's token against the record and writes what follows; the result
  * of a decision made here is deferred (we may be inside an API call). */
-static void
-req_check(struct gl_req *r)
+void
+grouplock_req_check(struct gl_req *r)
 {
     struct grouplocks *gl = r->gl;
     struct grouplock_record cur, next;
@@ -848,7 +655,7 @@ req_check(struct gl_req *r)
     bool have;
 
     if (record_read(gl, r->key, &cur, &have, &rev, msg, sizeof msg) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "%s", msg);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "%s", msg);
         return;
     }
     if (!r->ours || !have || strcmp(cur.holder, gl->holder) != 0 ||
@@ -861,12 +668,12 @@ req_check(struct gl_req *r)
                         cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
                         cur.token);
         }
-        req_defer(r, GROUPLOCK_STALE, 0,
-                  "group %s/%s: token %" PRIu64 " is no longer this "
-                  "master's: the lock is %s%s under token %" PRIu64,
-                  r->tenant, r->group, r->token,
-                  cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
-                  cur.token);
+        grouplock_req_defer(r, GROUPLOCK_STALE, 0,
+                            "group %s/%s: token %" PRIu64 " is no longer this "
+                            "master's: the lock is %s%s under token %" PRIu64,
+                            r->tenant, r->group, r->token,
+                            cur.holder[0] != '\0' ? "held by " : "free",
+                            cur.holder, cur.token);
         return;
     }
     next = cur;
@@ -874,7 +681,7 @@ req_check(struct gl_req *r)
         if (cur.last_write_token == cur.token) {
             /* Already recorded: a steal is already aborted. */
             note_written(r);
-            req_defer(r, GROUPLOCK_OK, r->token, NULL);
+            grouplock_req_defer(r, GROUPLOCK_OK, r->token, NULL);
             return;
         }
         /* The whole block: the lease is written under. */
@@ -883,8 +690,8 @@ req_check(struct gl_req *r)
         next.holder[0] = '\0';
         next.acquired_ms = 0;
     }
-    if (req_put(r, &next, rev) != 0)
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+    if (grouplock_req_put(r, &next, rev) != 0)
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
 }
 
 /* A note_write's or release's put completed. */
@@ -904,7 +711,7 @@ check_done(struct gl_req *r, enum store_status status, const char *message)
         /* The record changed since we read it (another master): decide
          * again on what it is now. */
         r->conflicts++;
-        req_check(r);
+        grouplock_req_check(r);
     } else {
         errbuf_set(msg, sizeof msg, "group lock %s: %s", r->key,
                    message != NULL ? message : store_status_name(status));
@@ -1004,7 +811,7 @@ grouplocks_free(struct grouplocks *gl)
      * lock held by a waiter stays held (grouplocks_release_stale_own). */
     for (g = gl->groups; g != NULL; g = g->next)
         if (!g->held)
-            lease_end(g);
+            grouplock_lease_end(g);
     /* Puts in flight: their completions (run by the store, even after
      * this) only free them. */
     for (r = gl->ops; r != NULL; r = rnext) {
@@ -1012,13 +819,15 @@ grouplocks_free(struct grouplocks *gl)
         r->oprev = r->onext = NULL;
         r->orphaned = true;
         if (r->kind == GL_REQ_NOTE || r->kind == GL_REQ_RELEASE)
-            req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+            grouplock_req_defer(r, GROUPLOCK_ERROR, 0,
+                                "group lock: shutting down");
     }
     gl->ops = NULL;
     while ((g = gl->groups) != NULL) {
         while (g->head != NULL) {
-            r = group_pop(g);
-            req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+            r = grouplock_group_pop(g);
+            grouplock_req_defer(r, GROUPLOCK_ERROR, 0,
+                                "group lock: shutting down");
         }
         gl->groups = g->next;
         event_free(g->timer);
@@ -1051,29 +860,29 @@ void
 grouplocks_acquire(struct grouplocks *gl, const char *tenant, const char *group,
                    grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_ACQUIRE, cb, arg);
+    struct gl_req *r = grouplock_req_new(gl, GL_REQ_ACQUIRE, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
     if (gl->closing) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
         return;
     }
     if (req_names(r, tenant, group) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
         return;
     }
     g = group_get(gl, r->key);
     if (g == NULL) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group %s/%s: out of memory",
-                  r->tenant, r->group);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group %s/%s: out of memory",
+                            r->tenant, r->group);
         return;
     }
     r->g = g;
     *g->tail = r;
     g->tail = &r->qnext;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 void
@@ -1081,45 +890,45 @@ grouplocks_note_write(struct grouplocks *gl, const char *tenant,
                       const char *group, uint64_t token, grouplock_cb cb,
                       void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_NOTE, cb, arg);
+    struct gl_req *r = grouplock_req_new(gl, GL_REQ_NOTE, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
     r->token = token;
     if (gl->closing) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
         return;
     }
     if (req_names(r, tenant, group) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
         return;
     }
     g = group_find(gl, r->key);
     r->ours = g != NULL && g->leased && g->held && g->token == token;
     r->hwm = r->ours ? g->hwm : 0;
     if (r->ours && g->written)
-        req_defer(r, GROUPLOCK_OK, token, NULL); /* durable already */
+        grouplock_req_defer(r, GROUPLOCK_OK, token, NULL); /* durable already */
     else
-        req_check(r);
+        grouplock_req_check(r);
 }
 
 void
 grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
                    uint64_t token, grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_RELEASE, cb, arg);
+    struct gl_req *r = grouplock_req_new(gl, GL_REQ_RELEASE, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
     r->token = token;
     if (gl->closing) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
         return;
     }
     if (req_names(r, tenant, group) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
         return;
     }
     /* The store write is submitted below, before the next local waiter's
@@ -1134,15 +943,15 @@ grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
         if (g->leased && gl->policy.lease_idle_ms > 0) {
             /* The lease stays: the next waiter (now or within
              * lease_idle_ms) takes the next token. */
-            group_settle(g);
-            req_defer(r, GROUPLOCK_OK, token, NULL);
+            grouplock_group_settle(g);
+            grouplock_req_defer(r, GROUPLOCK_OK, token, NULL);
             return;
         }
         g->leased = false;
         g->written = false;
-        group_settle(g);
+        grouplock_group_settle(g);
     }
-    req_check(r);
+    grouplock_req_check(r);
 }
 
 struct stale_scan {
@@ -1154,8 +963,8 @@ struct stale_scan {
 
 /* "workmanager/groups/<tenant>/<group>/lock" into r's names; -1 when key
  * is not a lock's. */
-static int
-names_from_key(struct gl_req *r, const char *key)
+int
+grouplock_req_names_from_key(struct gl_req *r, const char *key)
 {
     const char *t = key + strlen(GL_PREFIX), *slash, *end;
     size_t klen = strlen(key), slen = strlen(GL_SUFFIX);
@@ -1201,10 +1010,10 @@ on_stale_entry(const char *key, enum store_status status, const uint8_t *value,
     if (strncmp(cur.holder, sc->instance, sc->ilen) != 0 ||
         cur.holder[sc->ilen] != '/' || strcmp(cur.holder, gl->holder) == 0)
         return 0;
-    r = req_new(gl, GL_REQ_FREE_STALE, NULL, NULL);
+    r = grouplock_req_new(gl, GL_REQ_FREE_STALE, NULL, NULL);
     if (r == NULL)
         return 1; /* out of memory: stop */
-    if (names_from_key(r, key) != 0) {
+    if (grouplock_req_names_from_key(r, key) != 0) {
         log_warning("group locks: %s is not a lock's key", key);
         free(r);
         return 0;
@@ -1213,7 +1022,7 @@ on_stale_entry(const char *key, enum store_status status, const uint8_t *value,
     next = cur;
     next.holder[0] = '\0';
     next.acquired_ms = 0;
-    if (req_put(r, &next, revision) != 0) {
+    if (grouplock_req_put(r, &next, revision) != 0) {
         log_warning("%s", r->message);
         free(r);
         return 0;
