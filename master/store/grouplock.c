@@ -856,23 +856,37 @@ grouplocks_set_clock(struct grouplocks *gl, int64_t (*now_ms)(void *),
     gl->now_arg = now_ms != NULL ? arg : NULL;
 }
 
+/* The request of an API call, named; NULL when it is already answered
+ * (out of memory, shutting down, names that make no key). */
+static struct gl_req *
+req_start(struct grouplocks *gl, enum gl_kind kind, const char *tenant,
+          const char *group, uint64_t token, grouplock_cb cb, void *arg)
+{
+    struct gl_req *r = grouplock_req_new(gl, kind, cb, arg);
+
+    if (r == NULL)
+        return NULL;
+    r->token = token;
+    if (gl->closing) {
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+        return NULL;
+    }
+    if (req_names(r, tenant, group) != 0) {
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        return NULL;
+    }
+    return r;
+}
+
 void
 grouplocks_acquire(struct grouplocks *gl, const char *tenant, const char *group,
                    grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = grouplock_req_new(gl, GL_REQ_ACQUIRE, cb, arg);
+    struct gl_req *r = req_start(gl, GL_REQ_ACQUIRE, tenant, group, 0, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
-    if (gl->closing) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-        return;
-    }
-    if (req_names(r, tenant, group) != 0) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
-        return;
-    }
     g = group_get(gl, r->key);
     if (g == NULL) {
         grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group %s/%s: out of memory",
@@ -890,20 +904,12 @@ grouplocks_note_write(struct grouplocks *gl, const char *tenant,
                       const char *group, uint64_t token, grouplock_cb cb,
                       void *arg)
 {
-    struct gl_req *r = grouplock_req_new(gl, GL_REQ_NOTE, cb, arg);
+    struct gl_req *r =
+        req_start(gl, GL_REQ_NOTE, tenant, group, token, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
-    r->token = token;
-    if (gl->closing) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-        return;
-    }
-    if (req_names(r, tenant, group) != 0) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
-        return;
-    }
     g = group_find(gl, r->key);
     r->ours = g != NULL && g->leased && g->held && g->token == token;
     r->hwm = r->ours ? g->hwm : 0;
@@ -917,20 +923,12 @@ void
 grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
                    uint64_t token, grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = grouplock_req_new(gl, GL_REQ_RELEASE, cb, arg);
+    struct gl_req *r =
+        req_start(gl, GL_REQ_RELEASE, tenant, group, token, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
-    r->token = token;
-    if (gl->closing) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-        return;
-    }
-    if (req_names(r, tenant, group) != 0) {
-        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
-        return;
-    }
     /* The store write is submitted below, before the next local waiter's
      * first read can run (it waits for the group's timer): since the store
      * decides CAS at submission and reads see submitted writes, that read
