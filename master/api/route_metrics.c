@@ -300,7 +300,14 @@ api_metrics_route(struct api_req *rq)
 
     grouplocks_stats(d->locks, &gs);
     scalar(&t, "workmanager_grouplock_acquired_total", "counter",
-           "Group lock acquisitions.", gs.acquired);
+           "Group locks taken in the store (a lease serves many events).",
+           gs.acquired);
+    scalar(&t, "workmanager_grouplock_tokens_total", "counter",
+           "Fencing tokens handed out: one per event processed under a "
+           "group lock.",
+           gs.tokens);
+    scalar(&t, "workmanager_grouplock_renewals_total", "counter",
+           "Group lock leases extended by a new block of tokens.", gs.renewals);
     scalar(&t, "workmanager_grouplock_stolen_total", "counter",
            "Stale group locks stolen.", gs.stolen);
     scalar(&t, "workmanager_grouplock_contention_total", "counter",

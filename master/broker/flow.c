@@ -67,7 +67,7 @@ struct group {
     struct broker_sub *sub;
     struct binding **members;
     size_t n, cap;
-    size_t next; /* round robin */
+    size_t next, turn; /* round robin, in turns of GROUP_TURN */
 };
 
 struct out {
@@ -951,17 +951,19 @@ job_start(struct job *j)
         job_process(j);
 }
 
-/* A group's delivery goes to its next running member. */
+/* Round robin in turns of GROUP_TURN events: a host fed in a row is awake.
+ */
+#define GROUP_TURN 8u
 static struct binding *
 group_pick(struct group *g)
 {
-    for (size_t k = 0; k < g->n; k++) {
-        struct binding *bd = g->members[(g->next + k) % g->n];
-        if (takes_events(bd->w)) {
-            g->next = (g->next + k + 1) % g->n;
-            return bd;
+    for (size_t k = 0, i = g->next % (g->n + !g->n); k < g->n;
+         k++, i = (i + 1) % g->n)
+        if (takes_events(g->members[i]->w)) {
+            g->turn = k > 0 || g->turn >= GROUP_TURN ? 1 : g->turn + 1;
+            g->next = g->turn < GROUP_TURN ? i : (i + 1) % g->n;
+            return g->members[i];
         }
-    }
     return NULL;
 }
 

@@ -6,7 +6,8 @@
  * Each worker is bound to one durable broker subscription: its own (named
  * by its id) or, for a worker with a group, the group's subscription on its
  * topic (named "group:<group>"), whose deliveries go to one running member
- * at a time, round robin, under the group lock.  The subscription follows
+ * at a time, round robin in turns of a few events each (a host fed in a row
+ * stays awake), under the group lock.  The subscription follows
  * the worker's desired status: running delivers, suspended queues, stopped
  * keeps its backlog and queues nothing new; a running worker whose state is
  * failed (a crash loop, a failed load) queues as a suspended one does,

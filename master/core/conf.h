@@ -211,6 +211,8 @@ struct conf {
     uint64_t lock_max_age_ms;
     uint64_t group_lock_retry_base_delay_ms;
     unsigned group_lock_max_retries;
+    unsigned group_lock_token_block;
+    uint64_t group_lock_lease_idle_ms;
     uint64_t redelivery_base_delay_ms;
     unsigned max_redeliveries;
     unsigned queue_max_events;

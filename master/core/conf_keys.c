@@ -89,6 +89,8 @@
  * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
  * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
+ * | `group_lock_token_block` | integer, 1–1000000 | `1024` | `WM_GROUP_LOCK_TOKEN_BLOCK` | Fencing tokens a group lock reserves with one store write (the block's high-water mark is persisted before its first token is used, so none repeats across a crash); 1 = a store write per event. |
+ * | `group_lock_lease_idle_ms` | duration (ms), 0–60000 | `20` | `WM_GROUP_LOCK_LEASE_IDLE_MS` | How long a group lock is kept as a lease after its group's last event, for the next event to take without the store; 0 = release after every event. |
  * | `redelivery_base_delay_ms` | duration (ms), 1–60000 | `200` | `WM_REDELIVERY_BASE_DELAY_MS` | First redelivery delay after a transient failure; doubled each time, capped at 10 s. |
  * | `max_redeliveries` | integer, 0–100 | `3` | `WM_MAX_REDELIVERIES` | Redeliveries of an event before it is dead-lettered. |
  * | `queue_max_events` | integer, 1–10000000 | `10000` | `WM_QUEUE_MAX_EVENTS` | Bound of each subscription's queue; a publish that a full queue cannot hold is refused whole (503 subscriber_full with Retry-After) unless its topic is in drop_oldest_topics. |
@@ -835,6 +837,31 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(group_lock_max_retries, unsigned),
         .min = 1,
         .max = 20,
+    },
+    {
+        .name = "group_lock_token_block",
+        .type = CONF_UINT,
+        .def = "1024",
+        .env = "WM_GROUP_LOCK_TOKEN_BLOCK",
+        .doc = "Fencing tokens a group lock reserves with one store write "
+               "(the block's high-water mark is persisted before its first "
+               "token is used, so none repeats across a crash); 1 = a store "
+               "write per event.",
+        .offset = AT(group_lock_token_block, unsigned),
+        .min = 1,
+        .max = 1000000,
+    },
+    {
+        .name = "group_lock_lease_idle_ms",
+        .type = CONF_DURATION_MS,
+        .def = "20",
+        .env = "WM_GROUP_LOCK_LEASE_IDLE_MS",
+        .doc = "How long a group lock is kept as a lease after its group's "
+               "last event, for the next event to take without the store; "
+               "0 = release after every event.",
+        .offset = AT(group_lock_lease_idle_ms, uint64_t),
+        .min = 0,
+        .max = 60000,
     },
     {
         .name = "redelivery_base_delay_ms",

@@ -274,6 +274,8 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .max_age_ms = c->lock_max_age_ms,
         .retry_base_ms = c->group_lock_retry_base_delay_ms,
         .max_retries = c->group_lock_max_retries,
+        .token_block = c->group_lock_token_block,
+        .lease_idle_ms = c->group_lock_lease_idle_ms,
     };
     d->locks = grouplocks_new(d->store, d->base, d->holder, &gp);
     d->flow = flow_new(d);

@@ -10,6 +10,11 @@
  * loop turn is atomic with respect to everything else this process does;
  * another master (a shared backend) shows up as a CONFLICT.
  *
+ * The record holds a block of tokens, and the lock is kept as a lease
+ * across the group's consecutive holdings (grouplock_lease.c): a holding
+ * the lease can serve takes its token without the store; one that it
+ * cannot goes the way below.
+ *
  * Within one master the acquisitions of a group wait in a FIFO (struct
  * gl_group): only its head works on the store, through the group's timer
  * (an immediate attempt, or a backoff wait), and the next one starts only
@@ -37,9 +42,9 @@
  *     pending or a put in flight (head->busy); no head is busy while the
  *     group is held locally (g->held);
  *   - gl->ops lists exactly the non-orphaned requests with a put in flight;
- *   - a group is freed once it has no waiter, is not held and no
- *     function of this file is working on it (g->busy == 0), so gl->groups
- *     holds only the groups that are in use;
+ *   - a group is freed once it has no waiter, is not held, holds no
+ *     lease (grouplock_lease.c) and no function of this file is working
+ *     on it (g->busy == 0), so gl->groups holds only the groups in use;
  *   - a request is in at most one group FIFO and one of gl->ops or
  *     gl->done, and is freed exactly once: after its callback, or by its
  *     store completion when orphaned.
@@ -59,200 +64,11 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
-#include "lib/name.h"
 #include "master/core/log.h"
-#include "master/store/records.pb-c.h"
+#include "master/store/grouplock_private.h"
 #include "master/store/store.h"
 
-#define GL_FORMAT 1
-#define GL_PREFIX "workmanager/groups/"
-#define GL_SUFFIX "/lock"
-/* Room for a message naming a key, a holder and a few numbers. */
-#define GL_MSG_MAX 1536
-/* CAS conflicts one note_write or release survives before it reports an
- * error: each means another master changed the record between our read and
- * our write, so a handful already means the store is fought over. */
-#define GL_CONFLICTS_MAX 8
-/* The longest backoff wait: it only keeps retry_base_ms << n from
- * overflowing with a silly policy (conf_keys.c bounds the real ones). */
-#define GL_BACKOFF_MAX_MS (24 * 3600 * 1000ULL)
-
-enum gl_kind {
-    GL_REQ_ACQUIRE,
-    GL_REQ_NOTE,
-    GL_REQ_RELEASE,
-    GL_REQ_FREE_STALE, /* grouplocks_release_stale_own: no callback */
-};
-
-struct gl_group;
-
-struct gl_req {
-    struct grouplocks *gl;
-    enum gl_kind kind;
-    char key[STORE_KEY_MAX + 1];
-    /* "<tenant>\0<group>\0": both are in the key, so they fit. */
-    char names[STORE_KEY_MAX];
-    const char *tenant, *group; /* into names */
-    grouplock_cb cb;            /* NULL: nobody to tell */
-    void *arg;
-    uint64_t token;       /* wanted (ACQUIRE, once decided) or checked */
-    bool stolen;          /* ACQUIRE: the put takes a stale holder's lock */
-    bool busy;            /* ACQUIRE: its timer is pending or put in flight */
-    bool orphaned;        /* grouplocks_free ran while its put was in flight */
-    unsigned retries;     /* ACQUIRE: backoff waits and CAS conflicts */
-    unsigned conflicts;   /* NOTE, RELEASE: CAS conflicts */
-    int64_t start_ms;     /* monotonic, for the wait statistics */
-    struct gl_group *g;   /* ACQUIRE: the group whose FIFO holds it */
-    struct gl_req *qnext; /* in g's FIFO */
-    struct gl_req *oprev, *onext; /* in gl->ops */
-    struct gl_req *dnext;         /* in gl->done */
-    enum grouplock_status status; /* the decided result */
-    char message[GL_MSG_MAX];     /* its message ("" for none) */
-};
-
-/* The local side of one group's lock. */
-struct gl_group {
-    struct grouplocks *gl;
-    struct gl_group *next; /* in gl->groups */
-    char key[STORE_KEY_MAX + 1];
-    struct gl_req *head, **tail; /* the FIFO of acquisitions */
-    struct event *timer;         /* drives the head's attempts */
-    bool held;                   /* a local waiter holds the lock */
-    uint64_t token;              /* and its token */
-    unsigned busy;               /* nesting of the functions using it */
-};
-
-struct grouplocks {
-    struct store *st;
-    struct event_base *base;
-    char holder[GROUPLOCK_HOLDER_MAX];
-    struct grouplock_policy policy;
-    grouplock_change_cb hook;
-    void *hook_arg;
-    int64_t (*now_ms)(void *);
-    void *now_arg;
-    struct gl_group *groups;
-    struct gl_req *ops;               /* puts in flight */
-    struct gl_req *done, **done_tail; /* results to deliver */
-    struct event *done_ev;
-    bool closing;
-    struct grouplock_stats stats;
-};
-
 static void on_group_timer(evutil_socket_t fd, short what, void *arg);
-static void req_check(struct gl_req *r);
-
-/* ---- the record ------------------------------------------------------- */
-
-static uint64_t
-record_age(const struct grouplock_record *r, int64_t now_ms)
-{
-    /* A clock that went back makes a lock young, never stale. */
-    if (now_ms <= r->acquired_ms)
-        return 0;
-    return (uint64_t)now_ms - (uint64_t)r->acquired_ms;
-}
-
-enum grouplock_decision
-grouplock_decide(const struct grouplock_record *cur, int64_t now_ms,
-                 uint64_t max_age_ms)
-{
-    if (cur == NULL || cur->holder[0] == '\0')
-        return GROUPLOCK_ACQUIRE;
-    if (record_age(cur, now_ms) <= max_age_ms)
-        return GROUPLOCK_HELD;
-    return cur->last_write_token == cur->token ? GROUPLOCK_ABORT_STEAL
-                                               : GROUPLOCK_STEAL;
-}
-
-int
-grouplock_record_encode(const struct grouplock_record *r, uint8_t **out,
-                        size_t *len)
-{
-    Workmanager__GroupLock m = WORKMANAGER__GROUP_LOCK__INIT;
-
-    *out = NULL;
-    *len = 0;
-    if (memchr(r->holder, '\0', sizeof r->holder) == NULL)
-        return -1;
-    m.format = GL_FORMAT;
-    /* protobuf-c wants char * even for a string it only reads. */
-    m.holder = (char *)(uintptr_t)r->holder;
-    m.token = r->token;
-    m.acquired_ms = r->acquired_ms;
-    m.last_write_token = r->last_write_token;
-    *len = workmanager__group_lock__get_packed_size(&m);
-    *out = malloc(*len > 0 ? *len : 1);
-    if (*out == NULL)
-        return -1;
-    workmanager__group_lock__pack(&m, *out);
-    return 0;
-}
-
-int
-grouplock_record_decode(const uint8_t *data, size_t len,
-                        struct grouplock_record *r, char *err, size_t errlen)
-{
-    static const uint8_t empty;
-    Workmanager__GroupLock *m;
-    int rc = -1;
-
-    if (data == NULL && len > 0)
-        return errbuf_set(err, errlen, "group lock record: no data");
-    m = workmanager__group_lock__unpack(NULL, len,
-                                        data != NULL ? data : &empty);
-    if (m == NULL)
-        return errbuf_set(
-            err, errlen, "group lock record of %zu bytes does not decode", len);
-    /* What the rules rely on, so that a damaged record is an error here
-     * rather than a wrong decision later. */
-    if (m->format != GL_FORMAT)
-        errbuf_set(err, errlen, "group lock record: unknown format %" PRIu32,
-                   m->format);
-    else if (strlen(m->holder) >= GROUPLOCK_HOLDER_MAX)
-        errbuf_set(err, errlen,
-                   "group lock record: holder longer than %d bytes",
-                   GROUPLOCK_HOLDER_MAX - 1);
-    else if (m->holder[0] != '\0' && m->token == 0)
-        errbuf_set(err, errlen, "group lock record: held by %s under token 0",
-                   m->holder);
-    else if (m->last_write_token > m->token)
-        errbuf_set(err, errlen,
-                   "group lock record: last write under token %" PRIu64
-                   ", beyond its token %" PRIu64,
-                   m->last_write_token, m->token);
-    else {
-        memset(r, 0, sizeof *r);
-        memcpy(r->holder, m->holder, strlen(m->holder) + 1);
-        r->token = m->token;
-        r->acquired_ms = m->acquired_ms;
-        r->last_write_token = m->last_write_token;
-        rc = 0;
-    }
-    workmanager__group_lock__free_unpacked(m, NULL);
-    return rc;
-}
-
-/* A tenant or group name is one key segment. */
-static bool
-name_ok(const char *s)
-{
-    return s != NULL && name_word_valid(s, SIZE_MAX) && strcmp(s, ".") != 0 &&
-           strcmp(s, "..") != 0;
-}
-
-int
-grouplock_key(const char *tenant, const char *group, char *out, size_t outlen)
-{
-    int n;
-
-    if (!name_ok(tenant) || !name_ok(group))
-        return -1;
-    n = snprintf(out, outlen, GL_PREFIX "%s/%s" GL_SUFFIX, tenant, group);
-    if (n < 0 || (size_t)n >= outlen || n > STORE_KEY_MAX)
-        return -1;
-    return 0;
-}
 
 /* Reads the record of key: 0 with *have false (no record: free, token 0)
  * or true with *cur and its revision; -1 with a message. */
@@ -308,8 +124,8 @@ realtime_ms(void *arg)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int64_t
-gl_now(const struct grouplocks *gl)
+int64_t
+grouplock_now(const struct grouplocks *gl)
 {
     return gl->now_ms(gl->now_arg);
 }
@@ -317,8 +133,9 @@ gl_now(const struct grouplocks *gl)
 /* A new request, or NULL when out of memory, in which case cb has been
  * told (the one callback that runs inside the called function: there is
  * nothing left to queue it with). */
-static struct gl_req *
-req_new(struct grouplocks *gl, enum gl_kind kind, grouplock_cb cb, void *arg)
+struct gl_req *
+grouplock_req_new(struct grouplocks *gl, enum gl_kind kind, grouplock_cb cb,
+                  void *arg)
 {
     struct gl_req *r = calloc(1, sizeof *r);
 
@@ -411,13 +228,9 @@ req_finish(struct gl_req *r, enum grouplock_status status, uint64_t token,
 
 /* Completes r on the next loop turn: for results decided inside an API
  * call. */
-static void req_defer(struct gl_req *r, enum grouplock_status status,
-                      uint64_t token, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void
-req_defer(struct gl_req *r, enum grouplock_status status, uint64_t token,
-          const char *fmt, ...)
+void
+grouplock_req_defer(struct gl_req *r, enum grouplock_status status,
+                    uint64_t token, const char *fmt, ...)
 {
     struct grouplocks *gl = r->gl;
     va_list ap;
@@ -481,9 +294,9 @@ static void on_put(enum store_status status, uint64_t revision,
 
 /* Submits next for r's key under compare-and-set on expected.  -1 with
  * the cause in r->message. */
-static int
-req_put(struct gl_req *r, const struct grouplock_record *next,
-        uint64_t expected)
+int
+grouplock_req_put(struct gl_req *r, const struct grouplock_record *next,
+                  uint64_t expected)
 {
     struct grouplocks *gl = r->gl;
     uint8_t *buf;
@@ -539,7 +352,10 @@ group_get(struct grouplocks *gl, const char *key)
     if (g == NULL)
         return NULL;
     g->timer = evtimer_new(gl->base, on_group_timer, g);
-    if (g->timer == NULL) {
+    g->idle = evtimer_new(gl->base, grouplock_lease_on_idle, g);
+    if (g->timer == NULL || g->idle == NULL) {
+        if (g->timer != NULL)
+            event_free(g->timer);
         free(g);
         return NULL;
     }
@@ -562,11 +378,12 @@ group_free(struct gl_group *g)
             break;
         }
     event_free(g->timer);
+    event_free(g->idle);
     free(g);
 }
 
-static struct gl_req *
-group_pop(struct gl_group *g)
+struct gl_req *
+grouplock_group_pop(struct gl_group *g)
 {
     struct gl_req *r = g->head;
 
@@ -579,46 +396,58 @@ group_pop(struct gl_group *g)
     return r;
 }
 
+/* Arms ev to fire in ms.  -1 when libevent cannot (out of memory). */
+static int
+timer_arm(struct event *ev, uint64_t ms)
+{
+    struct timeval tv = {
+        .tv_sec = (time_t)(ms / 1000),
+        .tv_usec = (suseconds_t)(ms % 1000) * 1000,
+    };
+
+    return evtimer_add(ev, &tv);
+}
+
 /* Schedules the head's next attempt after delay_ms.  -1 when libevent
  * cannot (out of memory). */
 static int
 group_schedule(struct gl_group *g, uint64_t delay_ms)
 {
-    struct timeval tv = {
-        .tv_sec = (time_t)(delay_ms / 1000),
-        .tv_usec = (suseconds_t)(delay_ms % 1000) * 1000,
-    };
-
     g->head->busy = true;
-    return evtimer_add(g->timer, &tv);
+    return timer_arm(g->timer, delay_ms);
 }
 
 /* Starts the head when the lock is not held here and it is idle; frees
  * the group when nothing uses it.  Safe to call from anywhere: it only
  * schedules (a failure to schedule is delivered on the next turn). */
-static void
-group_settle(struct gl_group *g)
+void
+grouplock_group_settle(struct gl_group *g)
 {
     while (!g->held && g->head != NULL && !g->head->busy &&
-           group_schedule(g, 0) != 0) {
-        struct gl_req *r = group_pop(g);
+           !grouplock_lease_hand_over(g) && group_schedule(g, 0) != 0) {
+        struct gl_req *r = grouplock_group_pop(g);
 
-        req_defer(r, GROUPLOCK_ERROR, 0,
-                  "group %s/%s: cannot schedule the lock's acquisition (out "
-                  "of memory)",
-                  r->tenant, r->group);
+        grouplock_req_defer(
+            r, GROUPLOCK_ERROR, 0,
+            "group %s/%s: cannot schedule the lock's acquisition (out "
+            "of memory)",
+            r->tenant, r->group);
     }
-    if (g->busy == 0 && !g->held && g->head == NULL)
+    if (g->leased && !g->held && g->head == NULL &&
+        !evtimer_pending(g->idle, NULL) &&
+        timer_arm(g->idle, g->gl->policy.lease_idle_ms) != 0)
+        grouplock_lease_end(g); /* out of memory: no idle lease then */
+    if (g->busy == 0 && !g->held && !g->leased && g->head == NULL)
         group_free(g);
 }
 
 /* The head is done: tell its user (we run on the loop), then let the
  * next one start unless the lock is now held here. */
-static void
-group_finish(struct gl_group *g, enum grouplock_status status, uint64_t token,
-             const char *message)
+void
+grouplock_group_finish(struct gl_group *g, enum grouplock_status status,
+                       uint64_t token, const char *message)
 {
-    struct gl_req *r = group_pop(g);
+    struct gl_req *r = grouplock_group_pop(g);
 
     if (status == GROUPLOCK_OK) {
         g->held = true;
@@ -654,35 +483,55 @@ acquire_attempt(struct gl_group *g)
     bool have;
 
     if (record_read(gl, r->key, &cur, &have, &rev, msg, sizeof msg) != 0) {
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
         return;
     }
-    now = gl_now(gl);
+    now = grouplock_now(gl);
+    if (g->leased) {
+        if (have && strcmp(cur.holder, gl->holder) == 0 &&
+            cur.token == g->hwm) {
+            grouplock_lease_extend(g, &cur, rev, now);
+            return;
+        }
+        log_warning("group %s/%s: the lease under tokens up to %" PRIu64
+                    " is lost: the lock is %s%s under token %" PRIu64,
+                    r->tenant, r->group, g->hwm,
+                    cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
+                    cur.token);
+        g->leased = false;
+        g->written = false;
+    }
     d = grouplock_decide(have ? &cur : NULL, now, gl->policy.max_age_ms);
-    age = record_age(&cur, now);
+    age = grouplock_record_age(&cur, now);
     switch (d) {
     case GROUPLOCK_ACQUIRE:
     case GROUPLOCK_STEAL:
-        if (cur.token == UINT64_MAX) {
+        if (cur.token > UINT64_MAX - grouplock_token_block(gl)) {
             errbuf_set(msg, sizeof msg,
                        "group %s/%s: the lock's tokens are exhausted",
                        r->tenant, r->group);
-            group_finish(g, GROUPLOCK_ERROR, 0, msg);
+            grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
             return;
         }
         memset(&next, 0, sizeof next);
         memcpy(next.holder, gl->holder, sizeof next.holder);
-        next.token = cur.token + 1;
+        /* A block of tokens: cur.token + 1 now, the rest handed over
+         * locally while the lease lasts; none is used before the put
+         * that makes the block's high-water mark durable completes. */
+        next.token = cur.token + grouplock_token_block(gl);
         next.acquired_ms = now;
         next.last_write_token = cur.last_write_token;
-        r->token = next.token;
+        r->token = cur.token + 1;
+        r->hwm = next.token;
+        r->at_ms = now;
+        r->extend = false;
         r->stolen = d == GROUPLOCK_STEAL;
         if (r->stolen)
             log_notice("group %s/%s: taking the lock from %s (token %" PRIu64
                        ", %" PRIu64 " ms old, no write under it)",
                        r->tenant, r->group, cur.holder, cur.token, age);
-        if (req_put(r, &next, rev) != 0)
-            group_finish(g, GROUPLOCK_ERROR, 0, r->message);
+        if (grouplock_req_put(r, &next, rev) != 0)
+            grouplock_group_finish(g, GROUPLOCK_ERROR, 0, r->message);
         return;
     case GROUPLOCK_HELD:
     case GROUPLOCK_ABORT_STEAL:
@@ -705,7 +554,7 @@ acquire_attempt(struct gl_group *g)
                        "%u retries",
                        r->tenant, r->group, cur.holder, cur.token, age,
                        gl->policy.max_age_ms, r->retries);
-        group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
         return;
     }
     r->retries++;
@@ -715,7 +564,7 @@ acquire_attempt(struct gl_group *g)
         errbuf_set(msg, sizeof msg,
                    "group %s/%s: cannot schedule a retry (out of memory)",
                    r->tenant, r->group);
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
     }
 }
 
@@ -729,7 +578,7 @@ on_group_timer(evutil_socket_t fd, short what, void *arg)
     g->busy++;
     acquire_attempt(g);
     g->busy--;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 /* The head's put completed. */
@@ -742,12 +591,21 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
 
     g->busy++;
     if (status == STORE_OK) {
-        if (r->stolen)
-            gl->stats.stolen++;
-        else
-            gl->stats.acquired++;
-        hook(gl, r, r->stolen ? "stolen" : "acquired", r->token);
-        group_finish(g, GROUPLOCK_OK, r->token, NULL);
+        if (r->extend) {
+            gl->stats.renewals++;
+        } else {
+            if (r->stolen)
+                gl->stats.stolen++;
+            else
+                gl->stats.acquired++;
+            hook(gl, r, r->stolen ? "stolen" : "acquired", r->token);
+        }
+        gl->stats.tokens++;
+        g->leased = true;
+        g->written = r->extend && r->written;
+        g->hwm = r->hwm;
+        g->renewed_ms = r->at_ms;
+        grouplock_group_finish(g, GROUPLOCK_OK, r->token, NULL);
     } else if (status == STORE_CONFLICT) {
         /* Another master wrote between our read and our write: read
          * again at once, which uses up one retry. */
@@ -757,26 +615,38 @@ acquire_done(struct gl_req *r, enum store_status status, const char *message)
                        "attempt; gave up after %u retries (%s)",
                        r->tenant, r->group, r->retries,
                        message != NULL ? message : "conflict");
-            group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
+            grouplock_group_finish(g, GROUPLOCK_CONTENTION, 0, msg);
         } else {
             r->retries++;
-            r->busy = false; /* group_settle schedules it again */
+            r->busy = false; /* grouplock_group_settle schedules it again */
         }
     } else {
         errbuf_set(msg, sizeof msg, "group lock %s: %s", r->key,
                    message != NULL ? message : store_status_name(status));
-        group_finish(g, GROUPLOCK_ERROR, 0, msg);
+        grouplock_group_finish(g, GROUPLOCK_ERROR, 0, msg);
     }
     g->busy--;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 /* ---- note_write and release ------------------------------------------ */
 
+/* A write under r's lease is durable: later writes under the same lease
+ * need no store access (no other master may steal a lease written
+ * under). */
+static void
+note_written(struct gl_req *r)
+{
+    struct gl_group *g = group_find(r->gl, r->key);
+
+    if (g != NULL && g->leased && g->hwm == r->hwm)
+        g->written = true;
+}
+
 /* Checks r's token against the record and writes what follows; the result
  * of a decision made here is deferred (we may be inside an API call). */
-static void
-req_check(struct gl_req *r)
+void
+grouplock_req_check(struct gl_req *r)
 {
     struct grouplocks *gl = r->gl;
     struct grouplock_record cur, next;
@@ -785,10 +655,11 @@ req_check(struct gl_req *r)
     bool have;
 
     if (record_read(gl, r->key, &cur, &have, &rev, msg, sizeof msg) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "%s", msg);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "%s", msg);
         return;
     }
-    if (!have || strcmp(cur.holder, gl->holder) != 0 || cur.token != r->token) {
+    if (!r->ours || !have || strcmp(cur.holder, gl->holder) != 0 ||
+        cur.token != r->hwm) {
         if (r->kind == GL_REQ_NOTE) {
             gl->stats.stale_writes++;
             log_warning("group %s/%s: a write under token %" PRIu64
@@ -797,28 +668,30 @@ req_check(struct gl_req *r)
                         cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
                         cur.token);
         }
-        req_defer(r, GROUPLOCK_STALE, 0,
-                  "group %s/%s: token %" PRIu64 " is no longer this "
-                  "master's: the lock is %s%s under token %" PRIu64,
-                  r->tenant, r->group, r->token,
-                  cur.holder[0] != '\0' ? "held by " : "free", cur.holder,
-                  cur.token);
+        grouplock_req_defer(r, GROUPLOCK_STALE, 0,
+                            "group %s/%s: token %" PRIu64 " is no longer this "
+                            "master's: the lock is %s%s under token %" PRIu64,
+                            r->tenant, r->group, r->token,
+                            cur.holder[0] != '\0' ? "held by " : "free",
+                            cur.holder, cur.token);
         return;
     }
     next = cur;
     if (r->kind == GL_REQ_NOTE) {
-        if (cur.last_write_token == r->token) {
+        if (cur.last_write_token == cur.token) {
             /* Already recorded: a steal is already aborted. */
-            req_defer(r, GROUPLOCK_OK, r->token, NULL);
+            note_written(r);
+            grouplock_req_defer(r, GROUPLOCK_OK, r->token, NULL);
             return;
         }
-        next.last_write_token = r->token;
+        /* The whole block: the lease is written under. */
+        next.last_write_token = cur.token;
     } else {
         next.holder[0] = '\0';
         next.acquired_ms = 0;
     }
-    if (req_put(r, &next, rev) != 0)
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+    if (grouplock_req_put(r, &next, rev) != 0)
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
 }
 
 /* A note_write's or release's put completed. */
@@ -831,12 +704,14 @@ check_done(struct gl_req *r, enum store_status status, const char *message)
     if (status == STORE_OK) {
         if (r->kind == GL_REQ_RELEASE)
             hook(gl, r, "released", r->token);
+        else
+            note_written(r);
         req_finish(r, GROUPLOCK_OK, r->token, NULL);
     } else if (status == STORE_CONFLICT && r->conflicts < GL_CONFLICTS_MAX) {
         /* The record changed since we read it (another master): decide
          * again on what it is now. */
         r->conflicts++;
-        req_check(r);
+        grouplock_req_check(r);
     } else {
         errbuf_set(msg, sizeof msg, "group lock %s: %s", r->key,
                    message != NULL ? message : store_status_name(status));
@@ -932,6 +807,11 @@ grouplocks_free(struct grouplocks *gl)
     /* From here on every call completes with "shutting down" and touches
      * no group. */
     gl->closing = true;
+    /* Idle leases are freed in the store (their puts orphaned below); a
+     * lock held by a waiter stays held (grouplocks_release_stale_own). */
+    for (g = gl->groups; g != NULL; g = g->next)
+        if (!g->held)
+            grouplock_lease_end(g);
     /* Puts in flight: their completions (run by the store, even after
      * this) only free them. */
     for (r = gl->ops; r != NULL; r = rnext) {
@@ -939,13 +819,15 @@ grouplocks_free(struct grouplocks *gl)
         r->oprev = r->onext = NULL;
         r->orphaned = true;
         if (r->kind == GL_REQ_NOTE || r->kind == GL_REQ_RELEASE)
-            req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+            grouplock_req_defer(r, GROUPLOCK_ERROR, 0,
+                                "group lock: shutting down");
     }
     gl->ops = NULL;
     while ((g = gl->groups) != NULL) {
         while (g->head != NULL) {
-            r = group_pop(g);
-            req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+            r = grouplock_group_pop(g);
+            grouplock_req_defer(r, GROUPLOCK_ERROR, 0,
+                                "group lock: shutting down");
         }
         gl->groups = g->next;
         event_free(g->timer);
@@ -974,33 +856,47 @@ grouplocks_set_clock(struct grouplocks *gl, int64_t (*now_ms)(void *),
     gl->now_arg = now_ms != NULL ? arg : NULL;
 }
 
+/* The request of an API call, named; NULL when it is already answered
+ * (out of memory, shutting down, names that make no key). */
+static struct gl_req *
+req_start(struct grouplocks *gl, enum gl_kind kind, const char *tenant,
+          const char *group, uint64_t token, grouplock_cb cb, void *arg)
+{
+    struct gl_req *r = grouplock_req_new(gl, kind, cb, arg);
+
+    if (r == NULL)
+        return NULL;
+    r->token = token;
+    if (gl->closing) {
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
+        return NULL;
+    }
+    if (req_names(r, tenant, group) != 0) {
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+        return NULL;
+    }
+    return r;
+}
+
 void
 grouplocks_acquire(struct grouplocks *gl, const char *tenant, const char *group,
                    grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_ACQUIRE, cb, arg);
+    struct gl_req *r = req_start(gl, GL_REQ_ACQUIRE, tenant, group, 0, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
-    if (gl->closing) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-        return;
-    }
-    if (req_names(r, tenant, group) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
-        return;
-    }
     g = group_get(gl, r->key);
     if (g == NULL) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group %s/%s: out of memory",
-                  r->tenant, r->group);
+        grouplock_req_defer(r, GROUPLOCK_ERROR, 0, "group %s/%s: out of memory",
+                            r->tenant, r->group);
         return;
     }
     r->g = g;
     *g->tail = r;
     g->tail = &r->qnext;
-    group_settle(g);
+    grouplock_group_settle(g);
 }
 
 void
@@ -1008,37 +904,31 @@ grouplocks_note_write(struct grouplocks *gl, const char *tenant,
                       const char *group, uint64_t token, grouplock_cb cb,
                       void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_NOTE, cb, arg);
+    struct gl_req *r =
+        req_start(gl, GL_REQ_NOTE, tenant, group, token, cb, arg);
+    struct gl_group *g;
 
     if (r == NULL)
         return;
-    r->token = token;
-    if (gl->closing)
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-    else if (req_names(r, tenant, group) != 0)
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
+    g = group_find(gl, r->key);
+    r->ours = g != NULL && g->leased && g->held && g->token == token;
+    r->hwm = r->ours ? g->hwm : 0;
+    if (r->ours && g->written)
+        grouplock_req_defer(r, GROUPLOCK_OK, token, NULL); /* durable already */
     else
-        req_check(r);
+        grouplock_req_check(r);
 }
 
 void
 grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
                    uint64_t token, grouplock_cb cb, void *arg)
 {
-    struct gl_req *r = req_new(gl, GL_REQ_RELEASE, cb, arg);
+    struct gl_req *r =
+        req_start(gl, GL_REQ_RELEASE, tenant, group, token, cb, arg);
     struct gl_group *g;
 
     if (r == NULL)
         return;
-    r->token = token;
-    if (gl->closing) {
-        req_defer(r, GROUPLOCK_ERROR, 0, "group lock: shutting down");
-        return;
-    }
-    if (req_names(r, tenant, group) != 0) {
-        req_defer(r, GROUPLOCK_ERROR, 0, NULL);
-        return;
-    }
     /* The store write is submitted below, before the next local waiter's
      * first read can run (it waits for the group's timer): since the store
      * decides CAS at submission and reads see submitted writes, that read
@@ -1046,9 +936,20 @@ grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
     g = group_find(gl, r->key);
     if (g != NULL && g->held && g->token == token) {
         g->held = false;
-        group_settle(g);
+        r->ours = g->leased;
+        r->hwm = g->hwm;
+        if (g->leased && gl->policy.lease_idle_ms > 0) {
+            /* The lease stays: the next waiter (now or within
+             * lease_idle_ms) takes the next token. */
+            grouplock_group_settle(g);
+            grouplock_req_defer(r, GROUPLOCK_OK, token, NULL);
+            return;
+        }
+        g->leased = false;
+        g->written = false;
+        grouplock_group_settle(g);
     }
-    req_check(r);
+    grouplock_req_check(r);
 }
 
 struct stale_scan {
@@ -1060,8 +961,8 @@ struct stale_scan {
 
 /* "workmanager/groups/<tenant>/<group>/lock" into r's names; -1 when key
  * is not a lock's. */
-static int
-names_from_key(struct gl_req *r, const char *key)
+int
+grouplock_req_names_from_key(struct gl_req *r, const char *key)
 {
     const char *t = key + strlen(GL_PREFIX), *slash, *end;
     size_t klen = strlen(key), slen = strlen(GL_SUFFIX);
@@ -1107,10 +1008,10 @@ on_stale_entry(const char *key, enum store_status status, const uint8_t *value,
     if (strncmp(cur.holder, sc->instance, sc->ilen) != 0 ||
         cur.holder[sc->ilen] != '/' || strcmp(cur.holder, gl->holder) == 0)
         return 0;
-    r = req_new(gl, GL_REQ_FREE_STALE, NULL, NULL);
+    r = grouplock_req_new(gl, GL_REQ_FREE_STALE, NULL, NULL);
     if (r == NULL)
         return 1; /* out of memory: stop */
-    if (names_from_key(r, key) != 0) {
+    if (grouplock_req_names_from_key(r, key) != 0) {
         log_warning("group locks: %s is not a lock's key", key);
         free(r);
         return 0;
@@ -1119,7 +1020,7 @@ on_stale_entry(const char *key, enum store_status status, const uint8_t *value,
     next = cur;
     next.holder[0] = '\0';
     next.acquired_ms = 0;
-    if (req_put(r, &next, revision) != 0) {
+    if (grouplock_req_put(r, &next, revision) != 0) {
         log_warning("%s", r->message);
         free(r);
         return 0;

@@ -63,6 +63,10 @@ enum grouplock_decision {
     GROUPLOCK_ABORT_STEAL, /* stale but written under its token: wait */
 };
 
+/* How long r has been held at now_ms (0 when the clock went back: a lock
+ * is then young, never stale). */
+uint64_t grouplock_record_age(const struct grouplock_record *r, int64_t now_ms);
+
 /* The pure rule.  cur NULL means no record yet (free, token 0). */
 enum grouplock_decision grouplock_decide(const struct grouplock_record *cur,
                                          int64_t now_ms, uint64_t max_age_ms);
@@ -75,6 +79,8 @@ int grouplock_record_decode(const uint8_t *data, size_t len,
                             size_t errlen);
 
 /* "workmanager/groups/<tenant>/<group>/lock" into out. */
+#define GROUPLOCK_KEY_PREFIX "workmanager/groups/"
+#define GROUPLOCK_KEY_SUFFIX "/lock"
 int grouplock_key(const char *tenant, const char *group, char *out,
                   size_t outlen);
 
@@ -89,6 +95,8 @@ struct grouplock_policy {
     uint64_t max_age_ms;    /* lock_max_age_ms */
     uint64_t retry_base_ms; /* group_lock_retry_base_delay_ms */
     unsigned max_retries;   /* group_lock_max_retries */
+    uint64_t token_block;   /* group_lock_token_block (0 counts as 1) */
+    uint64_t lease_idle_ms; /* group_lock_lease_idle_ms (0: no lease) */
 };
 
 /* What changed, for the infra events (acquired, released, stolen). */
@@ -157,7 +165,9 @@ unsigned grouplocks_release_stale_own(struct grouplocks *gl,
 
 /* Counters for /metrics. */
 struct grouplock_stats {
-    uint64_t acquired;
+    uint64_t acquired; /* leases taken in the store (not tokens) */
+    uint64_t tokens;   /* fencing tokens handed out, one per holding */
+    uint64_t renewals; /* lease blocks extended (and renewed) */
     uint64_t stolen;
     uint64_t contention; /* acquisitions that gave up */
     uint64_t retries;    /* backoff waits */

@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import re
+import struct
 import subprocess
 import time
 
@@ -165,7 +166,7 @@ def test_group_members_never_overlap(wmd):
         assert e1 <= s2, f"overlap: {s}"
     members = {e["data"]["worker"] for e in got}
     assert len(members) == 2, "both members took events"
-    assert metric(wmd, "workmanager_grouplock_acquired_total") >= 10
+    assert metric(wmd, "workmanager_grouplock_tokens_total") >= 10
     for w in (a, b):
         assert metric(wmd, "workmanager_worker_events_processed_total",
                       worker=w["id"]) >= 1
@@ -190,6 +191,31 @@ def test_grouplock_infra_events(wmd):
     assert "com.virtufin.workmanager.infra.grouplock.released" in types
     acq = next(e for e in got if e["type"].endswith("acquired"))
     assert acq["data"]["group"] == "infra" and acq["data"]["token"] >= 1
+    infra.close()
+
+
+def test_group_lease_held_across_events(wmd):
+    """The lock is a lease while its group has work: one store acquisition
+    serves a burst of events (each under its own token), and it is
+    released once the group is idle."""
+    wmd.create(topic="lease", name="la", group="leased")
+    wmd.create(topic="lease", name="lb", group="leased")
+    infra = Stream(wmd, "workmanager.infra.worker")
+    out = Stream(wmd, "span.out")
+    n = 60
+    publish(wmd, "lease", [event("span", id_=f"l{i}", do="span:1")
+                           for i in range(n)])
+    out.wait(n, timeout=30)
+    assert metric(wmd, "workmanager_grouplock_tokens_total") >= n
+    acquired = metric(wmd, "workmanager_grouplock_acquired_total")
+    assert 1 <= acquired <= n // 6, acquired
+    wmd.wait_for(lambda: any(e["type"].endswith("grouplock.released")
+                             for e in infra.events()),
+                 what="the lease released once the group is idle")
+    kinds = [e["type"].rsplit(".", 1)[1] for e in infra.events()
+             if ".grouplock." in e["type"]]
+    assert kinds.count("acquired") == acquired, kinds
+    out.close()
     infra.close()
 
 
@@ -703,6 +729,49 @@ def test_stale_lock_with_write_is_not_stolen(wm_builddir, tmp_path):
         assert d.stop() == 0
 
 
+def test_group_tokens_grow_across_crash(wm_builddir, tmp_path):
+    """Tokens come in blocks whose high-water mark is durable before the
+    first is used: after a kill -9 in the middle of a block, the next
+    run's tokens are above every token the dead one could have used."""
+    d = Daemon(wm_builddir, tmp_path, options=dict(FAST, instance="alpha"))
+    d.start()
+    d.create(topic="tk", name="t1", group="blocks", code="echo\nlog_events")
+    out = Stream(d, "span.out")
+    publish(d, "tk", [event("span", id_=f"k{i}", do="span:1")
+                      for i in range(5)])
+    out.wait(5, timeout=30)
+    out.close()
+    publish(d, "tk", event("x", id_="held", do="span:2000"))
+    d.wait_for(lambda: "event held delivery 1" in d.log(),
+               what="event held started")
+    rec = d.state / "records" / "workmanager%groups%default%blocks%lock"
+    raw = rec.read_bytes()
+    held = _lock_fields(raw[52:52 + struct.unpack("<QQ", raw[4:20])[1]])
+    assert held[2].startswith("alpha/"), held
+    high = held[3]
+    # One block reserved for the six events, not a token each.
+    assert high > 6, held
+    assert metric(d, "workmanager_grouplock_acquired_total") == 1
+    d.kill9()
+    d.start()
+    infra = Stream(d, "workmanager.infra.worker")
+    try:
+        publish(d, "tk", event("x", id_="after"))
+
+        def locks():
+            # The new run's (the freeing of the dead run's lock names
+            # the dead holder and its last token).
+            return [e for e in infra.events() if ".grouplock." in e["type"]
+                    and e["data"]["holder"] != held[2]]
+        d.wait_for(lambda: locks(), timeout=30,
+                   what="a group lock event of the new run")
+        assert all(e["data"]["token"] > high for e in locks()), \
+            (high, locks())
+    finally:
+        infra.close()
+        assert d.stop() == 0
+
+
 def _varint(n):
     out = bytearray()
     while True:
@@ -740,7 +809,6 @@ def test_output_under_stale_token_refused(wm_builddir, tmp_path):
     it would) steals the group lock while an event runs: the outputs made
     under the old token are refused and the event is not acknowledged."""
     import hashlib
-    import struct
     d = Daemon(wm_builddir, tmp_path, options=dict(
         FAST, group_lock_max_retries=1, max_redeliveries=1,
         group_lock_retry_base_delay_ms=100)).start()

@@ -168,9 +168,18 @@ static const struct store_backend fault_backend = {
     .blob_delete = fault_blob_delete,
 };
 
+static struct fault_store *open_store_at(unsigned n);
+
 /* A fresh file store in its own state_dir, behind the fault wrapper. */
 static struct fault_store *
 open_store(void)
+{
+    return open_store_at(++dir_seq);
+}
+
+/* The file store of state_dir number n (again, after a restart). */
+static struct fault_store *
+open_store_at(unsigned n)
 {
     char dir[256], err[1024] = "";
     struct store_config cfg = {
@@ -182,7 +191,7 @@ open_store(void)
 
     if (fs == NULL)
         return NULL;
-    snprintf(dir, sizeof dir, "%s/%u", root, ++dir_seq);
+    snprintf(dir, sizeof dir, "%s/%u", root, n);
     fs->st.backend = &fault_backend;
     fs->inner = store_open(&cfg, base, err, sizeof err);
     if (fs->inner == NULL) {
@@ -299,6 +308,25 @@ new_locks(struct fault_store *fs, const char *holder, unsigned max_retries,
 
     if (gl != NULL && clock != NULL)
         grouplocks_set_clock(gl, fake_now, clock);
+    if (gl != NULL && h != NULL)
+        grouplocks_set_change_hook(gl, on_change, h);
+    return gl;
+}
+
+/* Locks that keep a lease: blocks of block tokens, idle_ms of idleness. */
+static struct grouplocks *
+new_lease_locks(struct fault_store *fs, const char *holder, uint64_t block,
+                uint64_t idle_ms, struct hook_log *h)
+{
+    struct grouplock_policy p = {
+        .max_age_ms = MAX_AGE,
+        .retry_base_ms = 5,
+        .max_retries = 3,
+        .token_block = block,
+        .lease_idle_ms = idle_ms,
+    };
+    struct grouplocks *gl = grouplocks_new(&fs->st, base, holder, &p);
+
     if (gl != NULL && h != NULL)
         grouplocks_set_change_hook(gl, on_change, h);
     return gl;
@@ -968,6 +996,135 @@ test_release_stale_own(void)
     store_close(&fs->st);
 }
 
+/* ---- the lease --------------------------------------------------------- */
+
+/* A lease serves consecutive holdings without the store: one write
+ * reserves a block of tokens, each holding takes the next; the block's
+ * end extends the lease with one more write; idleness releases it. */
+static void
+test_lease(void)
+{
+    struct fault_store *fs = open_store();
+    struct grouplock_record rec;
+    struct grouplock_stats s;
+    struct hook_log h = { 0 };
+    struct grouplocks *gl;
+    struct result r, n;
+    uint64_t rev, rev2;
+
+    REQUIRE(fs != NULL);
+    gl = new_lease_locks(fs, "inst/boot1", 4, 50, &h);
+    REQUIRE(gl != NULL);
+    r = acquire_wait(gl, "t", "g");
+    CHECK_EQ(r.status, GROUPLOCK_OK);
+    CHECK_EQ(r.token, 1);
+    CHECK(read_lock(fs, "t", "g", &rec, &rev) == 0);
+    CHECK(strcmp(rec.holder, "inst/boot1") == 0);
+    CHECK_EQ(rec.token, 4); /* the block's high-water mark */
+
+    /* The first write under the lease is recorded for the whole block. */
+    n = note_wait(gl, "t", "g", 1);
+    CHECK_EQ(n.status, GROUPLOCK_OK);
+    CHECK(read_lock(fs, "t", "g", &rec, &rev) == 0);
+    CHECK_EQ(rec.last_write_token, 4);
+
+    /* Tokens 2..4: released and taken again, no store write at all. */
+    for (uint64_t t = 2; t <= 4; t++) {
+        CHECK_EQ(release_wait(gl, "t", "g", t - 1).status, GROUPLOCK_OK);
+        r = acquire_wait(gl, "t", "g");
+        CHECK_EQ(r.status, GROUPLOCK_OK);
+        CHECK_EQ(r.token, t);
+        n = note_wait(gl, "t", "g", t);
+        CHECK_EQ(n.status, GROUPLOCK_OK);
+    }
+    CHECK(read_lock(fs, "t", "g", &rec, &rev2) == 0);
+    CHECK_EQ(rev2, rev);
+    /* A write under an earlier token of the same lease is stale. */
+    n = note_wait(gl, "t", "g", 3);
+    CHECK_EQ(n.status, GROUPLOCK_STALE);
+
+    /* Token 5: the block is used up, one write extends it (still
+     * written under: no steal while the lease lasts). */
+    CHECK_EQ(release_wait(gl, "t", "g", 4).status, GROUPLOCK_OK);
+    r = acquire_wait(gl, "t", "g");
+    CHECK_EQ(r.token, 5);
+    CHECK(read_lock(fs, "t", "g", &rec, NULL) == 0);
+    CHECK_EQ(rec.token, 8);
+    CHECK_EQ(rec.last_write_token, 8);
+    CHECK(strcmp(rec.holder, "inst/boot1") == 0);
+
+    /* Idle: released in the store after lease_idle_ms, token kept. */
+    CHECK_EQ(release_wait(gl, "t", "g", 5).status, GROUPLOCK_OK);
+    CHECK(read_lock(fs, "t", "g", &rec, NULL) == 0);
+    CHECK(strcmp(rec.holder, "inst/boot1") == 0);
+    run_until(NULL, 200);
+    CHECK(read_lock(fs, "t", "g", &rec, NULL) == 0);
+    CHECK(rec.holder[0] == '\0');
+    CHECK_EQ(rec.token, 8);
+    r = acquire_wait(gl, "t", "g");
+    CHECK_EQ(r.token, 9);
+
+    grouplocks_stats(gl, &s);
+    CHECK_EQ(s.acquired, 2);
+    CHECK_EQ(s.renewals, 1);
+    CHECK_EQ(s.tokens, 6);
+    CHECK_EQ(s.stale_writes, 1);
+    CHECK_EQ(h.n, 3);
+    CHECK(strcmp(h.what[0], "acquired") == 0 && h.token[0] == 1);
+    CHECK(strcmp(h.what[1], "released") == 0 && h.token[1] == 5);
+    CHECK(strcmp(h.what[2], "acquired") == 0 && h.token[2] == 9);
+    grouplocks_free(gl);
+    store_close(&fs->st);
+}
+
+/* A master that dies in the middle of a block: the block's high-water
+ * mark was durable before its first token was used, so the next run's
+ * tokens are all greater than any the dead one handed out. */
+static void
+test_lease_crash_mid_block(void)
+{
+    struct fault_store *fs = open_store();
+    unsigned dir = dir_seq;
+    struct grouplock_record rec;
+    struct grouplocks *gl;
+    struct result r;
+    uint64_t used = 0;
+
+    REQUIRE(fs != NULL);
+    gl = new_lease_locks(fs, "inst/boot1", 16, 1000, NULL);
+    REQUIRE(gl != NULL);
+    for (int i = 0; i < 3; i++) {
+        r = acquire_wait(gl, "t", "g");
+        CHECK_EQ(r.status, GROUPLOCK_OK);
+        CHECK(r.token > used);
+        used = r.token;
+        if (i < 2)
+            CHECK_EQ(release_wait(gl, "t", "g", r.token).status, GROUPLOCK_OK);
+    }
+    CHECK_EQ(used, 3);
+    /* The crash: the lock is held (token 3 of 1..16), nothing released. */
+    grouplocks_free(gl);
+    store_close(&fs->st);
+
+    fs = open_store_at(dir);
+    REQUIRE(fs != NULL);
+    CHECK(read_lock(fs, "t", "g", &rec, NULL) == 0);
+    CHECK(strcmp(rec.holder, "inst/boot1") == 0);
+    CHECK_EQ(rec.token, 16);
+    gl = new_lease_locks(fs, "inst/boot2", 16, 1000, NULL);
+    REQUIRE(gl != NULL);
+    CHECK_EQ(grouplocks_release_stale_own(gl, "inst"), 1);
+    run_until(NULL, 100);
+    r = acquire_wait(gl, "t", "g");
+    CHECK_EQ(r.status, GROUPLOCK_OK);
+    CHECK_EQ(r.token, 17);
+    CHECK(r.token > used);
+    CHECK(read_lock(fs, "t", "g", &rec, NULL) == 0);
+    CHECK_EQ(rec.token, 32);
+    grouplocks_free(gl);
+    store_close(&fs->st);
+}
+
 /* ---- shutdown --------------------------------------------------------- */
 
 static struct grouplocks *reentered;
@@ -1080,6 +1237,8 @@ main(void)
     RUN(test_store_errors);
     RUN(test_note_twice);
     RUN(test_release_stale_own);
+    RUN(test_lease);
+    RUN(test_lease_crash_mid_block);
     RUN(test_free_pending);
     RUN(test_free_then_close);
     check_test = "main";
