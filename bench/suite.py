@@ -497,25 +497,28 @@ def publish_wrk(cfg, d, eng, tmp, conns):
     topic one worker takes, over the TCP listener (plain or TLS); the
     clock of master_cpu_us stops once every event is acked, so that it
     holds the whole cost of a publish: the request, the journal, the
-    delivery and the ack."""
+    delivery, the echo's output and the ack."""
     topic = f"wrkpub{conns}"
     wid = eng.create(d, topic)
     body = Path(tmp) / "issue-event.json"
     body.write_bytes(ISSUE_EVENT)
     url = f"{d.scheme}://127.0.0.1:{d.port}/v1/topics/{topic}/events"
     pub0 = metric(d, "workmanager_events_published_total")
-    acked0 = metric(d, "workmanager_events_acked_total")
     ns0 = cpu_ns(d.proc.pid)
     res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN, CE_JSON)
     t0 = time.monotonic()
-    published = metric(d, "workmanager_events_published_total") - pub0
-    while metric(d, "workmanager_events_acked_total") < acked0 + published:
+    while True:
+        # The broker counts the echo's outputs as published too.
+        published = (metric(d, "workmanager_events_published_total") - pub0
+                     - processed(d, wid, "published"))
+        got = processed(d, wid)
+        if got >= published:
+            break
         if time.monotonic() - t0 > 120:
-            raise RuntimeError("events were not all acked in 120 s")
+            raise RuntimeError("events were not all processed in 120 s")
         time.sleep(0.005)
     vals = wrk_values(res)
     vals["master_cpu_us"] = master_cpu_us(d, ns0, published)
-    got = processed(d, wid)
     delete_all(d, [wid])
     errors = res["errors"] + res["non2xx"]
     return {"values": vals,
@@ -528,7 +531,7 @@ def publish_wrk(cfg, d, eng, tmp, conns):
             "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s,
             "notes": "the issue's 233-byte event, "
                      "application/cloudevents+json; master_cpu_us until "
-                     "the last ack"}
+                     "the last event is processed"}
 
 
 # (engine, batch, grouped): the events/s last measured (throughput()).
