@@ -271,24 +271,31 @@ api_member_str(struct api_req *rq, json_t *obj, const char *key,
 
 /* ---- answers ---------------------------------------------------------- */
 
+/* The body's JSON and a newline, dumped into a buffer on the stack when it
+ * fits (a publish's ids, an error): no allocation for most answers. */
 static void
 send_json(struct api_req *rq, int status, json_t *body)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char stack[2048], *text = stack;
+    size_t len =
+        body ? json_dumpb(body, stack, sizeof stack - 1, JSON_COMPACT) : 0;
 
-    if (text == NULL) {
+    if (len > sizeof stack - 1) {
+        text = malloc(len + 1);
+        if (text == NULL || json_dumpb(body, text, len, JSON_COMPACT) != len) {
+            free(text);
+            text = stack;
+            len = 0;
+        }
+    }
+    if (len == 0) {
         http_reply(rq->hreq, status, NULL, NULL, 0);
-        return;
-    }
-    size_t len = strlen(text);
-    char *nl = realloc(text, len + 2);
-    if (nl) {
-        text = nl;
+    } else {
         text[len++] = '\n';
-        text[len] = '\0';
+        http_reply(rq->hreq, status, "application/json", text, len);
     }
-    http_reply(rq->hreq, status, "application/json", text, len);
-    free(text);
+    if (text != stack)
+        free(text);
 }
 
 /* Before any answer: the audit trail, and no gone callback any more. */
