@@ -148,6 +148,9 @@ static char *
 put_member(char *o, const char *name, const char *value, bool first)
 {
     static const char hex[] = "0123456789ABCDEF";
+    static const char short_escape[0x20] = {
+        ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
+    };
     const unsigned char *v = (const unsigned char *)value;
     size_t n = strlen(value);
 
@@ -160,39 +163,21 @@ put_member(char *o, const char *name, const char *value, bool first)
     *o++ = '"';
     for (size_t i = 0; i < n;) {
         unsigned char c = v[i];
-        const char *esc = NULL;
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            break;
-        }
-        if (esc) {
-            o = stpcpy(o, esc);
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
             i++;
         } else if (c < 0x20) {
-            o = stpcpy(o, "\\u00");
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
+            /* \b \f \n \r \t by their letters, the other controls as
+             * \u00XX (jansson's upper-case hex). */
+            *o++ = '\\';
+            if (short_escape[c]) {
+                *o++ = short_escape[c];
+            } else {
+                o = stpcpy(o, "u00");
+                *o++ = hex[c >> 4];
+                *o++ = hex[c & 15];
+            }
             i++;
         } else {
             size_t k = utf8_seq(v + i, n - i);
