@@ -1174,9 +1174,12 @@ def write_markdown(out, rep, meta, cfg, plots):
     a("## Master CPU per request (issue 24: invoke <= 25 µs, publish <= "
       "20 µs)\n")
     a("The daemon's CPU (every thread, /proc/PID/task/*/schedstat) over the "
-      "run divided by the requests it served; for a publish until the last "
-      "ack (the journal, the delivery and the ack included), for a batch "
-      "per event. The in-process engine runs its worker in the daemon.\n")
+      "run divided by the requests it served; for a publish over TCP or "
+      "TLS until the last event is processed, over the unix socket until "
+      "the last ack (the journal, the delivery and the ack included); for "
+      "a batch per event. The in-process engine runs its worker in the "
+      "daemon. At low concurrency each request pays the loop's wake-ups "
+      "alone.\n")
     a("| ingress | " + " | ".join(cls.label for cls in ENGINES) + " |")
     a("|---|" + "---|" * len(ENGINES))
     for label, key in MASTER_CPU_ROWS:
