@@ -46,8 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import master  # noqa: E402
-from common import (TOP, children_cpu_s, cpu_s, http_rtt,  # noqa: E402
-                    pct, publish_body, publisher, rss_kib,
+from common import (TOP, children_cpu_s, cpu_ns, cpu_s,  # noqa: E402
+                    http_rtt, pct, publish_body, publisher, rss_kib,
                     smaps_rollup)
 from mkpackage import make_package  # noqa: E402
 from wm import Daemon, metric  # noqa: E402
@@ -58,6 +58,14 @@ WRK_LUA = TOP / "bench" / "wrk_post.lua"
 BATCH = 100
 PUBLISHERS = (1, 2, 8, 64)
 TOKEN = "bench-token-0123456789abcdef"
+# The event of issue 24's targets (233 bytes): the body of the scenarios
+# over TCP and TLS, whose master_cpu_us is the daemon's CPU per request.
+ISSUE_EVENT = (
+    b'{"specversion":"1.0","id":"7f3c2a9e-0001","source":"/bench/producer",'
+    b'"type":"com.example.bench.ping","datacontenttype":"application/json",'
+    b'"time":"2025-01-01T00:00:00Z","data":{"user":"alice","action":'
+    b'"click","item":"sku-42","qty":3}}')
+CE_JSON = "application/cloudevents+json"
 
 
 class Skip(Exception):
@@ -328,7 +336,28 @@ def start_daemon(builddir, tmp, eng, **options):
     d = Daemon(builddir, tmp, options=opts, engines=eng.descriptor())
     d.start()
     d.port = port
+    d.scheme = "https" if opts.get("tls_cert_file") else "http"
     return d
+
+
+def self_signed(tmp):
+    """(certificate, key) of a self-signed EC certificate for 127.0.0.1,
+    made by openssl(1) in tmp (wrk does not verify it)."""
+    cert, key = Path(tmp) / "server.pem", Path(tmp) / "server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    return cert, key
+
+
+def master_cpu_us(d, ns0, n):
+    """The daemon's CPU µs per request since cpu_ns() read ns0, over n
+    requests (every thread of the master; the hosts are other
+    processes)."""
+    return round((cpu_ns(d.proc.pid) - ns0) / 1000 / max(n, 1), 2)
 
 
 def processed(d, wid, what="processed"):
@@ -394,17 +423,20 @@ def invoke_rtt(cfg, d, eng, tmp):
     wid = eng.create(d, "rtt")
     body = Path(tmp) / "event.json"
     body.write_text(json.dumps(echo_event()))
+    ns0 = cpu_ns(d.proc.pid)
     p50, p99, p999 = http_rtt(d.builddir, d.socket, "POST",
                               f"/v1/workers/{wid}/invoke", body, cfg.rtt_n)
     n = processed(d, wid)
+    cpu = master_cpu_us(d, ns0, n)
     return {"values": {"p50_us": p50, "p99_us": p99, "p999_us": p999,
-                       "calls": cfg.rtt_n},
+                       "calls": cfg.rtt_n, "master_cpu_us": cpu},
             "check": check(cfg.rtt_n + 500, n),  # and http_rtt's warm-up
             "notes": "bench/http_rtt (C), one keep-alive connection"}
 
 
-def run_wrk(url, body_file, seconds, conns, auth=""):
-    env = dict(os.environ, WRK_BODY=str(body_file), WRK_AUTH=auth)
+def run_wrk(url, body_file, seconds, conns, auth="", ctype=""):
+    env = dict(os.environ, WRK_BODY=str(body_file), WRK_AUTH=auth,
+               WRK_CTYPE=ctype)
     r = subprocess.run(["wrk", f"-t{min(conns, 2)}", f"-c{conns}",
                         f"-d{seconds}s", "-s", str(WRK_LUA), url],
                        capture_output=True, text=True, env=env,
@@ -434,19 +466,74 @@ def wrk_values(res):
 
 
 def invoke_wrk(cfg, d, eng, tmp, conns):
-    wid = getattr(invoke_wrk, "wid", {}).get(eng.key)
+    """wrk's POSTs of the issue's 233-byte event (structured mode) to
+    .../invoke over the daemon's TCP listener (plain or TLS, d.scheme),
+    one worker per daemon and engine."""
+    key = (id(d), eng.key)
+    wid = getattr(invoke_wrk, "wid", {}).get(key)
     if wid is None:
         wid = eng.create(d, "wrk")
-        invoke_wrk.wid = {eng.key: wid}
-    body = Path(tmp) / "event.json"
-    body.write_text(json.dumps(echo_event()))
-    url = f"http://127.0.0.1:{d.port}/v1/workers/{wid}/invoke"
+        invoke_wrk.wid = {key: wid}
+    body = Path(tmp) / "issue-event.json"
+    body.write_bytes(ISSUE_EVENT)
+    url = f"{d.scheme}://127.0.0.1:{d.port}/v1/workers/{wid}/invoke"
     before = processed(d, wid)
-    res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN)
+    ns0 = cpu_ns(d.proc.pid)
+    res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN, CE_JSON)
+    cpu = cpu_ns(d.proc.pid)
     after = processed(d, wid)
-    return {"values": wrk_values(res),
+    vals = wrk_values(res)
+    vals["master_cpu_us"] = round((cpu - ns0) / 1000 / max(after - before,
+                                                           1), 2)
+    return {"values": vals,
             "check": wrk_check(res, before, after, conns),
-            "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s}
+            "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s,
+            "notes": "the issue's 233-byte event, "
+                     "application/cloudevents+json"}
+
+
+def publish_wrk(cfg, d, eng, tmp, conns):
+    """wrk's single-event publishes of the issue's 233-byte event to a
+    topic one worker takes, over the TCP listener (plain or TLS); the
+    clock of master_cpu_us stops once every event is acked, so that it
+    holds the whole cost of a publish: the request, the journal, the
+    delivery, the echo's output and the ack."""
+    topic = f"wrkpub{conns}"
+    wid = eng.create(d, topic)
+    body = Path(tmp) / "issue-event.json"
+    body.write_bytes(ISSUE_EVENT)
+    url = f"{d.scheme}://127.0.0.1:{d.port}/v1/topics/{topic}/events"
+    pub0 = metric(d, "workmanager_events_published_total")
+    ns0 = cpu_ns(d.proc.pid)
+    res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN, CE_JSON)
+    t0 = time.monotonic()
+    while True:
+        # The broker counts the echo's outputs as published too.
+        published = (metric(d, "workmanager_events_published_total") - pub0
+                     - processed(d, wid, "published"))
+        got = processed(d, wid)
+        # Equal once every event is processed and its output counted
+        # (the two counters move at different points of the flow).
+        if got == published:
+            break
+        if time.monotonic() - t0 > 120:
+            raise RuntimeError("events were not all processed in 120 s")
+        time.sleep(0.005)
+    vals = wrk_values(res)
+    vals["master_cpu_us"] = master_cpu_us(d, ns0, published)
+    delete_all(d, [wid])
+    errors = res["errors"] + res["non2xx"]
+    return {"values": vals,
+            "check": check(published, got, errors,
+                           rule="wrk's answers <= published <= answers + "
+                                "connections = processed, no errors",
+                           ok=(res["requests"] <= published
+                               <= res["requests"] + conns
+                               and got == published and errors == 0)),
+            "duration_s": cfg.wrk_s, "min_duration_s": cfg.wrk_s,
+            "notes": "the issue's 233-byte event, "
+                     "application/cloudevents+json; master_cpu_us until "
+                     "the last event is processed"}
 
 
 # (engine, batch, grouped): the events/s last measured (throughput()).
@@ -494,7 +581,7 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
             ready.get()
         hosts = [h for h in (d.get(f"/v1/workers/{w}").json.get("pid")
                              for w in wids) if h and h != d.proc.pid]
-        cpu0 = (cpu_s(d.proc.pid), sum(cpu_s(h) for h in hosts),
+        cpu0 = (cpu_ns(d.proc.pid) / 1e9, sum(cpu_s(h) for h in hosts),
                 children_cpu_s())
         t0 = time.monotonic()
         deadline.value = t0 + cfg.min_s
@@ -513,7 +600,7 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
         elapsed = time.monotonic() - t0
         for p in procs:
             p.join()
-        cpu1 = (cpu_s(d.proc.pid), sum(cpu_s(h) for h in hosts),
+        cpu1 = (cpu_ns(d.proc.pid) / 1e9, sum(cpu_s(h) for h in hosts),
                 children_cpu_s())
         if elapsed >= cfg.min_s:
             break
@@ -533,7 +620,8 @@ def throughput(cfg, d, eng, publishers, batch, group=None, cap0=None):
     return {"values": {"events_per_s": round(total / elapsed, 1),
                        "events": total, "publishers": publishers,
                        "batch": batch, "publishing_s": round(t_pub, 3),
-                       "cpu_us_per_event": cpu},
+                       "cpu_us_per_event": cpu,
+                       "master_cpu_us": cpu["daemon"]},
             "check": check(total, got, refused + failed,
                            rule="events published = processed = acked, "
                                 "every publish 202, none failed",
@@ -634,6 +722,41 @@ def engine_scenarios(cfg, rep, builddir, eng, groups):
             run_engine(cfg, rep, d, eng, tmp, groups)
         finally:
             d.stop()
+    if "invoke" in groups:
+        tls_scenarios(cfg, rep, builddir, eng)
+
+
+def tls_scenarios(cfg, rep, builddir, eng):
+    """Invoke and single-event publish over the TCP listener with TLS (a
+    daemon of its own: `listen` serves HTTPS only once tls_cert_file is
+    set)."""
+    w = eng.worker
+    with tempfile.TemporaryDirectory(prefix="wm-bench-tls-") as tmp:
+        d = None
+        why = ""
+        try:
+            cert, key = self_signed(tmp)
+            d = start_daemon(builddir, tmp, eng, listen_plaintext="no",
+                             tls_cert_file=cert, tls_key_file=key)
+        except Exception as e:  # noqa: BLE001 — recorded per scenario
+            why = f"no TLS daemon: {type(e).__name__}: {e}"
+        try:
+            for kind, fn, what in (
+                    ("invoke", invoke_wrk, "POST /v1/workers/{id}/invoke"),
+                    ("pub", publish_wrk, "POST /v1/topics/{t}/events")):
+                sid = f"{eng.key}.{kind}_tls_c8"
+                title = (f"{eng.label}: {kind} with wrk over TLS, 8 "
+                         "connections")
+                if d is None:
+                    rep.run(sid, title, lambda: (_ for _ in ()).throw(
+                        RuntimeError(why)), eng.key)
+                    continue
+                rep.run(sid, title, lambda fn=fn: fn(cfg, d, eng, tmp, 8),
+                        eng.key, f"{what} over TLS (listen, bearer token)",
+                        w)
+        finally:
+            if d is not None:
+                d.stop()
 
 
 def run_engine(cfg, rep, d, eng, tmp, groups):
@@ -659,6 +782,12 @@ def run_engine(cfg, rep, d, eng, tmp, groups):
                     f"{eng.label}: invoke with wrk, {c} connection(s)",
                     lambda c=c: invoke_wrk(cfg, d, eng, tmp, c), eng.key,
                     tcp, w)
+        rep.run(f"{sid}.pub_tcp_c8",
+                f"{eng.label}: single-event publish with wrk, 8 "
+                "connections",
+                lambda: publish_wrk(cfg, d, eng, tmp, 8), eng.key,
+                "POST /v1/topics/{t}/events over TCP (listen, bearer "
+                "token)", w)
     if "throughput" in groups:
         # Where the worker is much slower than the publishers, the wait
         # for the acks would be the run: a smaller first run.
@@ -959,6 +1088,20 @@ def contenders(rep):
     return rows
 
 
+# The rows of the report's master CPU table: (ingress, scenario).
+MASTER_CPU_ROWS = (
+    ("invoke, unix socket, C client, c=1", "invoke_c1"),
+    ("invoke, TCP, wrk c=1", "wrk_c1"),
+    ("invoke, TCP, wrk c=8", "wrk_c8"),
+    ("invoke, TLS, wrk c=8", "invoke_tls_c8"),
+    ("single-event publish, unix socket, 8 publishers", "tput_p8_b1"),
+    ("single-event publish, TCP, wrk c=8", "pub_tcp_c8"),
+    ("single-event publish, TLS, wrk c=8", "pub_tls_c8"),
+    (f"batch of {BATCH}, unix socket, 8 publishers (per event)",
+     f"tput_p8_b{BATCH}"),
+)
+
+
 def write_markdown(out, rep, meta, cfg, plots):
     L = []
     a = L.append
@@ -1026,6 +1169,24 @@ def write_markdown(out, rep, meta, cfg, plots):
                 cells.append(f(s["values"]))
             else:
                 cells.append(s["status"])
+        a(f"| {label} | " + " | ".join(cells) + " |")
+    a("")
+    a("## Master CPU per request (issue 24: invoke <= 25 µs, publish <= "
+      "20 µs)\n")
+    a("The daemon's CPU (every thread, /proc/PID/task/*/schedstat) over the "
+      "run divided by the requests it served; for a publish over TCP or "
+      "TLS until the last event is processed, over the unix socket until "
+      "the last ack (the journal, the delivery and the ack included); for "
+      "a batch per event. The in-process engine runs its worker in the "
+      "daemon. At low concurrency each request pays the loop's wake-ups "
+      "alone.\n")
+    a("| ingress | " + " | ".join(cls.label for cls in ENGINES) + " |")
+    a("|---|" + "---|" * len(ENGINES))
+    for label, key in MASTER_CPU_ROWS:
+        cells = []
+        for cls in ENGINES:
+            v = rep.get(f"{cls.key}.{key}")
+            cells.append(fmt((v or {}).get("master_cpu_us")))
         a(f"| {label} | " + " | ".join(cells) + " |")
     a("")
     a("## Master\n")

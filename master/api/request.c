@@ -8,9 +8,11 @@
  * (a body's optional members, an instant).
  *
  * Every answer frees the request; so does a client that hangs up in the
- * middle of a stream.  A client that hangs up before an answer only marks
- * the request gone: the handler still owns it, answers it once as always,
- * and that late answer is dropped here.
+ * middle of a stream.  A request is one allocation: the structure, then
+ * its decoded path, the path's segments and the raw query in the same
+ * block (issue 24: no allocation churn per request).  A client that hangs
+ * up before an answer only marks the request gone: the handler still owns
+ * it, answers it once as always, and that late answer is dropped here.
  */
 #include "config.h"
 
@@ -34,10 +36,7 @@ static void
 req_free(struct api_req *rq)
 {
     free(rq->params);
-    free(rq->path);
-    free(rq->query);
-    free(rq->segbuf);
-    free(rq);
+    free(rq); /* path, segbuf and query are in its block */
 }
 
 /* Percent-decodes s[0, len) into out (at least len + 1 bytes), '+' as a
@@ -66,12 +65,11 @@ uri_decode(const char *s, size_t len, bool plus, char *out)
     return 0;
 }
 
+/* The segments of rq->path into rq->segbuf (as long), split at '/'. */
 static int
 split_path(struct api_req *rq)
 {
-    rq->segbuf = strdup(rq->path);
-    if (rq->segbuf == NULL)
-        return -1;
+    strcpy(rq->segbuf, rq->path);
     for (char *s = strtok(rq->segbuf, "/"); s; s = strtok(NULL, "/")) {
         if (rq->nseg == API_MAX_SEGMENTS)
             return -1;
@@ -95,7 +93,8 @@ on_client_gone(void *arg)
 struct api_req *
 api_req_new(struct api *api, struct daemon *d, struct http_request *req)
 {
-    struct api_req *rq = calloc(1, sizeof *rq);
+    size_t ql = req->query ? req->query_len + 1 : 0;
+    struct api_req *rq = calloc(1, sizeof *rq + 2 * (req->path_len + 1) + ql);
 
     if (rq == NULL) {
         http_reply_error(req, 500, "internal", "out of memory");
@@ -105,24 +104,21 @@ api_req_new(struct api *api, struct daemon *d, struct http_request *req)
     rq->d = d;
     rq->hreq = req;
     rq->method = req->method;
-    rq->path = malloc(req->path_len + 1);
+    rq->path = (char *)(rq + 1);
+    rq->segbuf = rq->path + req->path_len + 1;
     if (req->query) {
-        rq->query = malloc(req->query_len + 1);
-        if (rq->query) {
-            memcpy(rq->query, req->query, req->query_len);
-            rq->query[req->query_len] = '\0';
-        }
+        rq->query = rq->segbuf + req->path_len + 1;
+        memcpy(rq->query, req->query, req->query_len);
+        rq->query[req->query_len] = '\0';
     }
-    snprintf(rq->peer, sizeof rq->peer, "%s", req->peer->text);
+    size_t pl = strlen(req->peer->text);
+    if (pl >= sizeof rq->peer)
+        pl = sizeof rq->peer - 1;
+    memcpy(rq->peer, req->peer->text, pl);
+    rq->peer[pl] = '\0';
     rq->mutation = !req->head && strcmp(rq->method, "GET") != 0;
     http_request_on_gone(req, on_client_gone, rq);
 
-    if (rq->path == NULL || (req->query && rq->query == NULL)) {
-        free(rq->path);
-        rq->path = strdup("?");
-        api_error(rq, 500, "internal", "out of memory");
-        return NULL;
-    }
     if (uri_decode(req->path, req->path_len, false, rq->path) != 0 ||
         split_path(rq) != 0) {
         api_error(rq, 404, "not_found", "no such route");
@@ -275,24 +271,31 @@ api_member_str(struct api_req *rq, json_t *obj, const char *key,
 
 /* ---- answers ---------------------------------------------------------- */
 
+/* The body's JSON and a newline, dumped into a buffer on the stack when it
+ * fits (a publish's ids, an error): no allocation for most answers. */
 static void
 send_json(struct api_req *rq, int status, json_t *body)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char stack[2048], *text = stack;
+    size_t len =
+        body ? json_dumpb(body, stack, sizeof stack - 1, JSON_COMPACT) : 0;
 
-    if (text == NULL) {
+    if (len > sizeof stack - 1) {
+        text = malloc(len + 1);
+        if (text == NULL || json_dumpb(body, text, len, JSON_COMPACT) != len) {
+            free(text);
+            text = stack;
+            len = 0;
+        }
+    }
+    if (len == 0) {
         http_reply(rq->hreq, status, NULL, NULL, 0);
-        return;
-    }
-    size_t len = strlen(text);
-    char *nl = realloc(text, len + 2);
-    if (nl) {
-        text = nl;
+    } else {
         text[len++] = '\n';
-        text[len] = '\0';
+        http_reply(rq->hreq, status, "application/json", text, len);
     }
-    http_reply(rq->hreq, status, "application/json", text, len);
-    free(text);
+    if (text != stack)
+        free(text);
 }
 
 /* Before any answer: the audit trail, and no gone callback any more. */

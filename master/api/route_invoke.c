@@ -18,6 +18,10 @@
  * (admit.h); in a batch the events before the refused one have run
  * (the message says how many).
  *
+ * The common case, one event with one output, allocates little: the
+ * answer's decoded outputs are on the stack up to INVOKE_STACK_OUTPUTS,
+ * and a single event's struct invoke_one is inside the struct invoke.
+ *
  * Invariant: the struct invoke (and its input events, which the flow
  * borrows) lives until every accepted event's on_invoked() has run
  * (promised exactly once each) and the submitting loop has ended; the
@@ -48,6 +52,9 @@ struct invoke_one {
     json_t *error; /* the error object's members; message in "message" */
 };
 
+/* Outputs decoded on the stack for the answer; more are allocated. */
+#define INVOKE_STACK_OUTPUTS 8
+
 struct invoke {
     struct api_req *rq;
     enum events_http_mode mode;
@@ -59,6 +66,7 @@ struct invoke {
     /* The worker's id and name when refused (it may be gone by the time
      * the events before answer). */
     char *who_id, *who_name;
+    struct invoke_one one1; /* one: a single event's */
 };
 
 /* Output i of r as it would be published (correlation carried over), into
@@ -114,7 +122,8 @@ invoke_free(struct invoke *iv)
         free(one->outs);
         json_decref(one->error);
     }
-    free(iv->one);
+    if (iv->one != &iv->one1)
+        free(iv->one);
     free(iv->who_id);
     free(iv->who_name);
     events_batch_free(&iv->in);
@@ -126,11 +135,12 @@ static void
 answer_outputs(struct invoke *iv)
 {
     size_t n = 0, k = 0;
-    struct ipc_cloudevent *evs;
+    struct ipc_cloudevent stack[INVOKE_STACK_OUTPUTS], *evs = stack;
 
     for (size_t i = 0; i < iv->submitted; i++)
         n += iv->one[i].nouts;
-    evs = calloc(n ? n : 1, sizeof *evs);
+    if (n > INVOKE_STACK_OUTPUTS)
+        evs = calloc(n, sizeof *evs);
     if (evs == NULL) {
         api_error(iv->rq, 500, "internal", "out of memory");
         return;
@@ -140,7 +150,8 @@ answer_outputs(struct invoke *iv)
             /* Written by prepare_output(): decoded, not verified again. */
             ipc_cloudevent_decode_trusted(iv->one[i].outs[j].buf, &evs[k++]);
     events_http_reply(iv->rq, 200, iv->mode, evs, n);
-    free(evs);
+    if (evs != stack)
+        free(evs);
 }
 
 static void
@@ -246,7 +257,7 @@ api_invoke_route(struct api_req *rq, struct worker *w)
         invoke_free(iv);
         return;
     }
-    iv->one = calloc(iv->in.n ? iv->in.n : 1, sizeof *iv->one);
+    iv->one = iv->in.n <= 1 ? &iv->one1 : calloc(iv->in.n, sizeof *iv->one);
     if (iv->one == NULL) {
         api_error(rq, 500, "internal", "out of memory");
         invoke_free(iv);

@@ -21,7 +21,9 @@ void audit_close(void);
 int audit_reopen(char *err, size_t errlen);
 /* Appends {"at","peer","principal","method","path","worker","status",
  * "code"} (principal: the acting credential, principal.h), unless
- * it is a publish (POST /v1/topics/...) that audit_publishes leaves out. */
+ * it is a publish (POST /v1/topics/...) that audit_publishes leaves out.
+ * Each byte of a string that is not well-formed UTF-8 is written as
+ * U+FFFD (the line is never lost for it). */
 void audit_write(struct daemon *d, const char *peer, const char *principal,
                  const char *method, const char *path, const char *worker,
                  int status, const char *code);

@@ -22,7 +22,11 @@ ENGINE_SCENARIOS = (
     "cold_start", "idle_memory", "invoke_c1", "wrk_c1", "wrk_c8",
     "tput_p1_b100", "tput_p2_b100", "tput_p8_b100", "tput_p64_b100",
     "tput_p1_b1", "tput_p2_b1", "tput_p8_b1", "tput_p64_b1",
-    "tput_group_p2_b100", "crash")
+    "tput_group_p2_b100", "crash", "pub_tcp_c8", "invoke_tls_c8",
+    "pub_tls_c8")
+# Every ingress scenario reports the master's CPU per request (issue 24).
+MASTER_CPU = ("invoke_c1", "wrk_c1", "wrk_c8", "pub_tcp_c8", "invoke_tls_c8",
+              "pub_tls_c8", "tput_p8_b1", "tput_p8_b100")
 MASTER_SCENARIOS = ("master.rss_1000", "master.recovery_1000",
                     "master.rss_10000", "master.recovery_10000")
 PEER_SCENARIOS = (
@@ -80,11 +84,14 @@ def test_bench_quick(wm_repo, wm_builddir, tmp_path):
                                    for v in s["values"].values()), s
         c = s["check"]
         assert c["ok"] and c["errors"] == 0, s
+        if sid.split(".", 1)[1] in MASTER_CPU:
+            assert s["values"]["master_cpu_us"] > 0, s
         if sid.startswith(("inprocess.tput", "native.tput", "python.tput")):
             assert c["sent"] == c["processed"] > 0, s
             assert s["duration_s"] >= s["min_duration_s"], s
     md = (out / "report.md").read_text()
     assert "## Against the peers" in md and "gunicorn" in md
+    assert "## Master CPU per request" in md
     for png in report["plots"]:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(report["plots"]) == {"throughput.png", "latency.png"}
