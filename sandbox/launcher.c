@@ -545,6 +545,11 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
                "the launcher has no engine named %s", q->engine);
         return;
     }
+    if (q->tenant[0] && !plain_word(q->tenant, sizeof q->tenant)) {
+        refuse(r, EINVAL, "crash",
+               "refused: a tenant of other than [A-Za-z0-9._-]");
+        return;
+    }
     if (!plain_word(q->worker_id, sizeof q->worker_id)) {
         refuse(r, EINVAL, "crash",
                "refused: a worker id of other than "
@@ -573,9 +578,15 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
             .pids_max = L.c->pids_max,
             .cpu_percent = L.c->cpu_percent,
         };
+        const struct sandbox_cg_share share = {
+            .tenant = q->tenant,
+            .cpu_weight = q->cpu_weight,
+            .cpu_max_percent = q->cpu_max,
+        };
         char leaf[128];
         snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
-        h.cg = sandbox_cg_create(leaf, &lim, err, sizeof err);
+        h.cg = sandbox_cg_create_in(q->tenant[0] ? &share : NULL, leaf, &lim,
+                                    err, sizeof err);
         if (h.cg == NULL && err[0]) {
             refuse(r, EIO, "crash", "cannot make its cgroup: %s", err);
             return;

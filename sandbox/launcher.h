@@ -88,6 +88,7 @@ pid_t sandbox_launcher_start(const struct sandbox_launcher_config *c, int *fd,
 
 #define LAUNCHER_ENGINE_MAX 64
 #define LAUNCHER_WORKER_MAX 64
+#define LAUNCHER_TENANT_MAX 72
 #define LAUNCHER_WHY_MAX 400
 
 enum launcher_msg {
@@ -103,6 +104,12 @@ struct launcher_spawn {
     char engine[LAUNCHER_ENGINE_MAX]; /* NUL-terminated */
     char worker_id[LAUNCHER_WORKER_MAX];
     uint32_t memory_mb; /* its cgroup's memory limit; 0: none */
+    /* Its tenant ([a-z0-9._-], "" for none: a pool host): its cgroup goes
+     * under the tenant's group, whose cpu share the launcher writes from
+     * these two (sandbox_cg_create_in()). */
+    char tenant[LAUNCHER_TENANT_MAX];
+    uint32_t cpu_weight; /* 1-10000 */
+    uint32_t cpu_max;    /* the tenant's quota, % of one CPU; 0: none */
 };
 
 struct launcher_kill {
