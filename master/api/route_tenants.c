@@ -6,9 +6,10 @@
  *   GET /v1/tenants                      → {"tenants": [...]}
  *   GET /v1/tenants/{name}               → the tenant, its workers counted
  *   DELETE /v1/tenants/{name}?confirm={name}
- *       → 200 {"deleted", "workers", "tokens"}: stops and deletes its
- *         workers (their state keys and subscriptions' backlogs go with
- *         them), revokes its tokens, forgets it
+ *       → 200 {"deleted", "workers", "tokens", "events_purged"}: stops
+ *         and deletes its workers (their state keys and subscriptions'
+ *         backlogs go with them), drops what its topics hold for no
+ *         subscription (broker_purge()), revokes its tokens, forgets it
  *   POST /v1/tenants/{name}/suspend      → stops its running workers and
  *       refuses its publishes (409 tenant_suspended)
  *   POST /v1/tenants/{name}/resume       → starts what the suspension
@@ -36,6 +37,7 @@
 #include "master/api/members.h"
 #include "master/api/principal.h"
 #include "master/api/tokens.h"
+#include "master/broker/broker.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
 #include "master/core/tenant_share.h"
@@ -430,11 +432,16 @@ static void delete (struct api_req *rq)
     }
     unsigned tokens = api_tokens_revoke_tenant(rq->d, name);
     tenant_share_forget(name);
-    log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens)",
-               rq->principal.name, name, workers, tokens);
-    json_t *answer =
-        json_pack("{s:s, s:I, s:I}", "deleted", name, "workers",
-                  (json_int_t)workers, "tokens", (json_int_t)tokens);
+    /* What its topics still hold for nobody (its workers' went with
+     * them): backlogs waiting for a worker not restored yet. */
+    size_t purged = broker_purge(rq->d->broker, name, NULL);
+    log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens, %zu "
+               "events purged)",
+               rq->principal.name, name, workers, tokens, purged);
+    json_t *answer = json_pack("{s:s, s:I, s:I, s:I}", "deleted", name,
+                               "workers", (json_int_t)workers, "tokens",
+                               (json_int_t)tokens, "events_purged",
+                               (json_int_t)purged);
     struct tenant *t = tenant_find(name);
     if (t == NULL) {
         api_reply(rq, 200, answer);
