@@ -137,3 +137,22 @@ def test_tenant_delete_purges_unclaimed_backlog(wmd):
     assert wmd.stop() == 0
     wmd.start()
     assert metric(wmd, "workmanager_events_pending") == 0
+
+
+def test_a_flood_does_not_hold_back_another_tenants_events(wmd):
+    """Fair shares in the master: each subscription is served in turn,
+    at most its in-flight deliveries at a time, so B's events go to B's
+    worker while A's backlog still waits (by order, not by time)."""
+    for t in ("a", "b"):
+        assert wmd.post("/v1/tenants", {"name": t}).status == 201
+    a = wmd.create(tenant="a", topic="burn")["id"]
+    b = wmd.create(tenant="b", topic="calm")["id"]
+    flood = [event(type_="sleep:20", id_=f"a{i}") for i in range(100)]
+    assert publish(wmd, "burn", flood, tenant="a").status == 202
+    assert publish(wmd, "calm", [event(id_=f"b{i}") for i in range(5)],
+                   tenant="b").status == 202
+    wmd.wait_for(lambda: metric(wmd, "workmanager_worker_events_processed_"
+                                "total", worker=b) == 5, what="B's events")
+    done_a = metric(wmd, "workmanager_worker_events_processed_total",
+                    worker=a)
+    assert done_a < 100, done_a  # A's backlog had not drained
