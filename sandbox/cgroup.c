@@ -499,8 +499,14 @@ sandbox_cg_create_in(const struct sandbox_cg_share *share, const char *leaf,
         fail(err, errlen, "cgroup: '%s' is not a group name", leaf);
         return NULL;
     }
+    struct sandbox_cg_limits lim = *l;
     if (share && tenant_group(share, parents, err, errlen) < 0)
         return NULL;
+    /* v1 refuses a child's CFS quota above its parent's (EINVAL): a host
+     * gets at most its tenant's. */
+    if (share && share->cpu_max_percent &&
+        (lim.cpu_percent == 0 || lim.cpu_percent > share->cpu_max_percent))
+        lim.cpu_percent = share->cpu_max_percent;
     cg = calloc(1, sizeof *cg);
     if (cg == NULL) {
         fail(err, errlen, "cgroup: out of memory");
@@ -523,7 +529,7 @@ sandbox_cg_create_in(const struct sandbox_cg_share *share, const char *leaf,
             goto bad;
         }
         cg->n = i + 1;
-        if (set_limits(h, cg->dir[i], l, &what) < 0)
+        if (set_limits(h, cg->dir[i], &lim, &what) < 0)
             goto bad;
         /* v1: the thread's file, tasks: moving one thread is what a
          * single-threaded child between fork and exec needs, and costs

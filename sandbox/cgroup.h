@@ -76,6 +76,8 @@ struct sandbox_cg_share {
 /*
  * sandbox_cg_create(), the leaf under the group of share's tenant (made,
  * or its share written again, first; it stays until sandbox_cg_fini()).
+ * A host's cpu_percent is held to the tenant's cpu_max_percent (cgroup
+ * v1 refuses a child's quota above its parent's).
  * share NULL: sandbox_cg_create().  NULL with a message naming the file
  * when the tenant's group cannot be made or its share written.
  */
