@@ -438,10 +438,9 @@ static void delete (struct api_req *rq)
     log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens, %zu "
                "events purged)",
                rq->principal.name, name, workers, tokens, purged);
-    json_t *answer = json_pack("{s:s, s:I, s:I, s:I}", "deleted", name,
-                               "workers", (json_int_t)workers, "tokens",
-                               (json_int_t)tokens, "events_purged",
-                               (json_int_t)purged);
+    json_t *answer = json_pack(
+        "{s:s, s:I, s:I, s:I}", "deleted", name, "workers", (json_int_t)workers,
+        "tokens", (json_int_t)tokens, "events_purged", (json_int_t)purged);
     struct tenant *t = tenant_find(name);
     if (t == NULL) {
         api_reply(rq, 200, answer);
