@@ -632,6 +632,27 @@ sandbox_cg_oom_kills(const struct sandbox_cg *cg)
     return 0;
 }
 
+int
+sandbox_cg_move(const struct sandbox_cg *from, const struct sandbox_cg *to)
+{
+    char buf[4096];
+
+    for (unsigned i = 0; i < from->n && i < to->n; i++) {
+        if (get_file(from->dir[i], "cgroup.procs", buf, sizeof buf) < 0)
+            return -1;
+        for (char *p = buf, *end; *p; p = end) {
+            char pid[24];
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            snprintf(pid, sizeof pid, "%ld", v);
+            if (put_file(to->dir[i], "cgroup.procs", pid) < 0 && errno != ESRCH)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 unsigned
 sandbox_cg_tenant_usage(const char *tenant, uint64_t *cpu_usec,
                         uint64_t *memory_bytes)

@@ -87,6 +87,13 @@ struct sandbox_cg *sandbox_cg_create_in(const struct sandbox_cg_share *share,
                                         char *err, size_t errlen);
 
 /*
+ * Moves every process of from into to, hierarchy by hierarchy (through
+ * cgroup.procs: whole processes, threads and all).  For an idle host
+ * (a warm pool's) joining its worker's tenant.  0, or -1 with errno.
+ */
+int sandbox_cg_move(const struct sandbox_cg *from, const struct sandbox_cg *to);
+
+/*
  * What the hosts of a tenant used, read from its group (made by
  * sandbox_cg_create_in()): CPU time in microseconds (v2 cpu.stat
  * usage_usec; v1 cpuacct.usage where cpuacct shares the cpu hierarchy)

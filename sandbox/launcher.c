@@ -896,6 +896,48 @@ start_zygotes(void)
     }
 }
 
+/* A pool host's processes into a leaf under its worker's tenant's group
+ * (struct launcher_adopt). */
+static void
+adopt_host(struct launcher_adopt *q)
+{
+    struct lhost *h = find_host(q->seq);
+    char err[512], leaf[128];
+
+    q->tenant[sizeof q->tenant - 1] = '\0';
+    q->worker_id[sizeof q->worker_id - 1] = '\0';
+    if (h == NULL || h->cg == NULL)
+        return; /* it ended, or runs without cgroups */
+    if (!plain_word(q->tenant, sizeof q->tenant) ||
+        !plain_word(q->worker_id, sizeof q->worker_id)) {
+        say("adopt %u refused: a tenant or worker id of other than "
+            "[A-Za-z0-9._-]",
+            q->seq);
+        return;
+    }
+    const struct sandbox_cg_limits lim = {
+        .pids_max = L.c->pids_max,
+        .cpu_percent = L.c->cpu_percent,
+    };
+    const struct sandbox_cg_share share = {
+        .tenant = q->tenant,
+        .cpu_weight = q->cpu_weight,
+        .cpu_max_percent = q->cpu_max,
+    };
+    snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
+    struct sandbox_cg *cg =
+        sandbox_cg_create_in(&share, leaf, &lim, err, sizeof err);
+    if (cg == NULL || sandbox_cg_move(h->cg, cg) < 0) {
+        say("adopt %u into tenant %s: %s", q->seq, q->tenant,
+            cg ? strerror(errno) : err);
+        if (cg)
+            sandbox_cg_destroy(cg); /* what moved dies with it */
+        return;
+    }
+    sandbox_cg_destroy(h->cg);
+    h->cg = cg;
+}
+
 /* One message from the master: acted on when it passes every check. */
 static void
 on_request(void)
@@ -903,6 +945,7 @@ on_request(void)
     union {
         struct launcher_spawn spawn;
         struct launcher_kill kill;
+        struct launcher_adopt adopt;
         uint32_t type;
         char raw[sizeof(struct launcher_spawn) + 1];
     } m;
@@ -941,6 +984,8 @@ on_request(void)
         /* The next host's network namespace, after this one's start. */
         if (L.netpool)
             L.netpool = sandbox_netpool_fill();
+    } else if (m.type == LAUNCHER_ADOPT && n == sizeof m.adopt && nfds == 0) {
+        adopt_host(&m.adopt);
     } else if (m.type == LAUNCHER_KILL && n == sizeof m.kill && nfds == 0) {
         struct lhost *h = find_host(m.kill.seq);
         if (h)

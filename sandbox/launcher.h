@@ -96,6 +96,7 @@ enum launcher_msg {
     LAUNCHER_KILL = 2,    /* master → launcher */
     LAUNCHER_SPAWNED = 3, /* launcher → master: the answer to a spawn */
     LAUNCHER_DEATH = 4,   /* launcher → master: a host ended */
+    LAUNCHER_ADOPT = 5,   /* master → launcher: a pool host joins a tenant */
 };
 
 struct launcher_spawn {
@@ -110,6 +111,19 @@ struct launcher_spawn {
     char tenant[LAUNCHER_TENANT_MAX];
     uint32_t cpu_weight; /* 1-10000 */
     uint32_t cpu_max;    /* the tenant's quota, % of one CPU; 0: none */
+};
+
+/* A pool host taken by a worker of tenant: its processes move into a new
+ * leaf under the tenant's group (sandbox_cg_move()), as if it had been
+ * spawned for that worker.  No answer: a failure is logged, the host
+ * stays where it was. */
+struct launcher_adopt {
+    uint32_t type; /* LAUNCHER_ADOPT */
+    uint32_t seq;  /* of the host's spawn */
+    char worker_id[LAUNCHER_WORKER_MAX];
+    char tenant[LAUNCHER_TENANT_MAX];
+    uint32_t cpu_weight;
+    uint32_t cpu_max;
 };
 
 struct launcher_kill {
