@@ -523,6 +523,31 @@ zygote_fork(const struct sandbox_launcher_engine *e, uint32_t seq, int chan,
 }
 
 /* Starts what q asks, with chan as its channel; fills r. */
+/* A host's cgroup: a leaf named after its worker and a number (a
+ * restart's group is a new one, while the old one may still be being
+ * removed), under its tenant's group when it has one ("" : none), with
+ * the memory limit and the daemon's pids and cpu limits. */
+static struct sandbox_cg *
+host_cgroup(const char *worker_id, uint32_t memory_mb, const char *tenant,
+            uint32_t cpu_weight, uint32_t cpu_max, char *err, size_t errlen)
+{
+    const struct sandbox_cg_limits lim = {
+        .memory_bytes = (uint64_t)memory_mb << 20,
+        .pids_max = L.c->pids_max,
+        .cpu_percent = L.c->cpu_percent,
+    };
+    const struct sandbox_cg_share share = {
+        .tenant = tenant,
+        .cpu_weight = cpu_weight,
+        .cpu_max_percent = cpu_max,
+    };
+    char leaf[128];
+
+    snprintf(leaf, sizeof leaf, "%s-%u", worker_id, ++L.cg_seq);
+    return sandbox_cg_create_in(tenant[0] ? &share : NULL, leaf, &lim, err,
+                                errlen);
+}
+
 static void
 spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
 {
@@ -571,22 +596,8 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         L.cap = cap;
     }
     if (L.c->confine) {
-        /* The worker's id and a number: a restart's group is a new one,
-         * while the old one may still be being removed. */
-        const struct sandbox_cg_limits lim = {
-            .memory_bytes = (uint64_t)q->memory_mb << 20,
-            .pids_max = L.c->pids_max,
-            .cpu_percent = L.c->cpu_percent,
-        };
-        const struct sandbox_cg_share share = {
-            .tenant = q->tenant,
-            .cpu_weight = q->cpu_weight,
-            .cpu_max_percent = q->cpu_max,
-        };
-        char leaf[128];
-        snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
-        h.cg = sandbox_cg_create_in(q->tenant[0] ? &share : NULL, leaf, &lim,
-                                    err, sizeof err);
+        h.cg = host_cgroup(q->worker_id, q->memory_mb, q->tenant, q->cpu_weight,
+                           q->cpu_max, err, sizeof err);
         if (h.cg == NULL && err[0]) {
             refuse(r, EIO, "crash", "cannot make its cgroup: %s", err);
             return;
@@ -902,7 +913,7 @@ static void
 adopt_host(struct launcher_adopt *q)
 {
     struct lhost *h = find_host(q->seq);
-    char err[512], leaf[128];
+    char err[512];
 
     q->tenant[sizeof q->tenant - 1] = '\0';
     q->worker_id[sizeof q->worker_id - 1] = '\0';
@@ -915,18 +926,8 @@ adopt_host(struct launcher_adopt *q)
             q->seq);
         return;
     }
-    const struct sandbox_cg_limits lim = {
-        .pids_max = L.c->pids_max,
-        .cpu_percent = L.c->cpu_percent,
-    };
-    const struct sandbox_cg_share share = {
-        .tenant = q->tenant,
-        .cpu_weight = q->cpu_weight,
-        .cpu_max_percent = q->cpu_max,
-    };
-    snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
-    struct sandbox_cg *cg =
-        sandbox_cg_create_in(&share, leaf, &lim, err, sizeof err);
+    struct sandbox_cg *cg = host_cgroup(
+        q->worker_id, 0, q->tenant, q->cpu_weight, q->cpu_max, err, sizeof err);
     if (cg == NULL || sandbox_cg_move(h->cg, cg) < 0) {
         say("adopt %u into tenant %s: %s", q->seq, q->tenant,
             cg ? strerror(errno) : err);
