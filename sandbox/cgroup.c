@@ -150,7 +150,8 @@ remove_group(const char *dir)
     }
 }
 
-/* Removes dir's subdirectories (the groups of hosts), then dir. */
+/* Removes dir's subdirectories (the groups of hosts, and the tenants'
+ * groups with theirs), then dir. */
 static void
 remove_tree(const char *dir)
 {
@@ -164,7 +165,10 @@ remove_tree(const char *dir)
         if (e->d_type != DT_DIR || e->d_name[0] == '.')
             continue;
         snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        remove_group(sub);
+        if (strncmp(e->d_name, "t-", 2) == 0)
+            remove_tree(sub);
+        else
+            remove_group(sub);
     }
     closedir(d);
     remove_group(dir);
@@ -393,10 +397,95 @@ set_limits(const struct hier *h, const char *dir,
     return 0;
 }
 
+/* The CPU share of a tenant's group dir in hierarchy h (the cpu
+ * controller's only): v2 cpu.weight and cpu.max, v1 cpu.shares (weight
+ * 100 is v1's 1024) and the CFS quota.  0, or -1 with *what. */
+static int
+set_share(const struct hier *h, const char *dir,
+          const struct sandbox_cg_share *s, const char **what)
+{
+    char v[64];
+    unsigned long quota = (unsigned long)s->cpu_max_percent * 1000ul;
+
+    if (!(h->ctls & SANDBOX_CG_CPU))
+        return 0;
+    if (cg_root.flavour == SANDBOX_CGROUP_V2) {
+        snprintf(v, sizeof v, "%u", s->cpu_weight);
+        *what = "cpu.weight";
+        if (put_file(dir, *what, v) < 0)
+            return -1;
+        if (quota)
+            snprintf(v, sizeof v, "%lu 100000", quota);
+        else
+            snprintf(v, sizeof v, "max 100000");
+        *what = "cpu.max";
+        return put_file(dir, *what, v);
+    }
+    snprintf(v, sizeof v, "%lu", (unsigned long)s->cpu_weight * 1024ul / 100);
+    *what = "cpu.shares";
+    if (put_file(dir, *what, v) < 0)
+        return -1;
+    *what = "cpu.cfs_period_us";
+    if (put_file(dir, *what, "100000") < 0)
+        return -1;
+    snprintf(v, sizeof v, "%ld", quota ? (long)quota : -1l);
+    *what = "cpu.cfs_quota_us";
+    return put_file(dir, *what, v);
+}
+
+/* The tenant's group t-<tenant> in each hierarchy, made if missing, its
+ * share written (again: the operator may have changed it), v2's
+ * controllers enabled for its children; its path in hierarchy i into
+ * dirs[i].  0, or -1 with a message. */
+static int
+tenant_group(const struct sandbox_cg_share *s, char dirs[][PATH_LEN], char *err,
+             size_t errlen)
+{
+    const char *what = "mkdir";
+
+    if (!name_ok(s->tenant, 100) || s->cpu_weight < 1 ||
+        s->cpu_weight > 10000) {
+        errno = EINVAL;
+        return fail(err, errlen,
+                    "cgroup: tenant '%s' with cpu weight %u is not a "
+                    "group (a name of [A-Za-z0-9._-], a weight of 1 to "
+                    "10000)",
+                    s->tenant, s->cpu_weight);
+    }
+    for (unsigned i = 0; i < cg_root.n; i++) {
+        const struct hier *h = &cg_root.h[i];
+        int n = snprintf(dirs[i], PATH_LEN, "%s/t-%s", h->dir, s->tenant);
+
+        if (n < 0 || n >= PATH_LEN) {
+            errno = ENAMETOOLONG;
+            return fail(err, errlen, "cgroup: %s/t-%s: %s", h->dir, s->tenant,
+                        strerror(errno));
+        }
+        what = "mkdir";
+        if (make_dir(dirs[i]) < 0 || set_share(h, dirs[i], s, &what) < 0)
+            return fail(err, errlen, "cgroup: %s %s: %s", dirs[i], what,
+                        strerror(errno));
+        if (cg_root.flavour == SANDBOX_CGROUP_V2 &&
+            enable_v2(dirs[i], h->ctls) < 0)
+            return fail(err, errlen, "cgroup: %s cgroup.subtree_control: %s",
+                        dirs[i], strerror(errno));
+    }
+    return 0;
+}
+
 struct sandbox_cg *
 sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
                   char *err, size_t errlen)
 {
+    return sandbox_cg_create_in(NULL, leaf, l, err, errlen);
+}
+
+struct sandbox_cg *
+sandbox_cg_create_in(const struct sandbox_cg_share *share, const char *leaf,
+                     const struct sandbox_cg_limits *l, char *err,
+                     size_t errlen)
+{
+    char parents[HIER_MAX][PATH_LEN];
     struct sandbox_cg *cg;
     const char *what = "cgroup.procs";
     char path[PATH_LEN + 16], where[PATH_LEN] = "";
@@ -410,6 +499,14 @@ sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
         fail(err, errlen, "cgroup: '%s' is not a group name", leaf);
         return NULL;
     }
+    struct sandbox_cg_limits lim = *l;
+    if (share && tenant_group(share, parents, err, errlen) < 0)
+        return NULL;
+    /* v1 refuses a child's CFS quota above its parent's (EINVAL): a host
+     * gets at most its tenant's. */
+    if (share && share->cpu_max_percent &&
+        (lim.cpu_percent == 0 || lim.cpu_percent > share->cpu_max_percent))
+        lim.cpu_percent = share->cpu_max_percent;
     cg = calloc(1, sizeof *cg);
     if (cg == NULL) {
         fail(err, errlen, "cgroup: out of memory");
@@ -417,7 +514,8 @@ sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
     }
     for (unsigned i = 0; i < cg_root.n; i++) {
         const struct hier *h = &cg_root.h[i];
-        int n = snprintf(cg->dir[i], sizeof cg->dir[i], "%s/%s", h->dir, leaf);
+        int n = snprintf(cg->dir[i], sizeof cg->dir[i], "%s/%s",
+                         share ? parents[i] : h->dir, leaf);
 
         cg->procs[i] = -1;
         snprintf(where, sizeof where, "%s", cg->dir[i]);
@@ -431,7 +529,7 @@ sandbox_cg_create(const char *leaf, const struct sandbox_cg_limits *l,
             goto bad;
         }
         cg->n = i + 1;
-        if (set_limits(h, cg->dir[i], l, &what) < 0)
+        if (set_limits(h, cg->dir[i], &lim, &what) < 0)
             goto bad;
         /* v1: the thread's file, tasks: moving one thread is what a
          * single-threaded child between fork and exec needs, and costs
@@ -497,6 +595,24 @@ sandbox_cg_adopt(const int *fds, unsigned n)
     return cg;
 }
 
+/* The number after "key " in a flat-keyed file's text, or 0 and false. */
+static bool
+keyed(const char *text, const char *key, uint64_t *out)
+{
+    size_t n = strlen(key);
+
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, key, n) == 0 && line[n] == ' ') {
+            *out = strtoull(line + n + 1, NULL, 10);
+            return true;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return false;
+}
+
 uint64_t
 sandbox_cg_oom_kills(const struct sandbox_cg *cg)
 {
@@ -509,15 +625,67 @@ sandbox_cg_oom_kills(const struct sandbox_cg *cg)
         if (get_file(cg->dir[i], v2 ? "memory.events" : "memory.oom_control",
                      buf, sizeof buf) <= 0)
             return 0;
-        for (char *line = buf; line && *line;) {
-            if (strncmp(line, "oom_kill ", 9) == 0)
-                return strtoull(line + 9, NULL, 10);
-            line = strchr(line, '\n');
-            if (line)
-                line++;
+        uint64_t kills = 0;
+        (void)keyed(buf, "oom_kill", &kills);
+        return kills;
+    }
+    return 0;
+}
+
+int
+sandbox_cg_move(const struct sandbox_cg *from, const struct sandbox_cg *to)
+{
+    char buf[4096];
+
+    for (unsigned i = 0; i < from->n && i < to->n; i++) {
+        if (get_file(from->dir[i], "cgroup.procs", buf, sizeof buf) < 0)
+            return -1;
+        for (char *p = buf, *end; *p; p = end) {
+            char pid[24];
+            long v = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            snprintf(pid, sizeof pid, "%ld", v);
+            if (put_file(to->dir[i], "cgroup.procs", pid) < 0 && errno != ESRCH)
+                return -1;
         }
     }
     return 0;
+}
+
+unsigned
+sandbox_cg_tenant_usage(const char *tenant, uint64_t *cpu_usec,
+                        uint64_t *memory_bytes)
+{
+    bool v2 = cg_root.flavour == SANDBOX_CGROUP_V2;
+    unsigned got = 0;
+    char dir[PATH_LEN + 8], buf[1024];
+
+    if (!name_ok(tenant, 100))
+        return 0;
+    for (unsigned i = 0; i < cg_root.n; i++) {
+        const struct hier *h = &cg_root.h[i];
+        uint64_t v;
+
+        snprintf(dir, sizeof dir, "%s/t-%s", h->dir, tenant);
+        if ((h->ctls & SANDBOX_CG_CPU) && v2 &&
+            get_file(dir, "cpu.stat", buf, sizeof buf) > 0 &&
+            keyed(buf, "usage_usec", &v)) {
+            *cpu_usec = v;
+            got |= SANDBOX_CG_CPU;
+        } else if ((h->ctls & SANDBOX_CG_CPU) && !v2 &&
+                   get_file(dir, "cpuacct.usage", buf, sizeof buf) > 0) {
+            *cpu_usec = strtoull(buf, NULL, 10) / 1000u;
+            got |= SANDBOX_CG_CPU;
+        }
+        if ((h->ctls & SANDBOX_CG_MEMORY) &&
+            get_file(dir, v2 ? "memory.current" : "memory.usage_in_bytes", buf,
+                     sizeof buf) > 0) {
+            *memory_bytes = strtoull(buf, NULL, 10);
+            got |= SANDBOX_CG_MEMORY;
+        }
+    }
+    return got;
 }
 
 void

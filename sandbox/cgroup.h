@@ -61,6 +61,50 @@ struct sandbox_cg *sandbox_cg_create(const char *leaf,
                                      const struct sandbox_cg_limits *l,
                                      char *err, size_t errlen);
 
+/* A tenant's share of the CPU: its hosts' groups go under the group
+ * PARENT/d<pid>/t-<tenant> of each hierarchy, whose cpu controller gets
+ * the weight (v2 cpu.weight; v1 cpu.shares, weight * 1024 / 100) and the
+ * quota (v2 cpu.max, v1 cpu.cfs_quota_us; 0: unlimited), so that the
+ * kernel shares the CPU between tenants by weight, however many hosts
+ * each runs. */
+struct sandbox_cg_share {
+    const char *tenant;       /* [A-Za-z0-9._-], at most 100 bytes */
+    uint32_t cpu_weight;      /* 1 to 10000; 100 is the kernel's default */
+    uint32_t cpu_max_percent; /* of one CPU, for all its hosts; 0: none */
+};
+
+/*
+ * sandbox_cg_create(), the leaf under the group of share's tenant (made,
+ * or its share written again, first; it stays until sandbox_cg_fini()).
+ * A host's cpu_percent is held to the tenant's cpu_max_percent (cgroup
+ * v1 refuses a child's quota above its parent's).
+ * share NULL: sandbox_cg_create().  NULL with a message naming the file
+ * when the tenant's group cannot be made or its share written.
+ */
+struct sandbox_cg *sandbox_cg_create_in(const struct sandbox_cg_share *share,
+                                        const char *leaf,
+                                        const struct sandbox_cg_limits *l,
+                                        char *err, size_t errlen);
+
+/*
+ * Moves every process of from into to, hierarchy by hierarchy (through
+ * cgroup.procs: whole processes, threads and all).  For an idle host
+ * (a warm pool's) joining its worker's tenant.  0, or -1 with errno.
+ */
+int sandbox_cg_move(const struct sandbox_cg *from, const struct sandbox_cg *to);
+
+/*
+ * What the hosts of a tenant used, read from its group (made by
+ * sandbox_cg_create_in()): CPU time in microseconds (v2 cpu.stat
+ * usage_usec; v1 cpuacct.usage where cpuacct shares the cpu hierarchy)
+ * and memory in bytes now (v2 memory.current, v1 memory.usage_in_bytes).
+ * A figure the machine does not offer (no such controller) is left
+ * unchanged and its bit not set in the result: SANDBOX_CG_CPU and/or
+ * SANDBOX_CG_MEMORY; 0 when the tenant has no group.
+ */
+unsigned sandbox_cg_tenant_usage(const char *tenant, uint64_t *cpu_usec,
+                                 uint64_t *memory_bytes);
+
 /*
  * Moves process pid (0: the caller) into cg in every hierarchy, through
  * descriptors opened by sandbox_cg_create(): async-signal-safe, so that a

@@ -523,6 +523,31 @@ zygote_fork(const struct sandbox_launcher_engine *e, uint32_t seq, int chan,
 }
 
 /* Starts what q asks, with chan as its channel; fills r. */
+/* A host's cgroup: a leaf named after its worker and a number (a
+ * restart's group is a new one, while the old one may still be being
+ * removed), under its tenant's group when it has one ("" : none), with
+ * the memory limit and the daemon's pids and cpu limits. */
+static struct sandbox_cg *
+host_cgroup(const char *worker_id, uint32_t memory_mb, const char *tenant,
+            uint32_t cpu_weight, uint32_t cpu_max, char *err, size_t errlen)
+{
+    const struct sandbox_cg_limits lim = {
+        .memory_bytes = (uint64_t)memory_mb << 20,
+        .pids_max = L.c->pids_max,
+        .cpu_percent = L.c->cpu_percent,
+    };
+    const struct sandbox_cg_share share = {
+        .tenant = tenant,
+        .cpu_weight = cpu_weight,
+        .cpu_max_percent = cpu_max,
+    };
+    char leaf[128];
+
+    snprintf(leaf, sizeof leaf, "%s-%u", worker_id, ++L.cg_seq);
+    return sandbox_cg_create_in(tenant[0] ? &share : NULL, leaf, &lim, err,
+                                errlen);
+}
+
 static void
 spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
 {
@@ -543,6 +568,11 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
     if ((e = find_engine(q->engine)) == NULL) {
         refuse(r, ENOENT, "engine_unavailable",
                "the launcher has no engine named %s", q->engine);
+        return;
+    }
+    if (q->tenant[0] && !plain_word(q->tenant, sizeof q->tenant)) {
+        refuse(r, EINVAL, "crash",
+               "refused: a tenant of other than [A-Za-z0-9._-]");
         return;
     }
     if (!plain_word(q->worker_id, sizeof q->worker_id)) {
@@ -566,16 +596,8 @@ spawn_host(const struct launcher_spawn *q, int chan, struct launcher_spawned *r)
         L.cap = cap;
     }
     if (L.c->confine) {
-        /* The worker's id and a number: a restart's group is a new one,
-         * while the old one may still be being removed. */
-        const struct sandbox_cg_limits lim = {
-            .memory_bytes = (uint64_t)q->memory_mb << 20,
-            .pids_max = L.c->pids_max,
-            .cpu_percent = L.c->cpu_percent,
-        };
-        char leaf[128];
-        snprintf(leaf, sizeof leaf, "%s-%u", q->worker_id, ++L.cg_seq);
-        h.cg = sandbox_cg_create(leaf, &lim, err, sizeof err);
+        h.cg = host_cgroup(q->worker_id, q->memory_mb, q->tenant, q->cpu_weight,
+                           q->cpu_max, err, sizeof err);
         if (h.cg == NULL && err[0]) {
             refuse(r, EIO, "crash", "cannot make its cgroup: %s", err);
             return;
@@ -885,6 +907,38 @@ start_zygotes(void)
     }
 }
 
+/* A pool host's processes into a leaf under its worker's tenant's group
+ * (struct launcher_adopt). */
+static void
+adopt_host(struct launcher_adopt *q)
+{
+    struct lhost *h = find_host(q->seq);
+    char err[512];
+
+    q->tenant[sizeof q->tenant - 1] = '\0';
+    q->worker_id[sizeof q->worker_id - 1] = '\0';
+    if (h == NULL || h->cg == NULL)
+        return; /* it ended, or runs without cgroups */
+    if (!plain_word(q->tenant, sizeof q->tenant) ||
+        !plain_word(q->worker_id, sizeof q->worker_id)) {
+        say("adopt %u refused: a tenant or worker id of other than "
+            "[A-Za-z0-9._-]",
+            q->seq);
+        return;
+    }
+    struct sandbox_cg *cg = host_cgroup(
+        q->worker_id, 0, q->tenant, q->cpu_weight, q->cpu_max, err, sizeof err);
+    if (cg == NULL || sandbox_cg_move(h->cg, cg) < 0) {
+        say("adopt %u into tenant %s: %s", q->seq, q->tenant,
+            cg ? strerror(errno) : err);
+        if (cg)
+            sandbox_cg_destroy(cg); /* what moved dies with it */
+        return;
+    }
+    sandbox_cg_destroy(h->cg);
+    h->cg = cg;
+}
+
 /* One message from the master: acted on when it passes every check. */
 static void
 on_request(void)
@@ -892,6 +946,7 @@ on_request(void)
     union {
         struct launcher_spawn spawn;
         struct launcher_kill kill;
+        struct launcher_adopt adopt;
         uint32_t type;
         char raw[sizeof(struct launcher_spawn) + 1];
     } m;
@@ -930,6 +985,8 @@ on_request(void)
         /* The next host's network namespace, after this one's start. */
         if (L.netpool)
             L.netpool = sandbox_netpool_fill();
+    } else if (m.type == LAUNCHER_ADOPT && n == sizeof m.adopt && nfds == 0) {
+        adopt_host(&m.adopt);
     } else if (m.type == LAUNCHER_KILL && n == sizeof m.kill && nfds == 0) {
         struct lhost *h = find_host(m.kill.seq);
         if (h)

@@ -88,6 +88,7 @@ pid_t sandbox_launcher_start(const struct sandbox_launcher_config *c, int *fd,
 
 #define LAUNCHER_ENGINE_MAX 64
 #define LAUNCHER_WORKER_MAX 64
+#define LAUNCHER_TENANT_MAX 72
 #define LAUNCHER_WHY_MAX 400
 
 enum launcher_msg {
@@ -95,6 +96,7 @@ enum launcher_msg {
     LAUNCHER_KILL = 2,    /* master → launcher */
     LAUNCHER_SPAWNED = 3, /* launcher → master: the answer to a spawn */
     LAUNCHER_DEATH = 4,   /* launcher → master: a host ended */
+    LAUNCHER_ADOPT = 5,   /* master → launcher: a pool host joins a tenant */
 };
 
 struct launcher_spawn {
@@ -103,6 +105,25 @@ struct launcher_spawn {
     char engine[LAUNCHER_ENGINE_MAX]; /* NUL-terminated */
     char worker_id[LAUNCHER_WORKER_MAX];
     uint32_t memory_mb; /* its cgroup's memory limit; 0: none */
+    /* Its tenant ([a-z0-9._-], "" for none: a pool host): its cgroup goes
+     * under the tenant's group, whose cpu share the launcher writes from
+     * these two (sandbox_cg_create_in()). */
+    char tenant[LAUNCHER_TENANT_MAX];
+    uint32_t cpu_weight; /* 1-10000 */
+    uint32_t cpu_max;    /* the tenant's quota, % of one CPU; 0: none */
+};
+
+/* A pool host taken by a worker of tenant: its processes move into a new
+ * leaf under the tenant's group (sandbox_cg_move()), as if it had been
+ * spawned for that worker.  No answer: a failure is logged, the host
+ * stays where it was. */
+struct launcher_adopt {
+    uint32_t type; /* LAUNCHER_ADOPT */
+    uint32_t seq;  /* of the host's spawn */
+    char worker_id[LAUNCHER_WORKER_MAX];
+    char tenant[LAUNCHER_TENANT_MAX];
+    uint32_t cpu_weight;
+    uint32_t cpu_max;
 };
 
 struct launcher_kill {

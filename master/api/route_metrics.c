@@ -5,7 +5,10 @@
  * Per worker (labels worker = id, name, tenant): attempts that succeeded
  * (processed) and that failed, each delivery or invoke counted once in
  * one of them; events published, redelivered, dead-lettered; host
- * restarts.  Daemon-wide:
+ * restarts.  Per tenant (label tenant; tenant_meter.h), what an operator
+ * bills from: events in and out, invocations, quota refusals (label
+ * quota), and its hosts' CPU seconds and memory from its cgroup where the
+ * machine accounts them.  Daemon-wide:
  * workers by status and by host state, host processes, the processing
  * latency histogram, the broker's counters, its journal's size and
  * whether it writes (failures, recoveries), group lock
@@ -26,10 +29,12 @@
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
+#include "master/core/tenant_meter.h"
 #include "master/store/grouplock.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
+#include "sandbox/cgroup.h"
 
 struct text {
     char *p;
@@ -126,6 +131,92 @@ per_worker(struct text *t, const struct registry *r, const char *tenant,
             name, w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
             v);
     }
+}
+
+/* One series of each tenant's meter (only: of that tenant alone). */
+static void
+per_tenant(struct text *t, const char *only, const char *name, const char *type,
+           const char *help, size_t offset)
+{
+    char a[300];
+
+    head(t, name, type, help);
+    for (size_t i = 0; i < tenant_meter_count(); i++) {
+        const struct tenant_meter *m = tenant_meter_at(i);
+        uint64_t v;
+        if (only && strcmp(m->tenant, only) != 0)
+            continue;
+        memcpy(&v, (const char *)m + offset, sizeof v);
+        add(t, "%s{tenant=\"%s\"} %" PRIu64 "\n", name,
+            esc(m->tenant, a, sizeof a), v);
+    }
+}
+
+/* The tenants' meters, and their cgroups' usage. */
+static void
+tenant_series(struct text *t, const char *only)
+{
+    char a[300], b[100];
+
+    per_tenant(t, only, "workmanager_tenant_events_in_total", "counter",
+               "Events accepted for a tenant's topics (publishes, gateway "
+               "publishes, its workers' outputs).",
+               offsetof(struct tenant_meter, events_in));
+    per_tenant(t, only, "workmanager_tenant_events_out_total", "counter",
+               "Deliveries handed to a tenant's workers, redeliveries "
+               "included.",
+               offsetof(struct tenant_meter, events_out));
+    per_tenant(t, only, "workmanager_tenant_invocations_total", "counter",
+               "Invokes of a tenant's workers started.",
+               offsetof(struct tenant_meter, invocations));
+    head(t, "workmanager_tenant_quota_refusals_total", "counter",
+         "Requests of a tenant refused for one of its quotas.");
+    for (size_t i = 0; i < tenant_meter_count(); i++) {
+        const struct tenant_meter *m = tenant_meter_at(i);
+        if (only && strcmp(m->tenant, only) != 0)
+            continue;
+        for (size_t k = 0; k < m->nquotas; k++)
+            add(t,
+                "workmanager_tenant_quota_refusals_total{tenant=\"%s\","
+                "quota=\"%s\"} %" PRIu64 "\n",
+                esc(m->tenant, a, sizeof a),
+                esc(m->quotas[k].name, b, sizeof b), m->quotas[k].refusals);
+    }
+    /* From the cgroup that holds a tenant's hosts: only the figures the
+     * machine accounts (no memory controller: no memory series). */
+    struct text cpu = { malloc(256), 0, 256, false },
+                mem = { malloc(256), 0, 256, false };
+    cpu.oom = cpu.p == NULL;
+    mem.oom = mem.p == NULL;
+    for (size_t i = 0; i < tenant_meter_count(); i++) {
+        const struct tenant_meter *m = tenant_meter_at(i);
+        uint64_t usec = 0, bytes = 0;
+        if (only && strcmp(m->tenant, only) != 0)
+            continue;
+        unsigned got = sandbox_cg_tenant_usage(m->tenant, &usec, &bytes);
+        if (got & SANDBOX_CG_CPU)
+            add(&cpu,
+                "workmanager_tenant_cpu_seconds_total{tenant=\"%s\"} "
+                "%.6f\n",
+                esc(m->tenant, a, sizeof a), (double)usec / 1e6);
+        if (got & SANDBOX_CG_MEMORY)
+            add(&mem,
+                "workmanager_tenant_memory_bytes{tenant=\"%s\"} %" PRIu64 "\n",
+                esc(m->tenant, a, sizeof a), bytes);
+    }
+    head(t, "workmanager_tenant_cpu_seconds_total", "counter",
+         "CPU time of a tenant's hosts (its cgroup's; absent where the "
+         "machine has no cpu accounting).");
+    if (cpu.len)
+        add(t, "%s", cpu.p);
+    head(t, "workmanager_tenant_memory_bytes", "gauge",
+         "Memory of a tenant's hosts now (its cgroup's; absent where the "
+         "machine has no memory controller).");
+    if (mem.len)
+        add(t, "%s", mem.p);
+    t->oom = t->oom || cpu.oom || mem.oom;
+    free(cpu.p);
+    free(mem.p);
 }
 
 /* The daemon's own gauges: workers by status and state, hosts, pools. */
@@ -233,6 +324,7 @@ api_metrics_route(struct api_req *rq)
                offsetof(struct worker_counters, refused));
     per_worker(&t, d->registry, only, "workmanager_worker_restarts_total",
                "Restarts of a worker's host after a crash.", SIZE_MAX);
+    tenant_series(&t, only);
 
     if (only)
         goto answer;

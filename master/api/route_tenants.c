@@ -1,13 +1,15 @@
 /*
  * route_tenants.c — tenants as objects the operator manages (issue 22):
  *
- *   POST /v1/tenants {"name"}            → 201 the tenant
+ *   POST /v1/tenants {"name", "quotas": {"cpu_weight", "cpu_max"}}
+ *                                        → 201 the tenant
  *   GET /v1/tenants                      → {"tenants": [...]}
  *   GET /v1/tenants/{name}               → the tenant, its workers counted
  *   DELETE /v1/tenants/{name}?confirm={name}
- *       → 200 {"deleted", "workers", "tokens"}: stops and deletes its
- *         workers (their state keys and subscriptions' backlogs go with
- *         them), revokes its tokens, forgets it
+ *       → 200 {"deleted", "workers", "tokens", "events_purged"}: stops
+ *         and deletes its workers (their state keys and subscriptions'
+ *         backlogs go with them), drops what its topics hold for no
+ *         subscription (broker_purge()), revokes its tokens, forgets it
  *   POST /v1/tenants/{name}/suspend      → stops its running workers and
  *       refuses its publishes (409 tenant_suspended)
  *   POST /v1/tenants/{name}/resume       → starts what the suspension
@@ -15,9 +17,13 @@
  *
  * Operators only.  A tenant is persisted through the store as JSON under
  * workmanager/tenants/{name} ({"name", "suspended", "stopped": [worker
- * ids the suspension stopped], "created_ms", "created_by"}), loaded at
- * start.  `default` exists implicitly, and so does any tenant named by a
+ * ids the suspension stopped], "created_ms", "created_by", "quotas"}), loaded
+ * at start.  `default` exists implicitly, and so does any tenant named by a
  * worker made before tenants were objects: existing setups keep working.
+ *
+ * quotas.cpu_weight and quotas.cpu_max (0 or absent: the keys
+ * tenant_cpu_weight and tenant_cpu_max) go to tenant_share.h, which the
+ * host supervisor reads at each spawn: the tenant's cgroup's cpu share.
  */
 #include "config.h"
 
@@ -31,8 +37,10 @@
 #include "master/api/members.h"
 #include "master/api/principal.h"
 #include "master/api/tokens.h"
+#include "master/broker/broker.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
+#include "master/core/tenant_share.h"
 #include "master/store/store.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
@@ -46,6 +54,7 @@ struct tenant {
     json_t *stopped; /* array of the worker ids its suspension stopped */
     int64_t created_ms;
     char created_by[128];
+    uint32_t cpu_weight, cpu_max; /* quotas; 0: the configuration's */
 };
 
 static LIST_HEAD(, tenant) tenants = LIST_HEAD_INITIALIZER(tenants);
@@ -92,19 +101,24 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
     json_int_t created = 0;
     int suspended = 0;
     json_t *stopped = NULL;
+    json_int_t weight = 0, max = 0;
     struct tenant *t = NULL;
 
     (void)revision;
     (void)arg;
     if (j &&
-        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s}", "name", &name, "suspended",
-                    &suspended, "stopped", &stopped, "created_ms", &created,
-                    "created_by", &by) == 0 &&
+        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s, s?{s?I, s?I}}", "name", &name,
+                    "suspended", &suspended, "stopped", &stopped, "created_ms",
+                    &created, "created_by", &by, "quotas", "cpu_weight",
+                    &weight, "cpu_max", &max) == 0 &&
         roles_tenant_valid(name) && (t = calloc(1, sizeof *t)) != NULL) {
         snprintf(t->name, sizeof t->name, "%s", name);
         snprintf(t->created_by, sizeof t->created_by, "%s", by);
         t->suspended = suspended;
         t->created_ms = created;
+        t->cpu_weight = weight > 0 && weight <= 10000 ? (uint32_t)weight : 0;
+        t->cpu_max = max > 0 && max <= 102400 ? (uint32_t)max : 0;
+        (void)tenant_share_set(t->name, t->cpu_weight, t->cpu_max);
         t->stopped =
             json_is_array(stopped) ? json_incref(stopped) : json_array();
         LIST_INSERT_HEAD(&tenants, t, link);
@@ -132,6 +146,7 @@ api_tenants_free(void)
         LIST_REMOVE(t, link);
         tenant_free(t);
     }
+    tenant_share_free_all();
 }
 
 static json_t *
@@ -145,6 +160,12 @@ tenant_json(struct daemon *d, const char *name, const struct tenant *t)
                         t ? json_string(t->created_by) : json_null());
     if (t == NULL)
         json_object_set_new(j, "implicit", json_true());
+    uint32_t weight, max;
+    tenant_share_get(d->conf, name, &weight, &max);
+    json_object_set_new(j, "quotas",
+                        json_pack("{s:I, s:I}", "cpu_weight",
+                                  (json_int_t)weight, "cpu_max",
+                                  (json_int_t)max));
     return j;
 }
 
@@ -198,9 +219,11 @@ persist(struct daemon *d, const struct tenant *t, struct api_req *rq)
 {
     char key[STORE_KEY_MAX];
     json_t *j =
-        json_pack("{s:s, s:b, s:O, s:I, s:s}", "name", t->name, "suspended",
-                  t->suspended, "stopped", t->stopped, "created_ms",
-                  (json_int_t)t->created_ms, "created_by", t->created_by);
+        json_pack("{s:s, s:b, s:O, s:I, s:s, s:{s:I, s:I}}", "name", t->name,
+                  "suspended", t->suspended, "stopped", t->stopped,
+                  "created_ms", (json_int_t)t->created_ms, "created_by",
+                  t->created_by, "quotas", "cpu_weight",
+                  (json_int_t)t->cpu_weight, "cpu_max", (json_int_t)t->cpu_max);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
     struct written *w = written_new(rq, t->name, NULL);
@@ -235,8 +258,19 @@ tenant_new(struct api_req *rq, const char *name)
     return t;
 }
 
+static const struct api_member tenant_quota_members[] = {
+    { "cpu_weight", NULL },
+    { "cpu_max", NULL },
+    { NULL, NULL },
+};
+static const struct api_object tenant_quotas_object = {
+    .what = "a tenant's quotas",
+    .members = tenant_quota_members,
+    .hint = "{\"cpu_weight\": 200, \"cpu_max\": 150}",
+};
 static const struct api_member tenant_members[] = {
     { "name", NULL },
+    { "quotas", &tenant_quotas_object },
     { NULL, NULL },
 };
 static const struct api_object tenant_object = {
@@ -250,11 +284,23 @@ create(struct api_req *rq)
 {
     json_t *body = api_body_object(rq);
     const char *name = NULL;
+    json_t *quotas;
+    uint32_t weight = 0, max = 0;
 
     if (body == NULL)
         return;
     if (api_members_check(rq, body, &tenant_object) ||
         api_member_str(rq, body, "name", &name))
+        goto out;
+    quotas = json_object_get(body, "quotas");
+    if (quotas && !json_is_object(quotas) && !json_is_null(quotas)) {
+        api_error(rq, 400, "invalid_argument", "quotas must be an object");
+        goto out;
+    }
+    if (json_is_object(quotas) &&
+        (api_member_uint(rq, quotas, "cpu_weight", "quotas.", 1, 10000,
+                         &weight) ||
+         api_member_uint(rq, quotas, "cpu_max", "quotas.", 0, 102400, &max)))
         goto out;
     if (!roles_tenant_valid(name)) {
         api_error(rq, 400, "invalid_argument",
@@ -266,8 +312,17 @@ create(struct api_req *rq)
         goto out;
     }
     struct tenant *t = tenant_new(rq, name);
-    if (t)
-        persist(rq->d, t, rq);
+    if (t == NULL)
+        goto out;
+    t->cpu_weight = weight;
+    t->cpu_max = max;
+    if (tenant_share_set(name, weight, max) != 0) {
+        LIST_REMOVE(t, link);
+        tenant_free(t);
+        api_error(rq, 500, "internal", "out of memory");
+        goto out;
+    }
+    persist(rq->d, t, rq);
 out:
     json_decref(body);
 }
@@ -376,11 +431,16 @@ static void delete (struct api_req *rq)
         return;
     }
     unsigned tokens = api_tokens_revoke_tenant(rq->d, name);
-    log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens)",
-               rq->principal.name, name, workers, tokens);
-    json_t *answer =
-        json_pack("{s:s, s:I, s:I}", "deleted", name, "workers",
-                  (json_int_t)workers, "tokens", (json_int_t)tokens);
+    tenant_share_forget(name);
+    /* What its topics still hold for nobody (its workers' went with
+     * them): backlogs waiting for a worker not restored yet. */
+    size_t purged = broker_purge(rq->d->broker, name, NULL);
+    log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens, %zu "
+               "events purged)",
+               rq->principal.name, name, workers, tokens, purged);
+    json_t *answer = json_pack(
+        "{s:s, s:I, s:I, s:I}", "deleted", name, "workers", (json_int_t)workers,
+        "tokens", (json_int_t)tokens, "events_purged", (json_int_t)purged);
     struct tenant *t = tenant_find(name);
     if (t == NULL) {
         api_reply(rq, 200, answer);

@@ -192,6 +192,16 @@ void broker_release(struct broker_delivery *d, uint32_t delay_ms);
  * (their worker is gone) are dropped, counted in the log. */
 void broker_recovered(struct broker *b);
 
+/* Drops the backlogs (journaled as settled) that no subscription of
+ * (tenant, topic) holds: what waits for a durable name that is not
+ * subscribed (before recovery, a worker not restored).  topic NULL: every
+ * topic of tenant; tenant NULL: of every topic (broker_recovered()).
+ * Active subscriptions keep theirs.  Returns the events
+ * dropped (counted in broker_stats' dropped).  A deleted tenant's topics
+ * go with it this way; a NATS backend deletes the streams' consumers that
+ * no subscription binds. */
+size_t broker_purge(struct broker *b, const char *tenant, const char *topic);
+
 struct broker_stats {
     uint64_t published; /* accepted events */
     uint64_t delivered; /* deliveries started, redeliveries included */

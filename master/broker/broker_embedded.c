@@ -1032,29 +1032,35 @@ on_compact(uint64_t below, void *arg)
     log_debug("broker: journal compaction moved %zu pending events", moved);
 }
 
-void
-broker_recovered(struct broker *b)
+size_t
+broker_purge(struct broker *b, const char *tenant, const char *topic)
 {
     size_t dropped = 0;
-
     for (size_t i = 0; i < b->nbuckets; i++)
         for (struct topic *t = b->buckets[i]; t; t = t->next)
             for (struct dsub *ds = t->dsubs, *next; ds; ds = next) {
                 next = ds->next;
-                if (ds->active)
-                    continue;
                 size_t n = dsub_backlog(ds);
-                if (n == 0)
+                if (ds->active || n == 0 ||
+                    (tenant && (strcmp(t->tenant, tenant) != 0 ||
+                                (topic && strcmp(t->topic, topic) != 0))))
                     continue;
                 log_warning("broker: %zu pending event(s) of %s/%s for %s "
-                            "dropped: no such subscriber after recovery",
-                            n, t->tenant, t->topic, ds->name);
+                            "dropped: %s",
+                            n, t->tenant, t->topic, ds->name,
+                            tenant ? "purged with their tenant"
+                                   : "no such subscriber after recovery");
                 dropped += n;
                 dsub_drop(b, ds); /* counts them in st.dropped */
                 dsub_free_if_unused(ds);
             }
-    if (dropped)
-        log_info("broker: %zu pending event(s) had no subscriber", dropped);
+    return dropped;
+}
+
+void
+broker_recovered(struct broker *b)
+{
+    (void)broker_purge(b, NULL, NULL); /* each logged */
 }
 
 /* ---- open, close, stats ---------------------------------------------- */

@@ -34,6 +34,7 @@
 #include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
+#include "master/core/tenant_meter.h"
 #include "master/store/grouplock.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
@@ -122,6 +123,15 @@ elapsed_s(const struct timespec *t0)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0->tv_sec) +
            (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* One more event accepted for a topic of tenant (tenant_meter.h). */
+static void
+meter_in(const char *tenant)
+{
+    struct tenant_meter *m = tenant_meter_get(tenant);
+    if (m)
+        m->events_in++;
 }
 
 static void
@@ -548,6 +558,7 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
             refused++;
             continue;
         }
+        meter_in(o->tenant);
         if (w)
             w->counters.published++;
     }
@@ -1000,6 +1011,9 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
         return;
     }
     j->d = d;
+    struct tenant_meter *m = tenant_meter_get(bd->w->tenant);
+    if (m)
+        m->events_out++;
     job_start(j);
 }
 
@@ -1061,7 +1075,11 @@ int
 flow_publish(struct flow *dp, const char *tenant, const char *topic,
              const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
 {
-    return broker_publish(dp->d->broker, tenant, topic, event, len, cb, arg);
+    int rc = broker_publish(dp->d->broker, tenant, topic, event, len, cb, arg);
+
+    if (rc == 0)
+        meter_in(tenant);
+    return rc;
 }
 
 int
@@ -1093,6 +1111,9 @@ flow_invoke(struct flow *dp, struct worker *w, const uint8_t *event, size_t len,
     j->icb = cb;
     j->iarg = arg;
     bd->invokes++;
+    struct tenant_meter *m = tenant_meter_get(w->tenant);
+    if (m)
+        m->invocations++;
     job_start(j);
     return 0;
 }

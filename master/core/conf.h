@@ -206,6 +206,8 @@ struct conf {
     unsigned host_uid_count;
     char *host_uid_lock_dir;
     unsigned host_cpu_percent;
+    unsigned tenant_cpu_weight; /* each tenant's cgroup cpu weight */
+    unsigned tenant_cpu_max;    /* its cpu.max in % of a CPU; 0: none */
 
     /* Messages. */
     uint64_t lock_max_age_ms;

@@ -86,6 +86,8 @@
  * | `host_uid_count` | integer, 1–1000000 | `65536` | `WM_HOST_UID_COUNT` | Size of that range: the most hosts that can run at once. |
  * | `host_uid_lock_dir` | path | `/run/workmanager/uids` | `WM_HOST_UID_LOCK_DIR` | Directory of the machine-wide locks on host uid ranges: a daemon whose range overlaps one another running daemon holds refuses to start; every daemon on a machine must name the same one. |
  * | `host_cpu_percent` | integer, 0–102400 | `0` | `WM_HOST_CPU_PERCENT` | CPU time one host may use, in percent of one CPU (cgroup cpu quota); 0 = no limit. |
+ * | `tenant_cpu_weight` | integer, 1–10000 | `100` | `WM_TENANT_CPU_WEIGHT` | CPU weight of each tenant's cgroup (v2 cpu.weight; v1 cpu.shares = weight x 1024 / 100), which holds all its hosts: under contention tenants get the CPU in proportion to their weights, however many hosts each runs; a tenant's quotas.cpu_weight overrides it. |
+ * | `tenant_cpu_max` | integer, 0–102400 | `0` | `WM_TENANT_CPU_MAX` | CPU time all the hosts of one tenant may use together, in percent of one CPU (its cgroup's cpu.max); 0 = no limit; a tenant's quotas.cpu_max overrides it. |
  * | `lock_max_age_ms` | duration (ms), 100–86400000 | `30000` | `WM_LOCK_MAX_AGE_MS` | Age after which a group lock with no write under its token may be stolen; must exceed message_timeout_ms. |
  * | `group_lock_retry_base_delay_ms` | duration (ms), 10–60000 | `500` | `WM_GROUP_LOCK_RETRY_BASE_DELAY_MS`, `GROUP_LOCK_RETRY_BASE_DELAY_MS` | First delay between group lock attempts; doubled after each. |
  * | `group_lock_max_retries` | integer, 1–20 | `3` | `WM_GROUP_LOCK_MAX_RETRIES`, `GROUP_LOCK_MAX_RETRIES` | Group lock attempts before the event is nacked (lock_contention). |
@@ -798,6 +800,32 @@ const struct conf_key conf_key_table[] = {
         .doc = "CPU time one host may use, in percent of one CPU (cgroup cpu "
                "quota); 0 = no limit.",
         .offset = AT(host_cpu_percent, unsigned),
+        .min = 0,
+        .max = 102400,
+    },
+    {
+        .name = "tenant_cpu_weight",
+        .type = CONF_UINT,
+        .def = "100",
+        .env = "WM_TENANT_CPU_WEIGHT",
+        .doc = "CPU weight of each tenant's cgroup (v2 cpu.weight; v1 "
+               "cpu.shares = weight x 1024 / 100), which holds all its "
+               "hosts: under contention tenants get the CPU in proportion "
+               "to their weights, however many hosts each runs; a "
+               "tenant's quotas.cpu_weight overrides it.",
+        .offset = AT(tenant_cpu_weight, unsigned),
+        .min = 1,
+        .max = 10000,
+    },
+    {
+        .name = "tenant_cpu_max",
+        .type = CONF_UINT,
+        .def = "0",
+        .env = "WM_TENANT_CPU_MAX",
+        .doc = "CPU time all the hosts of one tenant may use together, in "
+               "percent of one CPU (its cgroup's cpu.max); 0 = no limit; a "
+               "tenant's quotas.cpu_max overrides it.",
+        .offset = AT(tenant_cpu_max, unsigned),
         .min = 0,
         .max = 102400,
     },

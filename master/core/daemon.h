@@ -5,7 +5,9 @@
  * configuration (conf.c: one table of keys, four sources), the engines read
  * from engines.d (engines.c), levelled logging (log.c), address kinds and
  * CIDR networks (netrange.c), the audit trail (audit.c), the drop to an
- * unprivileged user (privdrop.c) and start-up, signals and shutdown
+ * unprivileged user (privdrop.c), each tenant's CPU share
+ * (tenant_share.c) and usage counters (tenant_meter.c), and start-up,
+ * signals and shutdown
  * (main.c, which alone ties the rooms together).  Apart from main.c,
  * nothing here includes another room; every room may use this one.
  *

@@ -44,6 +44,7 @@
 #include "master/core/engines.h"
 #include "master/core/log.h"
 #include "master/core/privdrop.h"
+#include "master/core/tenant_meter.h"
 #include "master/core/tokenfile.h"
 #include "master/core/uidlock.h"
 #include "master/store/grouplock.h"
@@ -690,6 +691,7 @@ out:
         api_free(d.api);
     api_tokens_free();
     api_tenants_free();
+    tenant_meter_free_all();
     if (d.sv)
         supervise_free(d.sv); /* the launcher removes the cgroups */
     else

@@ -330,6 +330,17 @@ launcher_client_spawn(struct launcher_client *l, const struct launcher_spawn *q,
 }
 
 int
+launcher_client_adopt(struct launcher_client *l, const struct launcher_adopt *a)
+{
+    ssize_t n;
+
+    do
+        n = send(l->fd, a, sizeof *a, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof *a ? 0 : -1;
+}
+
+int
 launcher_client_kill(struct launcher_client *l, uint32_t seq)
 {
     const struct launcher_kill k = { .type = LAUNCHER_KILL, .seq = seq };

@@ -66,6 +66,12 @@ int launcher_client_spawn_send(struct launcher_client *l,
  * pid namespace, its process group).  0, or -1 with errno. */
 int launcher_client_kill(struct launcher_client *l, uint32_t seq);
 
+/* Asks the launcher to move a pool host into its worker's tenant's
+ * cgroup (struct launcher_adopt; no answer).  0, or -1: the launcher is
+ * gone. */
+int launcher_client_adopt(struct launcher_client *l,
+                          const struct launcher_adopt *a);
+
 /* The next death report or answer to a launcher_client_spawn_send(), kept
  * or on the socket, in the launcher's order, without blocking: its type
  * (LAUNCHER_DEATH, LAUNCHER_SPAWNED) and *m, 0 when there is none now, -1

@@ -33,6 +33,8 @@
 #include "master/core/conf.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
+#include "master/core/tenant_meter.h"
+#include "master/core/tenant_share.h"
 #include "master/supervise/launcher_client.h"
 #include "master/supervise/supervise_internal.h"
 #include "master/workers/activity.h"
@@ -269,6 +271,16 @@ sv_pool_take(struct host *h)
         sv_host_fail(h, "load_error", err); /* p stays in the pool */
         return true;
     }
+    /* Into its tenant's cgroup, as a host spawned for w would be. */
+    struct launcher_adopt a = { .type = LAUNCHER_ADOPT, .seq = p->seq };
+    snprintf(a.worker_id, sizeof a.worker_id, "%s", w->id);
+    snprintf(a.tenant, sizeof a.tenant, "%s", w->tenant);
+    tenant_share_get(sv->conf, w->tenant, &a.cpu_weight, &a.cpu_max);
+    (void)tenant_meter_get(w->tenant);
+    if (launcher_client_adopt(sv->launcher, &a) < 0)
+        log_warning("pool: host pid %d of %s stays out of tenant %s's "
+                    "cgroup: the launcher is gone",
+                    sv_proc_pid(p), w->engine->name, w->tenant);
     pool_remove(p);
     sv_timer_del(p->hb);
     sv_timer_del(p->hb_timeout);

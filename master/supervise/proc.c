@@ -32,6 +32,8 @@
 #include "master/core/conf.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
+#include "master/core/tenant_meter.h"
+#include "master/core/tenant_share.h"
 #include "master/supervise/launcher_client.h"
 #include "master/supervise/supervise_internal.h"
 #include "master/workers/activity.h"
@@ -307,6 +309,9 @@ sv_proc_start(struct host *h)
     struct launcher_spawned r;
     snprintf(q.engine, sizeof q.engine, "%s", e->name);
     snprintf(q.worker_id, sizeof q.worker_id, "%s", w->id);
+    snprintf(q.tenant, sizeof q.tenant, "%s", w->tenant);
+    tenant_share_get(sv->conf, w->tenant, &q.cpu_weight, &q.cpu_max);
+    (void)tenant_meter_get(w->tenant); /* its cgroup's usage is metered */
     int rc =
         launcher_client_spawn(sv->launcher, &q, sp[1], &r, err, sizeof err);
     close(sp[1]);

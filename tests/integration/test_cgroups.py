@@ -86,11 +86,13 @@ def test_host_runs_in_its_own_group(wmd, attack_package):
     flavour = controllers(wmd)
     wid = create(wmd, attack_package, memory_mb=64)
     pid = wmd.get(f"/v1/workers/{wid}").json["pid"]
-    mem = group_dir(wmd, flavour, "memory")
-    pids = group_dir(wmd, flavour, "pids")
+    # Under its tenant's group (test_tenant_shares.py checks its share).
+    mem = group_dir(wmd, flavour, "memory") / "t-default"
+    pids = group_dir(wmd, flavour, "pids") / "t-default"
     if flavour == "v1":
         leaf = host_group(pid, "memory")
-        assert leaf.startswith(f"/{PARENT}/d{wmd.proc.pid}/{wid}-"), leaf
+        assert leaf.startswith(
+            f"/{PARENT}/d{wmd.proc.pid}/t-default/{wid}-"), leaf
         name = leaf.rsplit("/", 1)[1]
         assert int(read(mem / name / "memory.limit_in_bytes")) == 64 << 20
         assert read(pids / name / "pids.max") == "48"
@@ -104,7 +106,7 @@ def test_host_runs_in_its_own_group(wmd, attack_package):
     wmd.wait_for(lambda: not (mem / name).exists(), what="group removed")
     assert mem.exists()
     wmd.stop()
-    assert not mem.exists() and not pids.exists()
+    assert not mem.parent.exists() and not pids.parent.exists()
 
 
 def test_memory_limit_kill_is_reason_oom(wmd, attack_package):

@@ -5,7 +5,8 @@ for the next worker to take.
 With `warm = 1`: a pool host is ready after start, confined like a
 worker's (its /proc status, its slot's uid, a pool-N cgroup); a create
 loads its code into that very process and the pool refills; a pool host
-killed is replaced and no worker notices; a worker with its own
+killed is replaced and no worker notices; a pool host taken moves into
+its worker's tenant's cgroup; a worker with its own
 limits.memory_mb starts its own host; a restart and a worker's extra
 processes take pool hosts too; a pool host holds a host user; GET
 /v1/engines and /metrics count them.  Pool hosts that keep failing are
@@ -339,3 +340,28 @@ def test_given_up_pool_refills_after_a_worker_starts(wmd):
     assert "engine python: a worker's host started: refilling its pool" \
         in wmd.log()
     wait_ready(wmd, besides=killed)
+
+
+def test_taken_pool_host_joins_its_tenant_cgroup(wmd):
+    """A pool host taken by a worker of tenant T moves into T's cgroup
+    (t-T, with T's cpu share), as a host spawned for it would be."""
+    if not wmd.get("/health").json["sandbox"].get("cgroup"):
+        pytest.skip("no cgroups here")
+    [pid] = wait_ready(wmd)
+    assert wmd.post("/v1/tenants", {"name": "warmt", "quotas":
+                                    {"cpu_weight": 250}}).status == 201
+    w = create(wmd, WORKER, tenant="warmt")
+    assert host_pid(wmd, w["id"]) == pid  # the pool's
+    echo(wmd, w["id"], 1)
+
+    def moved():
+        with open(f"/proc/{pid}/cgroup") as f:
+            return f"/t-warmt/{w['id']}-" in f.read()
+    wmd.wait_for(moved, what="the host in its tenant's cgroup")
+    with open(f"/proc/{pid}/cgroup") as f:
+        cpu = [ln.split(":", 2)[2] for ln in f.read().splitlines()
+               if "cpu" in ln.split(":", 2)[1].split(",")]
+    if cpu:  # v1: the tenant group's cpu.shares (250 x 1024 / 100)
+        group = os.path.dirname(cpu[0].strip())
+        with open(f"/sys/fs/cgroup/cpu{group}/cpu.shares") as f:
+            assert f.read().strip() == "2560"

@@ -15,7 +15,8 @@
  *     `echo`, `load_fail <message>`, `hang_load`, `exit0_on_load`,
  *     `ignore_shutdown`, `no_heartbeat`, `log_events`;
  *   - per event, from the `do` extension, else from the event's type:
- *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `flood`, `malformed`,
+ *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `spin:<ms>`, `flood`,
+ *     `malformed`,
  *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`,
  *     `span:<ms>`;
  *     any other type echoes.
@@ -439,6 +440,21 @@ on_process(const struct ipc_frame *f)
         if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
             host_die("sleep timer");
         answerable++;
+    } else if (strncmp(what, "spin:", 5) == 0) {
+        /* CPU-bound: busy for <ms> of wall time, then echoes (the
+         * noisy neighbour of bench/noisy.py). */
+        long ms = strtol(what + 5, NULL, 10);
+        struct timespec t0, t;
+        volatile unsigned long sink = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            for (unsigned i = 0; i < 10000; i++)
+                sink += i;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000L +
+                     (t.tv_nsec - t0.tv_nsec) / 1000000L <
+                 ms);
+        reply_outputs(f->seq, &ce, 1, NULL);
     } else if (strcmp(what, "flood") == 0) {
         for (unsigned i = 0; i < FLOOD_LINES; i++)
             host_log(IPC_LOG_INFO, "flood line %u of %u", i + 1, FLOOD_LINES);

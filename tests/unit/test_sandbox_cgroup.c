@@ -3,7 +3,8 @@
  * (root; the controllers detection finds): the daemon's directories, a
  * leaf's limits read back, a child that joins between fork and exec, an
  * OOM kill counted, pids.max stopping a fork loop, a group destroyed with
- * a process inside, a dead daemon's directories removed at start-up.
+ * a process inside, a tenant's group with its cpu share and its usage, a
+ * dead daemon's directories removed at start-up.
  */
 #include "config.h"
 
@@ -220,6 +221,63 @@ test_destroy_kills_what_is_inside(void)
     CHECK(!exists(leaf));
 }
 
+/* A tenant's group: its share written, the host's leaf below it, its
+ * usage read back (memory where the memory controller is), the whole
+ * tree removed by sandbox_cg_fini() (test_stale_daemon_removed_and_fini). */
+static void
+keep_busy(void)
+{
+    char *p = malloc(8u << 20);
+    if (p == NULL)
+        _exit(98);
+    memset(p, 1, 8u << 20);
+    pause();
+}
+
+static void
+test_tenant_group_share_and_usage(void)
+{
+    const struct sandbox_cg_limits l = { 0, 0, 80 };
+    const struct sandbox_cg_share sh = { "acme", 300, 50 };
+    const struct sandbox_cg_share bad = { "acme", 0, 0 };
+    char err[512], dir[512], group[600];
+    bool v2 = sup.cgroup == SANDBOX_CGROUP_V2;
+    uint64_t usec = 0, bytes = 0;
+    struct sandbox_cg *cg =
+        sandbox_cg_create_in(&sh, "h-1", &l, err, sizeof err);
+
+    REQUIRE(cg != NULL);
+    if (sup.cgroup_ctls & SANDBOX_CG_CPU) {
+        daemon_dir(SANDBOX_CG_CPU, dir, sizeof dir);
+        snprintf(group, sizeof group, "%s/t-acme", dir);
+        CHECK_EQ(read_num(group, v2 ? "cpu.weight" : "cpu.shares"),
+                 v2 ? 300 : 3072);
+        if (!v2)
+            CHECK_EQ(read_num(group, "cpu.cfs_quota_us"), 50000);
+        snprintf(group, sizeof group, "%s/t-acme/h-1", dir);
+        CHECK(exists(group));
+        /* The host's 80 % is held to its tenant's 50 % (v1 refuses more
+         * under a parent's quota). */
+        if (!v2)
+            CHECK_EQ(read_num(group, "cpu.cfs_quota_us"), 50000);
+    }
+    pid_t pid = child_in(cg, keep_busy);
+    REQUIRE(pid > 0);
+    usleep(200 * 1000);
+    unsigned got = sandbox_cg_tenant_usage("acme", &usec, &bytes);
+    if (sup.cgroup_ctls & SANDBOX_CG_MEMORY) {
+        CHECK(got & SANDBOX_CG_MEMORY);
+        CHECK(bytes >= (8u << 20));
+    }
+    CHECK_EQ(sandbox_cg_tenant_usage("nobody", &usec, &bytes), 0u);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    sandbox_cg_destroy(cg);
+    /* A weight out of range is refused, naming it. */
+    CHECK(sandbox_cg_create_in(&bad, "h-2", &l, err, sizeof err) == NULL);
+    CHECK(strstr(err, "weight") != NULL);
+}
+
 static void
 test_stale_daemon_removed_and_fini(void)
 {
@@ -279,6 +337,7 @@ main(void)
     RUN(test_memory_limit_kills_and_counts);
     RUN(test_pids_limit_stops_forks);
     RUN(test_destroy_kills_what_is_inside);
+    RUN(test_tenant_group_share_and_usage);
     RUN(test_stale_daemon_removed_and_fini);
     sandbox_cg_fini();
     /* The per-test parent itself. */

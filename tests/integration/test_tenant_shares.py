@@ -1,0 +1,158 @@
+"""Tenants' shares of the machine (issue 22): the cgroup that holds all the
+hosts of a tenant, with its CPU weight and quota (sandbox_cg_create_in(),
+keys tenant_cpu_weight and tenant_cpu_max, the tenant's quotas.cpu_weight
+and quotas.cpu_max); the per-tenant series of /metrics an operator bills
+from (tenant_meter.h); and a deleted tenant's backlogs that no
+subscription holds, purged with it (broker_purge())."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from wm import Daemon, event, metric, publish
+
+PARENT = "wmfairshare"
+
+pytestmark = pytest.mark.wmd(options={"cgroup_parent": PARENT,
+                                      "tenant_cpu_weight": "150"})
+
+
+def cpu_flavour(d):
+    """The cgroup flavour when the daemon has the cpu controller; skips
+    (fails with SANDBOX_MUST_WORK=1) without it."""
+    sb = d.get("/health").json["sandbox"]
+    if not sb["built"]:
+        pytest.skip("built --without-sandbox: no cgroups")
+    if "cpu" not in sb["cgroup_controllers"]:
+        if os.environ.get("SANDBOX_MUST_WORK") == "1":
+            pytest.fail(f"SANDBOX_MUST_WORK=1 but cgroups offer {sb}")
+        pytest.skip("no cgroup cpu controller here")
+    return sb["cgroup"]
+
+
+def cpu_group(pid):
+    """The group of process pid in the cpu hierarchy (v1) or the unified
+    one (v2), and that hierarchy's mount."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctls, path = line.rstrip("\n").split(":", 2)
+            if "cpu" in ctls.split(","):
+                return Path("/sys/fs/cgroup/cpu"), path
+            if ctls == "" and path != "/":
+                unified = Path("/sys/fs/cgroup")
+    return unified, path
+
+
+def test_hosts_of_a_tenant_share_its_cpu_group(wmd):
+    flavour = cpu_flavour(wmd)
+    r = wmd.post("/v1/tenants", {"name": "heavy",
+                                 "quotas": {"cpu_weight": 300,
+                                            "cpu_max": 50}})
+    assert r.status == 201, r
+    assert r.json["quotas"] == {"cpu_weight": 300, "cpu_max": 50}, r
+    heavy = wmd.create(tenant="heavy", topic="t")["id"]
+    light = wmd.create(topic="t")["id"]  # tenant default
+    for wid, tenant, weight, cpu_max in ((heavy, "heavy", 300, 50),
+                                         (light, "default", 150, 0)):
+        assert wmd.invoke(wid).status == 200
+        pid = wmd.get(f"/v1/workers/{wid}").json["pid"]
+        mount, path = cpu_group(pid)
+        # .../PARENT/d<daemon>/t-<tenant>/<worker>-<n>
+        group = Path(path).parent
+        assert group.name == f"t-{tenant}", path
+        assert group.parent.name == f"d{wmd.proc.pid}", path
+        files = mount / str(group).lstrip("/")
+        if flavour == "v1":
+            assert (files / "cpu.shares").read_text().strip() == \
+                str(weight * 1024 // 100)
+            assert (files / "cpu.cfs_quota_us").read_text().strip() == \
+                (str(cpu_max * 1000) if cpu_max else "-1")
+        else:
+            assert (files / "cpu.weight").read_text().strip() == str(weight)
+            assert (files / "cpu.max").read_text().split()[0] == \
+                (str(cpu_max * 1000) if cpu_max else "max")
+        assert str(pid) in (files / Path(path).name /
+                            "cgroup.procs").read_text().split()
+
+
+def test_bad_cpu_quotas_are_refused(wmd):
+    r = wmd.post("/v1/tenants", {"name": "x", "quotas": {"cpu_weight": 0}})
+    assert r.status == 400 and "quotas.cpu_weight" in r.raw.decode(), r
+    r = wmd.post("/v1/tenants", {"name": "x", "quotas": {"cpu_wieght": 5}})
+    assert r.status == 400 and "cpu_weight" in r.raw.decode(), r
+
+
+def test_metering_per_tenant(wmd):
+    assert wmd.post("/v1/tenants", {"name": "bill\"ed"}).status == 400
+    assert wmd.post("/v1/tenants", {"name": "billed"}).status == 201
+    wid = wmd.create(tenant="billed", topic="meter")["id"]
+    other = wmd.create(topic="meter")["id"]
+    for i in range(5):
+        assert publish(wmd, "meter", event(id_=f"m{i}"),
+                       tenant="billed").status == 202
+    for _ in range(3):
+        assert wmd.invoke(wid).status == 200
+    assert wmd.invoke(other).status == 200
+    wmd.wait_for(lambda: metric(wmd, "workmanager_tenant_events_out_total",
+                                tenant="billed") >= 5, what="deliveries")
+    # its publishes, and its worker's outputs (the test host's echo
+    # replies when asked, as invokes are)
+    outputs = metric(wmd, "workmanager_worker_events_published_total",
+                     worker=wid)
+    assert metric(wmd, "workmanager_tenant_events_in_total",
+                  tenant="billed") == 5 + outputs
+    assert metric(wmd, "workmanager_tenant_invocations_total",
+                  tenant="billed") == 3
+    assert metric(wmd, "workmanager_tenant_invocations_total",
+                  tenant="default") == 1
+    text = wmd.get("/metrics").raw.decode()
+    assert "# TYPE workmanager_tenant_quota_refusals_total counter" in text
+    sb = wmd.get("/health").json["sandbox"]
+    if sb["built"] and "memory" in sb["cgroup_controllers"]:
+        # its hosts' memory, from its group (v1 memory.usage_in_bytes)
+        assert metric(wmd, "workmanager_tenant_memory_bytes",
+                      tenant="billed") > 0, text
+
+
+@pytest.mark.wmd(options={"cgroup_parent": PARENT})
+def test_tenant_delete_purges_unclaimed_backlog(wmd):
+    assert wmd.post("/v1/tenants", {"name": "gone"}).status == 201
+    wid = wmd.create(tenant="gone", topic="q")["id"]
+    assert wmd.post(f"/v1/workers/{wid}/suspend").status == 200
+    for i in range(4):
+        assert publish(wmd, "q", event(id_=f"q{i}"), tenant="gone").status \
+            == 202
+    assert metric(wmd, "workmanager_events_pending") == 4
+    assert wmd.stop() == 0
+    # Restarted without recovery: the backlog waits for a worker that is
+    # not back; deleting its tenant drops it (journaled: not replayed).
+    wmd.options["recovery_on_start"] = "false"
+    wmd.start()
+    assert metric(wmd, "workmanager_events_pending") == 4
+    r = wmd.delete("/v1/tenants/gone?confirm=gone")
+    assert r.status == 200 and r.json["events_purged"] == 4, r
+    assert metric(wmd, "workmanager_events_pending") == 0
+    assert metric(wmd, "workmanager_events_dropped_total") == 4
+    assert wmd.stop() == 0
+    wmd.start()
+    assert metric(wmd, "workmanager_events_pending") == 0
+
+
+def test_a_flood_does_not_hold_back_another_tenants_events(wmd):
+    """Fair shares in the master: each subscription is served in turn,
+    at most its in-flight deliveries at a time, so B's events go to B's
+    worker while A's backlog still waits (by order, not by time)."""
+    for t in ("a", "b"):
+        assert wmd.post("/v1/tenants", {"name": t}).status == 201
+    a = wmd.create(tenant="a", topic="burn")["id"]
+    b = wmd.create(tenant="b", topic="calm")["id"]
+    flood = [event(type_="sleep:20", id_=f"a{i}") for i in range(100)]
+    assert publish(wmd, "burn", flood, tenant="a").status == 202
+    assert publish(wmd, "calm", [event(id_=f"b{i}") for i in range(5)],
+                   tenant="b").status == 202
+    wmd.wait_for(lambda: metric(wmd, "workmanager_worker_events_processed_"
+                                "total", worker=b) == 5, what="B's events")
+    done_a = metric(wmd, "workmanager_worker_events_processed_total",
+                    worker=a)
+    assert done_a < 100, done_a  # A's backlog had not drained
