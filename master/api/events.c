@@ -2,13 +2,15 @@
  * events.c — CloudEvents 1.0 JSON and HTTP binary mode ⇄ the ABI CloudEvent
  * FlatBuffer (events.h has the rules).
  *
- * Both input modes fill one `struct draft`: views of the attributes (into
- * the caller's JSON or headers, or into scratch memory this file owns for
- * the call), the extensions in an array, and the text of number and
- * boolean extensions.  events_draft_finish() applies the shared rules (defaults,
- * required attributes, correlationid first) and encodes, so the two modes
- * cannot drift apart.  The builder is the only copy of JSON-mode text;
- * binary mode first percent-decodes every header into one scratch block.
+ * Every reader fills one `struct draft` (events_private.h): views of the
+ * attributes (into the caller's JSON, headers or body, or into scratch
+ * memory the reader owns for the call), the extensions in an array, and
+ * the text of number and boolean extensions.  events_draft_finish()
+ * applies the shared rules (defaults, required attributes, correlationid
+ * first) and encodes, so binary mode, the jansson path and the scanner
+ * (events_scan.c) cannot drift apart.  The builder is the only copy of
+ * JSON-mode text; binary mode first percent-decodes every header into one
+ * scratch block.
  *
  * Error messages are ASCII only: text a sender chose (a name, a content
  * type) is quoted with non-printable and non-ASCII bytes as \xHH and cut at
@@ -385,8 +387,7 @@ json_type_name(const json_t *v)
     }
 }
 
-/* ---- the draft shared by both modes ---------------------------------- */
-
+/* ---- the draft shared by every reader -------------------------------- */
 
 void
 events_draft_init(struct draft *d, char *err, size_t errlen)
@@ -469,8 +470,8 @@ events_draft_data_is_json(const struct draft *d)
 /* Appends extension name[0..nlen) = value[0..vlen) (value already in its
  * text form, living as long as the draft). */
 int
-events_draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
-          size_t vlen)
+events_draft_ext(struct draft *d, const char *name, size_t nlen,
+                 const char *value, size_t vlen)
 {
     char q[4 * QUOTE_MAX + 8];
     enum text_fault f;
@@ -627,7 +628,8 @@ json_data(struct draft *d, json_t *obj, void **owned)
                    quote(q, ct.ptr, ct.len), json_type_name(data));
         return -1;
     }
-    return events_draft_data(d, json_string_value(data), json_string_length(data));
+    return events_draft_data(d, json_string_value(data),
+                             json_string_length(data));
 }
 
 /* Adds member key = v as an extension (null: none); the text of a number
@@ -649,7 +651,7 @@ json_ext(struct draft *d, const char *key, json_t *v)
     switch (json_typeof(v)) {
     case JSON_STRING:
         return events_draft_ext(d, key, klen, json_string_value(v),
-                         json_string_length(v));
+                                json_string_length(v));
     case JSON_INTEGER:
         events_json_integer(json_integer_value(v), num);
         break;

@@ -124,8 +124,8 @@ out_put(struct scan *s, const char *p, size_t n)
 static void
 ws(struct scan *s)
 {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' ||
-                             *s->p == '\t'))
+    while (s->p < s->end &&
+           (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
         s->p++;
 }
 
@@ -515,8 +515,8 @@ key_add(struct scan *s, size_t base, struct key k)
     for (size_t i = base; i < s->nkeys; i++)
         if (s->keys[i].len == k.len &&
             memcmp(key_text(s, &s->keys[i]), t, k.len) == 0)
-            return fail(s, s->batch ? EVENTS_SCAN_FALLBACK
-                                    : EVENTS_SCAN_REJECT);
+            return fail(s,
+                        s->batch ? EVENTS_SCAN_FALLBACK : EVENTS_SCAN_REJECT);
     if (!grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys))
         return fail(s, EVENTS_SCAN_FALLBACK);
     s->keys[s->nkeys++] = k;
@@ -724,8 +724,7 @@ data_finish(struct scan *s, struct event_data *dt)
     if (dt->kind == DATA_JSON && !json)
         return fail(s, EVENTS_SCAN_REJECT);
     const char *p = dt->kind == DATA_JSON ? s->out + dt->off : dt->str;
-    return events_draft_data(d, p, dt->len) == 0 ||
-           fail(s, EVENTS_SCAN_REJECT);
+    return events_draft_data(d, p, dt->len) == 0 || fail(s, EVENTS_SCAN_REJECT);
 }
 
 /* The event object at s->p, appended to fb. */

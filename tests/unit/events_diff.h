@@ -28,9 +28,8 @@
 
 /* The jansson path's decision on body: 0 and the events in batch, or -1. */
 static int
-events_diff_jansson(const uint8_t *body, size_t len,
-                    enum events_scan_kind kind, size_t max_events,
-                    struct events_batch *batch)
+events_diff_jansson(const uint8_t *body, size_t len, enum events_scan_kind kind,
+                    size_t max_events, struct events_batch *batch)
 {
     char err[512];
     size_t flags = kind == EVENTS_SCAN_ONE ? JSON_REJECT_DUPLICATES : 0;
@@ -54,8 +53,7 @@ events_diff_jansson(const uint8_t *body, size_t len,
 
 /* Whether buffers a and b are the same event, but for ids both made up. */
 static bool
-events_diff_same(const uint8_t *a, size_t alen, const uint8_t *b,
-                 size_t blen)
+events_diff_same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
     struct ipc_cloudevent ca, cb;
     struct ipc_fb_builder fb;

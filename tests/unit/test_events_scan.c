@@ -111,8 +111,8 @@ corpus(const char *dir, unsigned *scanned_from_tests)
         if (strncmp(e->d_name, "hand-", 5) != 0) {
             struct events_batch b;
             events_batch_init(&b);
-            if (events_diff_jansson((const uint8_t *)body, len,
-                                    EVENTS_SCAN_ONE, 1000, &b) == 0) {
+            if (events_diff_jansson((const uint8_t *)body, len, EVENTS_SCAN_ONE,
+                                    1000, &b) == 0) {
                 CHECK(one == EVENTS_SCAN_OK);
                 if (one != EVENTS_SCAN_OK)
                     FAIL("%s fell back", e->d_name);
@@ -192,8 +192,8 @@ test_verdicts(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "case %zu", i);
-        enum events_scan_result v = diff(cases[i].body, strlen(cases[i].body),
-                                         cases[i].kind, 3, name);
+        enum events_scan_result v =
+            diff(cases[i].body, strlen(cases[i].body), cases[i].kind, 3, name);
         if (v != cases[i].want)
             FAIL("case %zu: verdict %d, want %d", i, (int)v,
                  (int)cases[i].want);
@@ -217,8 +217,7 @@ test_bench_event(void)
     events_scan_stats(&before);
     events_batch_init(&b);
     REQUIRE(events_scan_body((const uint8_t *)bench_event, strlen(bench_event),
-                             EVENTS_SCAN_ONE, 1,
-                             &b) == EVENTS_SCAN_OK);
+                             EVENTS_SCAN_ONE, 1, &b) == EVENTS_SCAN_OK);
     REQUIRE(b.n == 1);
     const uint8_t *buf = events_batch_get(&b, 0, &len);
     ipc_cloudevent_decode_trusted(buf, &ce);
