@@ -2,8 +2,9 @@
  * fuzz_events_scan.c — libFuzzer target: the CloudEvent scanner
  * (master/api/events_scan.c) against the jansson path, differentially.
  *
- * Every input is a request body, read as a single event, as a batch and
- * as a batch of at most three events, by both readers; it aborts when
+ * Every input is a request body, read as a single event and as a batch of
+ * at most eight events (so the limit's rule is reached too), by both
+ * readers; it aborts when
  * they disagree (events_diff.h: a body one accepts and the other rejects,
  * or other events), besides the sanitizers' findings.  Seeds:
  * tests/fuzz/scan-seeds (the events of the tests, hand-made edge cases)
@@ -38,7 +39,6 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     run(data, size, EVENTS_SCAN_ONE, 1);
-    run(data, size, EVENTS_SCAN_BATCH, 1000);
-    run(data, size, EVENTS_SCAN_BATCH, 3);
+    run(data, size, EVENTS_SCAN_BATCH, 8);
     return 0;
 }
