@@ -128,7 +128,8 @@ const uint8_t *events_batch_get(const struct events_batch *batch, size_t i,
  * says which, with the API's message) or has a shape it leaves to jansson
  * (a duplicate member in a batch, a number beyond 15 significant digits
  * or 18 integer digits, nesting deeper than 256, an object of more than
- * 256 members).  tests/unit/test_events_scan.c and
+ * 256 members, a NUL byte right after a number or literal, which
+ * jansson skips).  tests/unit/test_events_scan.c and
  * tests/fuzz/fuzz_events_scan.c hold it to jansson's decisions.
  *
  * Not reentrant: its scratch memory is one static context, kept between

@@ -146,6 +146,17 @@ expect(struct scan *s, char c)
     return true;
 }
 
+/* After a number or a literal, jansson reads one byte ahead and puts it
+ * back; a NUL put back is lost (its stream takes a NUL in its buffer for
+ * "empty"), so `1\0,2` reads as `1,2`.  Such a body goes to jansson. */
+static bool
+lost_nul(struct scan *s)
+{
+    if (s->p < s->end && *s->p == '\0')
+        return !fail(s, EVENTS_SCAN_FALLBACK);
+    return false;
+}
+
 /* ---- strings --------------------------------------------------------- */
 
 static int
@@ -370,7 +381,7 @@ number_scan(struct scan *s, char num[EVENTS_JSON_NUMBER_SIZE], size_t *len)
         num[n] = '\0';
         *len = n;
         s->p = p;
-        return true;
+        return !lost_nul(s);
     }
     if (*p == '.') {
         fp = ++p;
@@ -398,6 +409,8 @@ number_scan(struct scan *s, char num[EVENTS_JSON_NUMBER_SIZE], size_t *len)
             e = -e;
     }
     s->p = p;
+    if (lost_nul(s))
+        return false;
 
     /* The significant digits of int.frac, and the decimal exponent of the
      * first one. */
@@ -490,7 +503,7 @@ literal(struct scan *s, const char **lit, size_t *len)
             s->p = after;
             *lit = lits[i];
             *len = n;
-            return true;
+            return !lost_nul(s);
         }
     }
     return fail(s, EVENTS_SCAN_REJECT);
