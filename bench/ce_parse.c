@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "bench/timing.h"
 #include "master/api/events.h"
 
 static const char event[] =
@@ -30,21 +31,6 @@ static const char event[] =
     "\"datacontenttype\":\"application/json\",\"time\":"
     "\"2025-01-01T00:00:00Z\",\"data\":{\"user\":\"alice\",\"action\":"
     "\"click\",\"item\":\"sku-42\",\"qty\":3}}";
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The jansson path: a tree, then the events. */
 static int
@@ -86,7 +72,7 @@ measure(const char *body, size_t len, bool batch, bool scanner, long iters,
         t[r] = (now_ns() - t0) / (double)iters;
     }
     events_batch_free(&b);
-    qsort(t, (size_t)runs, sizeof t[0], cmp);
+    qsort(t, (size_t)runs, sizeof t[0], cmp_double);
     return t[runs / 2];
 }
 

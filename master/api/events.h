@@ -31,6 +31,7 @@
 #ifndef WM_MASTER_EVENTS_H
 #define WM_MASTER_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -186,6 +187,13 @@ size_t events_json_quote(const char *s, size_t len, char *out);
  * repr() style: positional for decimal exponents -4..15, else d.ddde+XX;
  * always with a "." or an exponent so that it reads back as a real. */
 void events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE]);
+/* events_json_real()'s layout of a real whose shortest significant digits
+ * are digits[0..k) (k >= 1, no trailing zero) and whose first digit's
+ * decimal exponent is exp10 (|exp10| < 1000), negative when neg; returns
+ * the length written (NUL-terminated).  The scanner writes the reals it
+ * reads with it. */
+size_t events_json_real_layout(bool neg, const char *digits, size_t k,
+                               int exp10, char out[EVENTS_JSON_NUMBER_SIZE]);
 /* An integer in decimal. */
 void events_json_integer(json_int_t v, char out[EVENTS_JSON_NUMBER_SIZE]);
 

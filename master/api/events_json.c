@@ -176,8 +176,16 @@ events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE])
         k--;
     digits[k] = '\0';
 
+    events_json_real_layout(v < 0, digits, k, exp10, out);
+}
+
+size_t
+events_json_real_layout(bool neg, const char *digits, size_t k, int exp10,
+                        char out[EVENTS_JSON_NUMBER_SIZE])
+{
     char *o = out;
-    if (v < 0)
+
+    if (neg)
         *o++ = '-';
     if (exp10 >= -4 && exp10 < 16) {
         if (exp10 >= 0) {
@@ -198,17 +206,23 @@ events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE])
             for (size_t i = 0; i < k; i++)
                 *o++ = digits[i];
         }
-        *o = '\0';
     } else {
+        int a = exp10 < 0 ? -exp10 : exp10;
         *o++ = digits[0];
         if (k > 1) {
             *o++ = '.';
             for (size_t i = 1; i < k; i++)
                 *o++ = digits[i];
         }
-        snprintf(o, (size_t)(out + EVENTS_JSON_NUMBER_SIZE - o), "e%c%02d",
-                 exp10 < 0 ? '-' : '+', abs(exp10));
+        *o++ = 'e';
+        *o++ = exp10 < 0 ? '-' : '+';
+        if (a >= 100)
+            *o++ = (char)('0' + a / 100);
+        *o++ = (char)('0' + a / 10 % 10);
+        *o++ = (char)('0' + a % 10);
     }
+    *o = '\0';
+    return (size_t)(o - out);
 }
 
 void

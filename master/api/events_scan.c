@@ -434,54 +434,15 @@ number_scan(struct scan *s, char num[EVENTS_JSON_NUMBER_SIZE], size_t *len)
             digits[k++] = '0';
         digits[k++] = c;
     }
-    char *o = num;
-    if (neg)
-        *o++ = '-';
     if (first < 0) {
-        memcpy(o, "0.0", 4);
-        *len = (size_t)(o - num) + 3;
+        memcpy(num, neg ? "-0.0" : "0.0", neg ? 5 : 4);
+        *len = neg ? 4 : 3;
         return true;
     }
     long x = (long)ni - 1 - first + e;
     if (x < -300 || x > 300)
         return fail(s, EVENTS_SCAN_FALLBACK);
-    /* events_json_real()'s layout: positional for -4..15, else d.ddde+XX. */
-    if (x >= -4 && x < 16) {
-        if (x >= 0) {
-            size_t ip_n = (size_t)x + 1;
-            for (size_t i = 0; i < ip_n; i++)
-                *o++ = i < k ? digits[i] : '0';
-            *o++ = '.';
-            if (k > ip_n)
-                for (size_t i = ip_n; i < k; i++)
-                    *o++ = digits[i];
-            else
-                *o++ = '0';
-        } else {
-            *o++ = '0';
-            *o++ = '.';
-            for (long i = -1; i > x; i--)
-                *o++ = '0';
-            for (size_t i = 0; i < k; i++)
-                *o++ = digits[i];
-        }
-    } else {
-        *o++ = digits[0];
-        if (k > 1) {
-            *o++ = '.';
-            for (size_t i = 1; i < k; i++)
-                *o++ = digits[i];
-        }
-        *o++ = 'e';
-        *o++ = x < 0 ? '-' : '+';
-        long a = x < 0 ? -x : x;
-        if (a >= 100)
-            *o++ = (char)('0' + a / 100);
-        *o++ = (char)('0' + a / 10 % 10);
-        *o++ = (char)('0' + a % 10);
-    }
-    *o = '\0';
-    *len = (size_t)(o - num);
+    *len = events_json_real_layout(neg, digits, k, (int)x, num);
     return true;
 }
 
