@@ -701,17 +701,14 @@ data_finish(struct scan *s, struct event_data *dt)
     return events_draft_data(d, p, dt->len) == 0 || fail(s, EVENTS_SCAN_REJECT);
 }
 
-/* The event object at s->p, appended to fb. */
+/* The members of the event object at s->p, appended to fb. */
 static bool
-event_scan(struct scan *s, struct ipc_fb_builder *fb)
+event_members(struct scan *s, struct ipc_fb_builder *fb)
 {
     struct event_data dt = { DATA_NONE, NULL, 0, 0, NULL, 0 };
     const char *k;
     size_t klen;
 
-    events_draft_init(&s->d, s->err, sizeof s->err);
-    s->out_len = 0;
-    s->nkeys = 0;
     if (!expect(s, '{'))
         return false;
     if (peek(s) != '}') {
@@ -734,6 +731,33 @@ event_scan(struct scan *s, struct ipc_fb_builder *fb)
     if (events_draft_finish(&s->d, fb))
         return fail(s, EVENTS_SCAN_REJECT);
     return true;
+}
+
+/* The event object at s->p, appended to fb.  In a batch a member that
+ * breaks a rule may be repeated further on, and jansson keeps the last
+ * value: the object is read again as plain JSON, and the rejection stands
+ * only when no member repeats (else it falls back). */
+static bool
+event_scan(struct scan *s, struct ipc_fb_builder *fb)
+{
+    const uint8_t *start = s->p;
+    size_t txt_mark = s->txt_len;
+
+    events_draft_init(&s->d, s->err, sizeof s->err);
+    s->out_len = 0;
+    s->nkeys = 0;
+    if (event_members(s, fb))
+        return true;
+    if (!s->batch || s->verdict != EVENTS_SCAN_REJECT)
+        return false;
+    s->p = start;
+    s->verdict = EVENTS_SCAN_OK;
+    s->txt_len = txt_mark;
+    s->out_len = 0;
+    s->nkeys = 0;
+    if (peek(s) != '{' || value_json(s, 0))
+        return fail(s, EVENTS_SCAN_REJECT);
+    return false;
 }
 
 /* ---- bodies ---------------------------------------------------------- */
