@@ -32,24 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/timing.h"
 #include "hosts/native/loader.h"
 #include "ipc/cloudevent.h"
-
-static double
-now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Takes back what the pool finished; returns how many jobs. */
 static unsigned

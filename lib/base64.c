@@ -33,7 +33,7 @@ value(char c)
 }
 
 int
-base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
+base64_decode_into(const char *in, size_t len, uint8_t *buf, size_t *outlen)
 {
     if (len % 4) {
         errno = EINVAL;
@@ -44,12 +44,7 @@ base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
         pad++;
     if (len >= 2 && in[len - 2] == '=')
         pad++;
-    uint8_t *buf = malloc(len / 4 * 3 + 1);
     size_t n = 0;
-    if (buf == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
     for (size_t i = 0; i < len; i += 4) {
         bool last = i + 4 == len;
         int v[4];
@@ -71,13 +66,27 @@ base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
             ((pad == 2 && (word & 0xffff)) || (pad == 1 && (word & 0xff))))
             goto bad;
     }
-    *out = buf;
     *outlen = n;
     return 0;
 bad:
-    free(buf);
     errno = EINVAL;
     return -1;
+}
+
+int
+base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
+{
+    uint8_t *buf = malloc(len / 4 * 3 + 1);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (base64_decode_into(in, len, buf, outlen) != 0) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    return 0;
 }
 
 char *

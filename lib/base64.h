@@ -15,6 +15,12 @@
  * canonical base64, ENOMEM when out of memory. */
 int base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen);
 
+/* As base64_decode(), into buf, which has room for len / 4 * 3 bytes (the
+ * most len bytes decode to); allocates nothing.  Returns 0, or -1 with
+ * errno EINVAL. */
+int base64_decode_into(const char *in, size_t len, uint8_t *buf,
+                       size_t *outlen);
+
 /* Encodes into a malloc'd NUL-terminated string, or NULL. */
 char *base64_encode(const uint8_t *in, size_t len);
 

@@ -2,13 +2,15 @@
  * events.c — CloudEvents 1.0 JSON and HTTP binary mode ⇄ the ABI CloudEvent
  * FlatBuffer (events.h has the rules).
  *
- * Both input modes fill one `struct draft`: views of the attributes (into
- * the caller's JSON or headers, or into scratch memory this file owns for
- * the call), the extensions in an array, and the text of number and
- * boolean extensions.  draft_finish() applies the shared rules (defaults,
- * required attributes, correlationid first) and encodes, so the two modes
- * cannot drift apart.  The builder is the only copy of JSON-mode text;
- * binary mode first percent-decodes every header into one scratch block.
+ * Every reader fills one `struct draft` (events_private.h): views of the
+ * attributes (into the caller's JSON, headers or body, or into scratch
+ * memory the reader owns for the call), the extensions in an array, and
+ * the text of number and boolean extensions.  events_draft_finish()
+ * applies the shared rules (defaults, required attributes, correlationid
+ * first) and encodes, so binary mode, the jansson path and the scanner
+ * (events_scan.c) cannot drift apart.  The builder is the only copy of
+ * JSON-mode text; binary mode first percent-decodes every header into one
+ * scratch block.
  *
  * Error messages are ASCII only: text a sender chose (a name, a content
  * type) is quoted with non-printable and non-ASCII bytes as \xHH and cut at
@@ -22,6 +24,7 @@
 #include "config.h"
 
 #include "master/api/events.h"
+#include "master/api/events_private.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -141,8 +144,8 @@ attr_find(const char *name, size_t len)
 /* Decodes the UTF-8 sequence at s[0..len) (len > 0) into *cp; returns its
  * length, or 0 when it is not well-formed (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF). */
-static size_t
-utf8_next(const uint8_t *s, size_t len, uint32_t *cp)
+size_t
+events_utf8_next(const uint8_t *s, size_t len, uint32_t *cp)
 {
     uint8_t c = s[0];
     size_t n;
@@ -185,7 +188,7 @@ utf8_valid(const uint8_t *s, size_t len)
 {
     uint32_t cp;
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_next(s + i, len - i, &cp);
+        size_t n = events_utf8_next(s + i, len - i, &cp);
         if (n == 0)
             return false;
         i += n;
@@ -207,7 +210,7 @@ text_check(const char *p, size_t len)
     uint32_t cp;
 
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_next(s + i, len - i, &cp);
+        size_t n = events_utf8_next(s + i, len - i, &cp);
         if (n == 0)
             return TEXT_NOT_UTF8;
         if (cp <= 0x1f || (cp >= 0x7f && cp <= 0x9f))
@@ -384,23 +387,10 @@ json_type_name(const json_t *v)
     }
 }
 
-/* ---- the draft shared by both modes ---------------------------------- */
+/* ---- the draft shared by every reader -------------------------------- */
 
-struct draft {
-    struct ipc_cloudevent ce;
-    struct ipc_pair ext[EVENTS_MAX_EXTENSIONS];
-    /* One more than ext[]: the text is written before the count check. */
-    char num[EVENTS_MAX_EXTENSIONS + 1][EVENTS_JSON_NUMBER_SIZE];
-    char id[UUID_SIZE];
-    char *err;
-    size_t errlen;
-    /* Binary mode: specversion and id are required too, never filled in
-     * (the HTTP binding puts every required attribute in a header). */
-    bool binary;
-};
-
-static void
-draft_init(struct draft *d, char *err, size_t errlen)
+void
+events_draft_init(struct draft *d, char *err, size_t errlen)
 {
     memset(&d->ce, 0, sizeof d->ce);
     d->ce.extensions.items = d->ext;
@@ -457,11 +447,31 @@ draft_required(struct draft *d)
     return 0;
 }
 
+int
+events_draft_attr_named(struct draft *d, const char *name, size_t nlen,
+                        const char *v, size_t len)
+{
+    enum attr a = attr_find(name, nlen);
+    return a == ATTR_COUNT ? 1 : draft_attr(d, a, v, len);
+}
+
+bool
+events_draft_is_attr(const char *name, size_t nlen)
+{
+    return attr_find(name, nlen) != ATTR_COUNT;
+}
+
+bool
+events_draft_data_is_json(const struct draft *d)
+{
+    return media_kind(d->ce.datacontenttype) == MEDIA_JSON;
+}
+
 /* Appends extension name[0..nlen) = value[0..vlen) (value already in its
  * text form, living as long as the draft). */
-static int
-draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
-          size_t vlen)
+int
+events_draft_ext(struct draft *d, const char *name, size_t nlen,
+                 const char *value, size_t vlen)
 {
     char q[4 * QUOTE_MAX + 8];
     enum text_fault f;
@@ -503,8 +513,8 @@ draft_ext(struct draft *d, const char *name, size_t nlen, const char *value,
 }
 
 /* Sets the data to p[0..len), which lives as long as the draft. */
-static int
-draft_data(struct draft *d, const void *p, size_t len)
+int
+events_draft_data(struct draft *d, const void *p, size_t len)
 {
     /* A FlatBuffer holds at most 2 GiB; the HTTP cap is far below. */
     if (len > INT32_MAX) {
@@ -518,8 +528,8 @@ draft_data(struct draft *d, const void *p, size_t len)
 
 /* Fills in the defaults, puts correlationid first and appends the buffer to
  * out.  Returns 0, or -1 with the message. */
-static int
-draft_finish(struct draft *d, struct ipc_fb_builder *out)
+int
+events_draft_finish(struct draft *d, struct ipc_fb_builder *out)
 {
     struct ipc_cloudevent *ce = &d->ce;
 
@@ -597,7 +607,7 @@ json_data(struct draft *d, json_t *obj, void **owned)
             return -1;
         }
         *owned = bytes;
-        return draft_data(d, bytes, n);
+        return events_draft_data(d, bytes, n);
     }
     if (data == NULL)
         return 0;
@@ -609,7 +619,7 @@ json_data(struct draft *d, json_t *obj, void **owned)
             return -1;
         }
         *owned = text;
-        return draft_data(d, text, n);
+        return events_draft_data(d, text, n);
     }
     if (!json_is_string(data)) {
         struct ipc_str ct = d->ce.datacontenttype;
@@ -618,7 +628,8 @@ json_data(struct draft *d, json_t *obj, void **owned)
                    quote(q, ct.ptr, ct.len), json_type_name(data));
         return -1;
     }
-    return draft_data(d, json_string_value(data), json_string_length(data));
+    return events_draft_data(d, json_string_value(data),
+                             json_string_length(data));
 }
 
 /* Adds member key = v as an extension (null: none); the text of a number
@@ -639,8 +650,8 @@ json_ext(struct draft *d, const char *key, json_t *v)
     }
     switch (json_typeof(v)) {
     case JSON_STRING:
-        return draft_ext(d, key, klen, json_string_value(v),
-                         json_string_length(v));
+        return events_draft_ext(d, key, klen, json_string_value(v),
+                                json_string_length(v));
     case JSON_INTEGER:
         events_json_integer(json_integer_value(v), num);
         break;
@@ -660,7 +671,7 @@ json_ext(struct draft *d, const char *key, json_t *v)
                    key, json_type_name(v));
         return -1;
     }
-    return draft_ext(d, key, klen, num, strlen(num));
+    return events_draft_ext(d, key, klen, num, strlen(num));
 }
 
 /* Converts one structured event, appending its buffer to out. */
@@ -677,7 +688,7 @@ convert_json(json_t *obj, struct ipc_fb_builder *out, char *err, size_t errlen)
         errbuf_set(err, errlen, "out of memory");
         return -1;
     }
-    draft_init(d, err, errlen);
+    events_draft_init(d, err, errlen);
     if (!json_is_object(obj)) {
         errbuf_set(err, errlen, "a CloudEvent must be a JSON object, not %s",
                    obj ? json_type_name(obj) : "nothing");
@@ -707,7 +718,7 @@ convert_json(json_t *obj, struct ipc_fb_builder *out, char *err, size_t errlen)
         if (json_ext(d, key, v))
             goto done;
     }
-    rc = draft_finish(d, out);
+    rc = events_draft_finish(d, out);
 done:
     free(owned);
     free(d);
@@ -764,7 +775,7 @@ events_from_binary(const char *const *names, const char *const *values,
         errbuf_set(err, errlen, "out of memory");
         return -1;
     }
-    draft_init(d, err, errlen);
+    events_draft_init(d, err, errlen);
     d->binary = true;
     /* One block for every decoded value: decoding never lengthens. */
     for (size_t i = 0; i < n; i++)
@@ -801,13 +812,13 @@ events_from_binary(const char *const *names, const char *const *values,
         if ((a = attr_find(name, nlen)) != ATTR_COUNT) {
             if (draft_attr(d, a, v, vlen))
                 goto done;
-        } else if (draft_ext(d, name, nlen, v, vlen)) {
+        } else if (events_draft_ext(d, name, nlen, v, vlen)) {
             goto done;
         }
     }
-    if (len > 0 && draft_data(d, body, len))
+    if (len > 0 && events_draft_data(d, body, len))
         goto done;
-    rc = draft_finish(d, out);
+    rc = events_draft_finish(d, out);
 done:
     if (rc)
         ipc_fb_builder_reset(out);
@@ -901,7 +912,7 @@ text_json(const char *p, size_t len)
     size_t n = 0;
     uint32_t cp;
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_next(s + i, len - i, &cp);
+        size_t k = events_utf8_next(s + i, len - i, &cp);
         if (k == 0) {
             memcpy(fixed + n, "\xef\xbf\xbd", 3);
             n += 3;

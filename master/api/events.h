@@ -31,6 +31,7 @@
 #ifndef WM_MASTER_EVENTS_H
 #define WM_MASTER_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,6 +120,50 @@ int events_batch_from_json(json_t *array, struct events_batch *batch, char *err,
 const uint8_t *events_batch_get(const struct events_batch *batch, size_t i,
                                 size_t *len);
 
+/* The scanner (events_scan.c): a structured body read straight into the
+ * ABI buffers, without a jansson tree, for the common event.  It accepts
+ * exactly what json_loadb() and events_batch_from_json() accept (with
+ * JSON_REJECT_DUPLICATES for EVENTS_SCAN_ONE, as the routes load a single
+ * event; without for a batch) and writes the same events; where it does
+ * not accept it says whether the body breaks a rule (the jansson path then
+ * says which, with the API's message) or has a shape it leaves to jansson
+ * (a duplicate member in a batch, a number beyond 15 significant digits
+ * or 18 integer digits, nesting deeper than 256, an object of more than
+ * 256 members, a NUL byte right after a number or literal, which
+ * jansson skips).  tests/unit/test_events_scan.c and
+ * tests/fuzz/fuzz_events_scan.c hold it to jansson's decisions.
+ *
+ * Not reentrant: its scratch memory is one static context, kept between
+ * calls so that a warm scanner allocates nothing per event (the master's
+ * loop is one thread). */
+enum events_scan_kind {
+    EVENTS_SCAN_ONE,   /* a JSON object: one structured event */
+    EVENTS_SCAN_BATCH, /* a JSON array of them */
+};
+
+enum events_scan_result {
+    EVENTS_SCAN_OK = 0,   /* batch holds the events */
+    EVENTS_SCAN_REJECT,   /* the body breaks a rule; batch empty */
+    EVENTS_SCAN_FALLBACK, /* a shape left to the jansson path; batch empty */
+};
+
+/* Reads body[0..len) of kind into batch (initialised, emptied first); a
+ * batch of more than max_events events is a REJECT (the jansson path
+ * answers 413).  Counts the outcome in events_scan_stats(). */
+enum events_scan_result events_scan_body(const uint8_t *body, size_t len,
+                                         enum events_scan_kind kind,
+                                         size_t max_events,
+                                         struct events_batch *batch);
+
+/* Bodies the scanner read, and bodies it left to the jansson path
+ * (rejected or unusual), since the start. */
+struct events_scan_counts {
+    uint64_t scanned;
+    uint64_t rejected;
+    uint64_t fallbacks;
+};
+void events_scan_stats(struct events_scan_counts *out);
+
 /* The compact JSON text of any JSON value, as stored for JSON data: no
  * whitespace, object members in their order, UTF-8 left unescaped, and
  * reals in the shortest form that reads back as the same double (19.99,
@@ -128,6 +173,12 @@ const uint8_t *events_batch_get(const struct events_batch *batch, size_t i,
  * NULL when out of memory or nested deeper than 2048 levels. */
 char *events_json_dumps(const json_t *value, size_t *len);
 
+/* Writes s[0..len) as a JSON string as events_json_dumps() does (quotes,
+ * UTF-8 as it is, '"', '\\' and U+0000-U+001F escaped) into out, when out
+ * is not NULL; returns the length (at most 6 * len + 2), not NUL-terminated.
+ * Call it with NULL first for the room to make. */
+size_t events_json_quote(const char *s, size_t len, char *out);
+
 /* The text of a JSON number as events_json_dumps() writes it (and a number
  * extension is stored): "-1.2345678901234567e-308" (24) and INT64_MIN
  * (20) fit. */
@@ -136,6 +187,13 @@ char *events_json_dumps(const json_t *value, size_t *len);
  * repr() style: positional for decimal exponents -4..15, else d.ddde+XX;
  * always with a "." or an exponent so that it reads back as a real. */
 void events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE]);
+/* events_json_real()'s layout of a real whose shortest significant digits
+ * are digits[0..k) (k >= 1, no trailing zero) and whose first digit's
+ * decimal exponent is exp10 (|exp10| < 1000), negative when neg; returns
+ * the length written (NUL-terminated).  The scanner writes the reals it
+ * reads with it. */
+size_t events_json_real_layout(bool neg, const char *digits, size_t k,
+                               int exp10, char out[EVENTS_JSON_NUMBER_SIZE]);
 /* An integer in decimal. */
 void events_json_integer(json_int_t v, char out[EVENTS_JSON_NUMBER_SIZE]);
 

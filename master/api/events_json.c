@@ -35,28 +35,36 @@ struct wbuf {
     bool failed;
 };
 
-static void
-w_put(struct wbuf *w, const char *s, size_t n)
+/* Room for n more bytes and the NUL; false (and the buffer failed) when
+ * out of memory. */
+static bool
+w_reserve(struct wbuf *w, size_t n)
 {
-    if (w->failed)
-        return;
     if (w->cap - w->len < n + 1) {
         size_t cap = w->cap ? w->cap : 256;
         while (cap - w->len < n + 1) {
             if (cap > SIZE_MAX / 2) {
                 w->failed = true;
-                return;
+                return false;
             }
             cap *= 2;
         }
         char *p = realloc(w->p, cap);
         if (p == NULL) {
             w->failed = true;
-            return;
+            return false;
         }
         w->p = p;
         w->cap = cap;
     }
+    return true;
+}
+
+static void
+w_put(struct wbuf *w, const char *s, size_t n)
+{
+    if (w->failed || !w_reserve(w, n))
+        return;
     memcpy(w->p + w->len, s, n);
     w->len += n;
     w->p[w->len] = '\0';
@@ -68,54 +76,76 @@ w_str(struct wbuf *w, const char *s)
     w_put(w, s, strlen(s));
 }
 
+size_t
+events_json_quote(const char *s, size_t len, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+#define PUT(c)                                                                 \
+    do {                                                                       \
+        if (out)                                                               \
+            out[n] = (c);                                                      \
+        n++;                                                                   \
+    } while (0)
+    PUT('"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e = 0;
+        switch (c) {
+        case '"':
+        case '\\':
+            e = (char)c;
+            break;
+        case '\b':
+            e = 'b';
+            break;
+        case '\f':
+            e = 'f';
+            break;
+        case '\n':
+            e = 'n';
+            break;
+        case '\r':
+            e = 'r';
+            break;
+        case '\t':
+            e = 't';
+            break;
+        default:
+            if (c >= 0x20) {
+                PUT((char)c);
+                continue;
+            }
+        }
+        PUT('\\');
+        if (e) {
+            PUT(e);
+        } else {
+            PUT('u');
+            PUT('0');
+            PUT('0');
+            PUT(hex[c >> 4]);
+            PUT(hex[c & 15]);
+        }
+    }
+    PUT('"');
+#undef PUT
+    return n;
+}
+
 /* A JSON string: UTF-8 as it is, quotes, backslashes and C0 controls
  * escaped (as jansson does without JSON_ENSURE_ASCII). */
 static void
 w_quoted(struct wbuf *w, const char *s, size_t len)
 {
-    size_t run = 0;
+    size_t n = events_json_quote(s, len, NULL);
 
-    w_put(w, "\"", 1);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[8];
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            if (c < 0x20) {
-                snprintf(u, sizeof u, "\\u%04x", c);
-                esc = u;
-            }
-        }
-        if (esc) {
-            w_put(w, s + run, i - run);
-            w_str(w, esc);
-            run = i + 1;
-        }
-    }
-    w_put(w, s + run, len - run);
-    w_put(w, "\"", 1);
+    if (w->failed || !w_reserve(w, n))
+        return;
+    events_json_quote(s, len, w->p + w->len);
+    w->len += n;
+    w->p[w->len] = '\0';
 }
 
 void
@@ -146,8 +176,16 @@ events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE])
         k--;
     digits[k] = '\0';
 
+    events_json_real_layout(v < 0, digits, k, exp10, out);
+}
+
+size_t
+events_json_real_layout(bool neg, const char *digits, size_t k, int exp10,
+                        char out[EVENTS_JSON_NUMBER_SIZE])
+{
     char *o = out;
-    if (v < 0)
+
+    if (neg)
         *o++ = '-';
     if (exp10 >= -4 && exp10 < 16) {
         if (exp10 >= 0) {
@@ -168,17 +206,23 @@ events_json_real(double v, char out[EVENTS_JSON_NUMBER_SIZE])
             for (size_t i = 0; i < k; i++)
                 *o++ = digits[i];
         }
-        *o = '\0';
     } else {
+        int a = exp10 < 0 ? -exp10 : exp10;
         *o++ = digits[0];
         if (k > 1) {
             *o++ = '.';
             for (size_t i = 1; i < k; i++)
                 *o++ = digits[i];
         }
-        snprintf(o, (size_t)(out + EVENTS_JSON_NUMBER_SIZE - o), "e%c%02d",
-                 exp10 < 0 ? '-' : '+', abs(exp10));
+        *o++ = 'e';
+        *o++ = exp10 < 0 ? '-' : '+';
+        if (a >= 100)
+            *o++ = (char)('0' + a / 100);
+        *o++ = (char)('0' + a / 10 % 10);
+        *o++ = (char)('0' + a % 10);
     }
+    *o = '\0';
+    return (size_t)(o - out);
 }
 
 void

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "master/api/api.h"
+#include "master/api/events.h"
 #include "master/api/http_server.h"
 #include "master/broker/admit.h"
 #include "master/broker/broker.h"
@@ -262,6 +263,7 @@ api_metrics_route(struct api_req *rq)
     struct daemon *d = rq->d;
     struct text t = { malloc(65536), 0, 65536, false };
     struct broker_stats bs;
+    struct events_scan_counts sc;
     struct broker_health bh;
     struct flow_stats ds;
     struct grouplock_stats gs;
@@ -371,6 +373,21 @@ api_metrics_route(struct api_req *rq)
         add(&t,
             "workmanager_publish_refused_total{reason=\"%s\"} %" PRIu64 "\n",
             admit_reason_name(r), admit_refused(r));
+    events_scan_stats(&sc);
+    head(&t, "workmanager_event_bodies_total", "counter",
+         "Structured and batched request bodies by their reader: the "
+         "scanner, or the jansson path for a body that breaks a rule "
+         "(invalid) or has a shape the scanner leaves to it (unusual).");
+    add(&t, "workmanager_event_bodies_total{reader=\"scanner\"} %" PRIu64 "\n",
+        sc.scanned);
+    add(&t,
+        "workmanager_event_bodies_total{reader=\"jansson\",cause=\"invalid\"} "
+        "%" PRIu64 "\n",
+        sc.rejected);
+    add(&t,
+        "workmanager_event_bodies_total{reader=\"jansson\",cause=\"unusual\"} "
+        "%" PRIu64 "\n",
+        sc.fallbacks);
     scalar(&t, "workmanager_events_dropped_total", "counter",
            "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from wm import Daemon, b64, event, publish
+from wm import Daemon, b64, event, metric, publish
 
 pytestmark = pytest.mark.wmd(options={"shutdown_grace_ms": 1000})
 
@@ -132,6 +132,39 @@ def test_cloudevents_keep_their_extensions(wmd):
     r = wmd.post("/v1/workers/w1/invoke", event("x", myext="kept"))
     assert r.status == 200, r
     assert publish(wmd, "t", event("y", otherext="1")).status == 202
+
+
+def test_event_bodies_take_the_scanner_then_jansson(wmd):
+    """Structured and batched bodies are read by the scanner (issue 24);
+    what it leaves goes to the jansson path, which keeps every answer."""
+    def bodies(**labels):
+        return metric(wmd, "workmanager_event_bodies_total", **labels)
+
+    def post(raw, ct="application/cloudevents+json"):
+        return wmd.request("POST", "/v1/topics/t/events", raw=raw,
+                           headers={"Content-Type": ct})
+
+    wmd.create(name="w1")
+    scanned = bodies(reader="scanner")
+    r = wmd.post("/v1/workers/w1/invoke",
+                 event("x", data={"p": 19.99, "s": "caf\u00e9"}, ext="1"))
+    assert r.status == 200, r
+    assert r.json["data"] == {"p": 19.99, "s": "caf\u00e9"}, r
+    assert post(b' { "type" : "t", "source" : "s\\/x" } ').status == 202
+    assert post(b'[{"type":"t","source":"s"}]',
+                "application/cloudevents-batch+json").status == 202
+    assert bodies(reader="scanner") == scanned + 3
+    # A repeated member: a single event is refused as before, a batch
+    # keeps the last value, by the jansson path.
+    invalid = bodies(reader="jansson", cause="invalid")
+    r = post(b'{"type":"t","source":"s","type":"u"}')
+    assert r.status == 400 and r.code == "invalid_json", r
+    assert "duplicate object key" in r.json["error"]["message"], r
+    assert bodies(reader="jansson", cause="invalid") == invalid + 1
+    unusual = bodies(reader="jansson", cause="unusual")
+    assert post(b'[{"type":"t","source":"s","type":"u"}]',
+                "application/cloudevents-batch+json").status == 202
+    assert bodies(reader="jansson", cause="unusual") == unusual + 1
 
 
 # ---- messages that say what to do ---------------------------------------
