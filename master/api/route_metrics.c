@@ -28,6 +28,7 @@
 #include "master/core/engines.h"
 #include "master/store/grouplock.h"
 #include "master/supervise/supervise.h"
+#include "master/workers/quota.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
 
@@ -126,6 +127,25 @@ per_worker(struct text *t, const struct registry *r, const char *tenant,
             name, w->id, esc(w->name, a, sizeof a), esc(w->tenant, b, sizeof b),
             v);
     }
+}
+
+/* One tenant's refusals of one quota (quota_refusals_each). */
+struct refusals {
+    struct text *t;
+    const char *only; /* NULL: every tenant */
+};
+
+static void
+refusal_line(const char *tenant, enum quota_kind k, uint64_t n, void *arg)
+{
+    struct refusals *r = arg;
+    char a[300];
+
+    if (r->only == NULL || strcmp(tenant, r->only) == 0)
+        add(r->t,
+            "workmanager_tenant_quota_refusals_total{tenant=\"%s\","
+            "quota=\"%s\"} %" PRIu64 "\n",
+            esc(tenant, a, sizeof a), quota_kind_name(k), n);
 }
 
 /* The daemon's own gauges: workers by status and state, hosts, pools. */
@@ -233,6 +253,10 @@ api_metrics_route(struct api_req *rq)
                offsetof(struct worker_counters, refused));
     per_worker(&t, d->registry, only, "workmanager_worker_restarts_total",
                "Restarts of a worker's host after a crash.", SIZE_MAX);
+    head(&t, "workmanager_tenant_quota_refusals_total", "counter",
+         "Requests and publishes a tenant's quota refused (403 "
+         "quota_exceeded, 429 rate_limited).");
+    quota_refusals_each(refusal_line, &(struct refusals){ &t, only });
 
     if (only)
         goto answer;

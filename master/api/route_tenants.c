@@ -1,9 +1,12 @@
 /*
  * route_tenants.c — tenants as objects the operator manages (issue 22):
  *
- *   POST /v1/tenants {"name"}            → 201 the tenant
+ *   POST /v1/tenants {"name", "quotas"?} → 201 the tenant
  *   GET /v1/tenants                      → {"tenants": [...]}
- *   GET /v1/tenants/{name}               → the tenant, its workers counted
+ *   GET /v1/tenants/{name}               → the tenant, its workers counted,
+ *       its quotas in force and its usage of each (quota_http.h)
+ *   PATCH /v1/tenants/{name} {"quotas"}  → the tenant, its quota overrides
+ *       changed (a value sets one, null gives it back to the default)
  *   DELETE /v1/tenants/{name}?confirm={name}
  *       → 200 {"deleted", "workers", "tokens"}: stops and deletes its
  *         workers (their state keys and subscriptions' backlogs go with
@@ -15,7 +18,8 @@
  *
  * Operators only.  A tenant is persisted through the store as JSON under
  * workmanager/tenants/{name} ({"name", "suspended", "stopped": [worker
- * ids the suspension stopped], "created_ms", "created_by"}), loaded at
+ * ids the suspension stopped], "created_ms", "created_by", "quotas": {its
+ * overrides}}), loaded at
  * start.  `default` exists implicitly, and so does any tenant named by a
  * worker made before tenants were objects: existing setups keep working.
  */
@@ -30,6 +34,7 @@
 #include "master/api/api.h"
 #include "master/api/members.h"
 #include "master/api/principal.h"
+#include "master/api/quota_http.h"
 #include "master/api/tokens.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
@@ -91,15 +96,15 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
     const char *name = NULL, *by = "";
     json_int_t created = 0;
     int suspended = 0;
-    json_t *stopped = NULL;
+    json_t *stopped = NULL, *quotas = NULL;
     struct tenant *t = NULL;
 
     (void)revision;
     (void)arg;
     if (j &&
-        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s}", "name", &name, "suspended",
-                    &suspended, "stopped", &stopped, "created_ms", &created,
-                    "created_by", &by) == 0 &&
+        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s, s?o}", "name", &name,
+                    "suspended", &suspended, "stopped", &stopped, "created_ms",
+                    &created, "created_by", &by, "quotas", &quotas) == 0 &&
         roles_tenant_valid(name) && (t = calloc(1, sizeof *t)) != NULL) {
         snprintf(t->name, sizeof t->name, "%s", name);
         snprintf(t->created_by, sizeof t->created_by, "%s", by);
@@ -108,6 +113,8 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
         t->stopped =
             json_is_array(stopped) ? json_incref(stopped) : json_array();
         LIST_INSERT_HEAD(&tenants, t, link);
+        if (json_is_object(quotas))
+            api_quota_apply(name, quotas);
     } else {
         log_err("tenants: %s is unreadable (%s)", key,
                 message ? message : "not a tenant record");
@@ -145,6 +152,7 @@ tenant_json(struct daemon *d, const char *name, const struct tenant *t)
                         t ? json_string(t->created_by) : json_null());
     if (t == NULL)
         json_object_set_new(j, "implicit", json_true());
+    api_quota_describe(d, name, j);
     return j;
 }
 
@@ -197,10 +205,11 @@ static void
 persist(struct daemon *d, const struct tenant *t, struct api_req *rq)
 {
     char key[STORE_KEY_MAX];
-    json_t *j =
-        json_pack("{s:s, s:b, s:O, s:I, s:s}", "name", t->name, "suspended",
-                  t->suspended, "stopped", t->stopped, "created_ms",
-                  (json_int_t)t->created_ms, "created_by", t->created_by);
+    json_t *j = json_pack("{s:s, s:b, s:O, s:I, s:s, s:o}", "name", t->name,
+                          "suspended", t->suspended, "stopped", t->stopped,
+                          "created_ms", (json_int_t)t->created_ms,
+                          "created_by", t->created_by, "quotas",
+                          api_quota_overrides_json(t->name));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
     struct written *w = written_new(rq, t->name, NULL);
@@ -237,12 +246,19 @@ tenant_new(struct api_req *rq, const char *name)
 
 static const struct api_member tenant_members[] = {
     { "name", NULL },
+    { "quotas", &api_quota_object },
     { NULL, NULL },
 };
 static const struct api_object tenant_object = {
     .what = "a tenant",
     .members = tenant_members,
-    .hint = "{\"name\": \"acme\"}",
+    .hint = "{\"name\": \"acme\", \"quotas\": {\"max_workers\": 10}}",
+};
+static const struct api_object tenant_patch_object = {
+    .what = "a tenant's change",
+    .members = (const struct api_member[]){ { "quotas", &api_quota_object },
+                                            { NULL, NULL } },
+    .hint = "{\"quotas\": {\"max_workers\": 10}}",
 };
 
 static void
@@ -250,11 +266,15 @@ create(struct api_req *rq)
 {
     json_t *body = api_body_object(rq);
     const char *name = NULL;
+    json_t *quotas;
 
     if (body == NULL)
         return;
     if (api_members_check(rq, body, &tenant_object) ||
         api_member_str(rq, body, "name", &name))
+        goto out;
+    quotas = json_object_get(body, "quotas");
+    if (quotas && api_quota_check(rq, quotas) != 0)
         goto out;
     if (!roles_tenant_valid(name)) {
         api_error(rq, 400, "invalid_argument",
@@ -266,6 +286,10 @@ create(struct api_req *rq)
         goto out;
     }
     struct tenant *t = tenant_new(rq, name);
+    if (t && quotas) {
+        quota_tenant_forget(name); /* a deleted namesake's overrides */
+        api_quota_apply(name, quotas);
+    }
     if (t)
         persist(rq->d, t, rq);
 out:
@@ -348,6 +372,34 @@ suspend(struct api_req *rq, struct tenant *t, bool on)
     persist(rq->d, t, rq);
 }
 
+/* PATCH /v1/tenants/{name} {"quotas": {...}}: changes its overrides. */
+static void
+patch(struct api_req *rq)
+{
+    json_t *body = api_body_object(rq), *quotas;
+    struct tenant *t;
+
+    if (body == NULL)
+        return;
+    if (api_members_check(rq, body, &tenant_patch_object) != 0)
+        goto out;
+    if ((quotas = json_object_get(body, "quotas")) == NULL) {
+        api_error(rq, 400, "invalid_argument",
+                  "a tenant's change names what changes, such as %s",
+                  tenant_patch_object.hint);
+        goto out;
+    }
+    if (api_quota_check(rq, quotas) != 0 ||
+        (t = tenant_of_path(rq, true)) == NULL)
+        goto out;
+    api_quota_apply(t->name, quotas);
+    log_notice("tenants: %s changed the quotas of tenant %s",
+               rq->principal.name, t->name);
+    persist(rq->d, t, rq);
+out:
+    json_decref(body);
+}
+
 static void delete (struct api_req *rq)
 {
     const char *name = rq->seg[2];
@@ -378,6 +430,7 @@ static void delete (struct api_req *rq)
     unsigned tokens = api_tokens_revoke_tenant(rq->d, name);
     log_notice("tenants: %s deleted tenant %s (%u workers, %u tokens)",
                rq->principal.name, name, workers, tokens);
+    quota_tenant_forget(name);
     json_t *answer =
         json_pack("{s:s, s:I, s:I}", "deleted", name, "workers",
                   (json_int_t)workers, "tokens", (json_int_t)tokens);
@@ -423,6 +476,11 @@ api_tenants_route(struct api_req *rq)
             api_reply(rq, 200, tenant_json(rq->d, rq->seg[2], t));
         else
             api_error(rq, 404, "not_found", "no tenant %s", rq->seg[2]);
+        return;
+    }
+    if (rq->nseg == 3 && strcmp(rq->method, "PATCH") == 0) {
+        if (!api_refuse_while_recovering(rq))
+            patch(rq);
         return;
     }
     if (rq->nseg == 3 && strcmp(rq->method, "DELETE") == 0) {

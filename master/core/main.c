@@ -52,6 +52,7 @@
 #include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
+#include "master/workers/quota.h"
 #include "master/workers/recovery.h"
 #include "master/workers/registry.h"
 #include "sandbox/cgroup.h"
@@ -568,6 +569,7 @@ main(int argc, char **argv)
         log_err("store: %s", err);
         goto out;
     }
+    quota_defaults_set(&conf);
     if (api_tokens_load(d.store, err, sizeof err) != 0 ||
         api_tenants_load(d.store, err, sizeof err) != 0) {
         log_err("store: tokens and tenants: %s", err);
@@ -631,6 +633,7 @@ out:
         api_free(d.api);
     api_tokens_free();
     api_tenants_free();
+    quota_free();
     if (d.sv)
         supervise_free(d.sv); /* the launcher removes the cgroups */
     else

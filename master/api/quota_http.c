@@ -1,0 +1,152 @@
+/*
+ * quota_http.c — quotas per tenant on the admin API: the 403
+ * quota_exceeded and 429 rate_limited answers the routes give, the
+ * "quotas" object of a tenant's create and PATCH (strict members), and a
+ * tenant's quotas and usage in GET /v1/tenants/{name}.
+ *
+ * Why here and not in the routes: every route that grows a usage answers
+ * the same way (code, members, message), so the answer is written once.
+ * A refusal accepts nothing: the routes ask before they change anything.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "lib/timestamp.h"
+#include "master/api/api.h"
+#include "master/api/members.h"
+#include "master/api/quota_http.h"
+#include "master/core/daemon.h"
+
+static const struct api_member quota_members[] = {
+    { "max_workers", NULL },
+    { "max_running_hosts", NULL },
+    { "max_memory_mb", NULL },
+    { "max_code_bytes", NULL },
+    { "publish_events_per_second", NULL },
+    { "publish_bytes_per_second", NULL },
+    { NULL, NULL },
+};
+const struct api_object api_quota_object = {
+    .what = "a tenant's quotas",
+    .members = quota_members,
+    .hint = "{\"max_workers\": 10, \"publish_events_per_second\": 100} "
+            "(0 = unlimited, null = the daemon's default)",
+};
+
+bool
+api_quota_refuse_size(struct api_req *rq, const char *tenant,
+                      enum quota_kind k, uint64_t add, uint64_t release)
+{
+    char why[512];
+    uint64_t used = quota_usage(rq->d->registry, tenant, k);
+
+    if (quota_size_admit(rq->d->registry, tenant, k, add, release, why,
+                         sizeof why) == 0)
+        return false;
+    api_error_extra(rq, 403, "quota_exceeded",
+                    json_pack("{s:s, s:I, s:I}", "quota", quota_kind_name(k),
+                              "limit", (json_int_t)quota_limit(tenant, k),
+                              "usage", (json_int_t)used),
+                    "%s", why);
+    return true;
+}
+
+bool
+api_quota_refuse_rate(struct api_req *rq, const char *tenant,
+                      uint64_t events, uint64_t bytes)
+{
+    char why[512], after[32];
+    uint64_t s = 0;
+    enum quota_kind k = QUOTA_PUBLISH_EVENTS_PER_S;
+
+    if (quota_rate_take(tenant, events, bytes, timestamp_now_ms(), &s, &k,
+                        why, sizeof why) == 0)
+        return false;
+    snprintf(after, sizeof after, "%" PRIu64, s);
+    api_reply_header(rq, "Retry-After", after);
+    api_error_extra(rq, 429, "rate_limited",
+                    json_pack("{s:s, s:I, s:I}", "quota", quota_kind_name(k),
+                              "limit", (json_int_t)quota_limit(tenant, k),
+                              "retry_after_s", (json_int_t)s),
+                    "%s", why);
+    return true;
+}
+
+int
+api_quota_check(struct api_req *rq, json_t *quotas)
+{
+    const char *key;
+    json_t *v;
+
+    if (!json_is_object(quotas)) {
+        api_error(rq, 400, "invalid_argument",
+                  "quotas must be an object such as %s",
+                  api_quota_object.hint);
+        return -1;
+    }
+    if (api_members_check(rq, quotas, &api_quota_object) != 0)
+        return -1;
+    json_object_foreach(quotas, key, v)
+    {
+        if (json_is_null(v) ||
+            (json_is_integer(v) && json_integer_value(v) >= 0))
+            continue;
+        api_error(rq, 400, "invalid_argument",
+                  "quotas.%s must be a non-negative integer (0 = unlimited) "
+                  "or null (the daemon's default)",
+                  key);
+        return -1;
+    }
+    return 0;
+}
+
+void
+api_quota_apply(const char *tenant, json_t *quotas)
+{
+    const char *key;
+    json_t *v;
+    enum quota_kind k;
+
+    json_object_foreach(quotas, key, v)
+    {
+        if (quota_kind_parse(key, &k) == 0)
+            quota_override_set(tenant, k,
+                               json_is_integer(v) ? json_integer_value(v)
+                                                  : -1);
+    }
+}
+
+json_t *
+api_quota_overrides_json(const char *tenant)
+{
+    json_t *j = json_object();
+    for (int k = 0; k < QUOTA_N; k++) {
+        int64_t o = quota_override(tenant, (enum quota_kind)k);
+        if (o >= 0)
+            json_object_set_new(j, quota_kind_name((enum quota_kind)k),
+                                json_integer(o));
+    }
+    return j;
+}
+
+void
+api_quota_describe(struct daemon *d, const char *tenant, json_t *j)
+{
+    json_t *quotas = json_object(), *usage = json_object();
+
+    for (int i = 0; i < QUOTA_N; i++) {
+        enum quota_kind k = (enum quota_kind)i;
+        const char *name = quota_kind_name(k);
+        json_object_set_new(quotas, name,
+                            json_integer((json_int_t)quota_limit(tenant, k)));
+        json_object_set_new(
+            usage, name,
+            json_integer((json_int_t)quota_usage(d->registry, tenant, k)));
+    }
+    json_object_set_new(j, "quotas", quotas);
+    json_object_set_new(j, "quotas_overridden",
+                        api_quota_overrides_json(tenant));
+    json_object_set_new(j, "usage", usage);
+}
