@@ -36,8 +36,8 @@ const struct api_object api_quota_object = {
 };
 
 bool
-api_quota_refuse_size(struct api_req *rq, const char *tenant,
-                      enum quota_kind k, uint64_t add, uint64_t release)
+api_quota_refuse_size(struct api_req *rq, const char *tenant, enum quota_kind k,
+                      uint64_t add, uint64_t release)
 {
     char why[512];
     uint64_t used = quota_usage(rq->d->registry, tenant, k);
@@ -54,15 +54,15 @@ api_quota_refuse_size(struct api_req *rq, const char *tenant,
 }
 
 bool
-api_quota_refuse_rate(struct api_req *rq, const char *tenant,
-                      uint64_t events, uint64_t bytes)
+api_quota_refuse_rate(struct api_req *rq, const char *tenant, uint64_t events,
+                      uint64_t bytes)
 {
     char why[512], after[32];
     uint64_t s = 0;
     enum quota_kind k = QUOTA_PUBLISH_EVENTS_PER_S;
 
-    if (quota_rate_take(tenant, events, bytes, timestamp_now_ms(), &s, &k,
-                        why, sizeof why) == 0)
+    if (quota_rate_take(tenant, events, bytes, timestamp_now_ms(), &s, &k, why,
+                        sizeof why) == 0)
         return false;
     snprintf(after, sizeof after, "%" PRIu64, s);
     api_reply_header(rq, "Retry-After", after);
@@ -82,8 +82,7 @@ api_quota_check(struct api_req *rq, json_t *quotas)
 
     if (!json_is_object(quotas)) {
         api_error(rq, 400, "invalid_argument",
-                  "quotas must be an object such as %s",
-                  api_quota_object.hint);
+                  "quotas must be an object such as %s", api_quota_object.hint);
         return -1;
     }
     if (api_members_check(rq, quotas, &api_quota_object) != 0)
@@ -113,8 +112,7 @@ api_quota_apply(const char *tenant, json_t *quotas)
     {
         if (quota_kind_parse(key, &k) == 0)
             quota_override_set(tenant, k,
-                               json_is_integer(v) ? json_integer_value(v)
-                                                  : -1);
+                               json_is_integer(v) ? json_integer_value(v) : -1);
     }
 }
 

@@ -205,11 +205,11 @@ static void
 persist(struct daemon *d, const struct tenant *t, struct api_req *rq)
 {
     char key[STORE_KEY_MAX];
-    json_t *j = json_pack("{s:s, s:b, s:O, s:I, s:s, s:o}", "name", t->name,
-                          "suspended", t->suspended, "stopped", t->stopped,
-                          "created_ms", (json_int_t)t->created_ms,
-                          "created_by", t->created_by, "quotas",
-                          api_quota_overrides_json(t->name));
+    json_t *j =
+        json_pack("{s:s, s:b, s:O, s:I, s:s, s:o}", "name", t->name,
+                  "suspended", t->suspended, "stopped", t->stopped,
+                  "created_ms", (json_int_t)t->created_ms, "created_by",
+                  t->created_by, "quotas", api_quota_overrides_json(t->name));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
     struct written *w = written_new(rq, t->name, NULL);

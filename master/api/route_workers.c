@@ -548,12 +548,11 @@ static bool
 code_refused(struct op *op)
 {
     const struct worker *w = op->w;
-    const struct worker_version *v = op->kind == OP_CREATE
-                                         ? NULL
-                                         : worker_version_find(w, w->version);
+    const struct worker_version *v =
+        op->kind == OP_CREATE ? NULL : worker_version_find(w, w->version);
 
-    if (!api_quota_refuse_size(op->rq, w->tenant, QUOTA_MAX_CODE_BYTES,
-                               op->len, v ? v->size : 0))
+    if (!api_quota_refuse_size(op->rq, w->tenant, QUOTA_MAX_CODE_BYTES, op->len,
+                               v ? v->size : 0))
         return false;
     op_undo(op);
     op_free(op);
@@ -647,8 +646,7 @@ sizes_refused(struct api_req *rq, const char *tenant, const struct worker *w,
     }
     return api_quota_refuse_size(rq, tenant, QUOTA_MAX_WORKERS, 1, 0) ||
            ((!start || json_is_true(start)) &&
-            api_quota_refuse_size(rq, tenant, QUOTA_MAX_RUNNING_HOSTS, 1,
-                                  0)) ||
+            api_quota_refuse_size(rq, tenant, QUOTA_MAX_RUNNING_HOSTS, 1, 0)) ||
            api_quota_refuse_size(rq, tenant, QUOTA_MAX_MEMORY_MB,
                                  w->limits.memory_mb, 0);
 }

@@ -135,9 +135,11 @@
 #include <syslog.h>
 
 /* A quota per tenant (quota.h): 0 = unlimited, the default. */
-#define QUOTA_KEY(key, ENV, T, conftype, top, text)                           \
-    { .name = #key, .type = conftype, .def = "0", .env = ENV, .doc = text,    \
-      .offset = AT(key, T), .min = 0, .max = top }
+#define QUOTA_KEY(key, ENV, T, conftype, top, text)                            \
+    {                                                                          \
+        .name = #key, .type = conftype, .def = "0", .env = ENV, .doc = text,   \
+        .offset = AT(key, T), .min = 0, .max = top                             \
+    }
 
 /* Build-time paths (Makefile: from sysconfdir and libexecdir). */
 #ifndef WM_TOKEN_FILE
@@ -1150,13 +1152,13 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(audit_publishes, int),
         .words = audit_publishes_words,
     },
-    QUOTA_KEY(tenant_max_workers, "WM_TENANT_MAX_WORKERS", unsigned,
-              CONF_UINT, 1000000,
+    QUOTA_KEY(tenant_max_workers, "WM_TENANT_MAX_WORKERS", unsigned, CONF_UINT,
+              1000000,
               "Workers one tenant may have; a create beyond it is answered "
               "403 quota_exceeded; 0 = unlimited.  PATCH /v1/tenants/NAME "
               "overrides every tenant_* key for one tenant."),
-    QUOTA_KEY(tenant_max_running_hosts, "WM_TENANT_MAX_RUNNING_HOSTS",
-              unsigned, CONF_UINT, 1000000,
+    QUOTA_KEY(tenant_max_running_hosts, "WM_TENANT_MAX_RUNNING_HOSTS", unsigned,
+              CONF_UINT, 1000000,
               "Workers of one tenant that may be running (started, each with "
               "its host) at once; a start or create beyond it is refused 403 "
               "quota_exceeded, never queued; 0 = unlimited."),

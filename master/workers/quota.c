@@ -199,8 +199,8 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
         uint64_t rate = quota_limit(tenant, k);
         if (t == NULL || rate == 0)
             return 0;
-        struct bucket *b = k == QUOTA_PUBLISH_EVENTS_PER_S ? &t->events
-                                                           : &t->bytes;
+        struct bucket *b =
+            k == QUOTA_PUBLISH_EVENTS_PER_S ? &t->events : &t->bytes;
         if (b->at_ms == 0)
             return 0;
         int64_t left = refilled(b, rate, timestamp_now_ms()) / 1000;
@@ -264,8 +264,8 @@ wait_s(int64_t have, int64_t need, uint64_t rate)
 
 int
 quota_rate_take(const char *tenant, uint64_t events, uint64_t bytes,
-                int64_t now_ms, uint64_t *retry_after_s,
-                enum quota_kind *which, char *why, size_t whylen)
+                int64_t now_ms, uint64_t *retry_after_s, enum quota_kind *which,
+                char *why, size_t whylen)
 {
     uint64_t erate = quota_limit(tenant, QUOTA_PUBLISH_EVENTS_PER_S);
     uint64_t brate = quota_limit(tenant, QUOTA_PUBLISH_BYTES_PER_S);
