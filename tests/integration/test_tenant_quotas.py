@@ -9,6 +9,7 @@ request (a worker's "tenant", ?tenant= on a publish)."""
 
 import json
 import re
+import subprocess
 import time
 
 import pytest
@@ -165,3 +166,30 @@ def test_publish_rate_per_tenant(wmd):
                          rf'\{{tenant="{t}",quota="{q}"\}} 1\b', m), m
     assert 'tenant="quiet"' not in m.split(
         "workmanager_tenant_quota_refusals_total")[-1]
+
+
+def wmctl(wmd, *args):
+    return subprocess.run([str(wmd.builddir / "cli" / "wmctl"), *args],
+                          capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin",
+                               "WM_SOCKET": str(wmd.socket)})
+
+
+def test_wmctl_tenant_quotas(wmd):
+    r = wmctl(wmd, "tenant", "create", "acme", "--quota", "max_workers=1")
+    assert r.returncode == 0, r
+    wmd.create(tenant="acme", start=False)
+    r = wmctl(wmd, "tenant", "show", "acme")
+    assert r.returncode == 0, r
+    assert re.search(r"max_workers\s+1\s+1\s+\(own\)", r.stdout), r.stdout
+    assert re.search(r"max_memory_mb\s+0\s+unlimited\s+\(default\)",
+                     r.stdout), r.stdout
+    r = wmctl(wmd, "tenant", "set", "acme", "--quota", "max_workers=default",
+              "--quota", "publish_events_per_second=10")
+    assert r.returncode == 0, r
+    q = wmd.get("/v1/tenants/acme").json["quotas_overridden"]
+    assert q == {"publish_events_per_second": 10}, q
+    r = wmctl(wmd, "tenant", "set", "acme", "--quota", "max_workers=-1")
+    assert r.returncode == 2 and "KEY=N" in r.stderr, r
+    r = wmctl(wmd, "tenant", "set", "acme", "--quota", "max_wrkers=1")
+    assert r.returncode == 1 and "max_workers" in r.stderr, r
