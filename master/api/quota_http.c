@@ -35,6 +35,19 @@ const struct api_object api_quota_object = {
             "(0 = unlimited, null = the daemon's default)",
 };
 
+/* Answers a refusal by tenant's quota k: the error carries quota, limit
+ * and member = value. */
+static void
+refuse(struct api_req *rq, int status, const char *code, const char *tenant,
+       enum quota_kind k, const char *member, uint64_t value, const char *why)
+{
+    api_error_extra(rq, status, code,
+                    json_pack("{s:s, s:I, s:I}", "quota", quota_kind_name(k),
+                              "limit", (json_int_t)quota_limit(tenant, k),
+                              member, (json_int_t)value),
+                    "%s", why);
+}
+
 bool
 api_quota_refuse_size(struct api_req *rq, const char *tenant, enum quota_kind k,
                       uint64_t add, uint64_t release)
@@ -45,11 +58,7 @@ api_quota_refuse_size(struct api_req *rq, const char *tenant, enum quota_kind k,
     if (quota_size_admit(rq->d->registry, tenant, k, add, release, why,
                          sizeof why) == 0)
         return false;
-    api_error_extra(rq, 403, "quota_exceeded",
-                    json_pack("{s:s, s:I, s:I}", "quota", quota_kind_name(k),
-                              "limit", (json_int_t)quota_limit(tenant, k),
-                              "usage", (json_int_t)used),
-                    "%s", why);
+    refuse(rq, 403, "quota_exceeded", tenant, k, "usage", used, why);
     return true;
 }
 
@@ -66,11 +75,7 @@ api_quota_refuse_rate(struct api_req *rq, const char *tenant, uint64_t events,
         return false;
     snprintf(after, sizeof after, "%" PRIu64, s);
     api_reply_header(rq, "Retry-After", after);
-    api_error_extra(rq, 429, "rate_limited",
-                    json_pack("{s:s, s:I, s:I}", "quota", quota_kind_name(k),
-                              "limit", (json_int_t)quota_limit(tenant, k),
-                              "retry_after_s", (json_int_t)s),
-                    "%s", why);
+    refuse(rq, 429, "rate_limited", tenant, k, "retry_after_s", s, why);
     return true;
 }
 
