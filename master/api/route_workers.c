@@ -82,11 +82,28 @@ struct op {
     int fail_status;
     const char *fail_code;
     char fail_message[512];
+    /* A create's share of its tenant's quotas, reserved until the worker
+     * is in the registry or the create failed (quota.h). */
+    char *reserved_tenant;
+    int64_t reserved[QUOTA_N];
 };
+
+/* Reserves (sign 1) or gives back (sign -1) op's share of its tenant's
+ * quotas. */
+static void
+op_reserve(struct op *op, int sign)
+{
+    for (int k = 0; op->reserved_tenant && k < QUOTA_N; k++)
+        if (op->reserved[k])
+            quota_reserve(op->reserved_tenant, (enum quota_kind)k,
+                          sign * op->reserved[k]);
+}
 
 static void
 op_free(struct op *op)
 {
+    op_reserve(op, -1);
+    free(op->reserved_tenant);
     if (op->w)
         op->w->busy = false;
     free(op->code);
@@ -552,8 +569,14 @@ code_refused(struct op *op)
         op->kind == OP_CREATE ? NULL : worker_version_find(w, w->version);
 
     if (!api_quota_refuse_size(op->rq, w->tenant, QUOTA_MAX_CODE_BYTES, op->len,
-                               v ? v->size : 0))
+                               v ? v->size : 0)) {
+        if (op->kind == OP_CREATE && op->reserved_tenant) {
+            op->reserved[QUOTA_MAX_CODE_BYTES] = (int64_t)op->len;
+            quota_reserve(op->reserved_tenant, QUOTA_MAX_CODE_BYTES,
+                          (int64_t)op->len);
+        }
         return false;
+    }
     op_undo(op);
     op_free(op);
     return true;
@@ -731,6 +754,12 @@ create(struct api_req *rq)
     struct op *op = op_new(rq, OP_CREATE, w);
     if (op == NULL)
         goto out;
+    if ((op->reserved_tenant = strdup(w->tenant)) != NULL) {
+        op->reserved[QUOTA_MAX_WORKERS] = 1;
+        op->reserved[QUOTA_MAX_RUNNING_HOSTS] = w->status == WORKER_RUNNING;
+        op->reserved[QUOTA_MAX_MEMORY_MB] = w->limits.memory_mb;
+        op_reserve(op, 1);
+    }
     w = NULL;
     op_take_code(op, &code);
 out:

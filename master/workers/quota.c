@@ -50,6 +50,7 @@ struct tenant_quota {
     int64_t override[QUOTA_N]; /* -1: the default */
     struct bucket events, bytes;
     uint64_t refusals[QUOTA_N];
+    int64_t reserved[QUOTA_N]; /* admitted creates not yet registered */
 };
 
 static LIST_HEAD(, tenant_quota) tenants = LIST_HEAD_INITIALIZER(tenants);
@@ -206,6 +207,9 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
         int64_t left = refilled(b, rate, timestamp_now_ms()) / 1000;
         return left >= (int64_t)rate ? 0 : rate - (uint64_t)left;
     }
+    const struct tenant_quota *t = find(tenant);
+    if (t && t->reserved[k] > 0)
+        sum = (uint64_t)t->reserved[k];
     for (size_t i = 0; i < registry_count(r); i++) {
         const struct worker *w = registry_at(r, i);
         if (strcmp(w->tenant, tenant) != 0)
@@ -220,6 +224,14 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
             sum += code_bytes(w);
     }
     return sum;
+}
+
+void
+quota_reserve(const char *tenant, enum quota_kind k, int64_t delta)
+{
+    struct tenant_quota *t = get(tenant);
+    if (t)
+        t->reserved[k] += delta;
 }
 
 void

@@ -83,6 +83,11 @@ int quota_rate_take(const char *tenant, uint64_t events, uint64_t bytes,
                     int64_t now_ms, uint64_t *retry_after_s,
                     enum quota_kind *which, char *why, size_t whylen);
 
+/* Adds delta (negative: gives back) to what tenant has reserved of size
+ * k: a create admitted but not yet in the registry, so that concurrent
+ * creates cannot all pass one quota.  quota_usage() counts it. */
+void quota_reserve(const char *tenant, enum quota_kind k, int64_t delta);
+
 /* Counts a refusal of k that tenant met elsewhere. */
 void quota_refusal_note(const char *tenant, enum quota_kind k);
 

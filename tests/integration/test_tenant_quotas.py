@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -193,3 +194,21 @@ def test_wmctl_tenant_quotas(wmd):
     assert r.returncode == 2 and "KEY=N" in r.stderr, r
     r = wmctl(wmd, "tenant", "set", "acme", "--quota", "max_wrkers=1")
     assert r.returncode == 1 and "max_workers" in r.stderr, r
+
+
+@pytest.mark.wmd(options={"tenant_max_workers": "2"})
+def test_concurrent_creates_cannot_pass_together(wmd):
+    """A create admitted but not yet stored holds its place: of six
+    creates at once, two pass."""
+    tenant(wmd, "acme")
+
+    def one(_):
+        return wmd.post("/v1/workers", {
+            "tenant": "acme", "mime_type": "application/x-wm-test",
+            "topic": "t", "start": False,
+            "code": {"content": b64("echo")}}).status
+
+    with ThreadPoolExecutor(6) as pool:
+        got = sorted(pool.map(one, range(6)))
+    assert got == [201, 201, 403, 403, 403, 403], got
+    assert wmd.get("/v1/tenants/acme").json["usage"]["max_workers"] == 2
