@@ -6,7 +6,9 @@
  * tenant has; a counter beside it would have to follow every create,
  * delete, rollback and recovery, and one missed path would leak quota
  * forever.  Counting walks the registry (thousands of workers at most) on
- * a create or start, which are rare next to events.  Rates are the hot
+ * a create or start, which are rare next to events.  The one thing kept
+ * beside the registry is what admitted creates not yet in it reserve
+ * (quota_reserve()), given back when they end either way.  Rates are the hot
  * path: two token buckets per tenant, refilled from the clock when taken.
  *
  * Invariants: a bucket never holds more than one second of its rate; a
