@@ -2,12 +2,16 @@
  * cmd_tenants.c — wmctl's tenant and token commands (issue 22):
  *
  *   wmctl tenant create|list|show|delete|suspend|resume [NAME] [--yes]
+ *   wmctl tenant create|set NAME --quota KEY=N|default ...
  *   wmctl token create --tenant T --role R [--expires DURATION]
  *   wmctl token list [--tenant T] | wmctl token revoke ID
  *
  * Over the public HTTP API only (/v1/tenants, /v1/tokens).  A token is
  * printed once, when it is made: the daemon keeps only its hash.  A
  * tenant's deletion takes --yes, which the route's ?confirm=NAME carries.
+ * `show` prints a tenant's usage against each quota; `set` changes its
+ * quotas (PATCH /v1/tenants/NAME), `default` giving one back to the
+ * daemon's default.
  */
 #include "config.h"
 
@@ -19,7 +23,7 @@
 #include "cli/table.h"
 #include "cli/wmctl.h"
 
-enum { OPT_YES = 0x200, OPT_TENANT, OPT_ROLE, OPT_EXPIRES };
+enum { OPT_YES = 0x200, OPT_TENANT, OPT_ROLE, OPT_EXPIRES, OPT_QUOTA };
 
 /* A DURATION: N followed by s, m, h or d (seconds without one) into *s;
  * -1 when it is not one. */
@@ -93,26 +97,106 @@ call_print(struct wmctl *ctl, const char *method, const char *path,
     return rc;
 }
 
+/* Adds "KEY=N" or "KEY=default" (null: the daemon's default) to quotas;
+ * -1 when text is neither. */
+static int
+quota_add(json_t *quotas, const char *text)
+{
+    const char *eq = strchr(text, '=');
+    char *end, key[64];
+
+    if (eq == NULL || eq == text || (size_t)(eq - text) >= sizeof key)
+        return -1;
+    snprintf(key, sizeof key, "%.*s", (int)(eq - text), text);
+    if (strcmp(eq + 1, "default") == 0)
+        return json_object_set_new(quotas, key, json_null());
+    errno = 0;
+    unsigned long long n = strtoull(eq + 1, &end, 10);
+    if (eq[1] == '\0' || eq[1] == '-' || *end != '\0' || errno)
+        return -1;
+    return json_object_set_new(quotas, key, json_integer((json_int_t)n));
+}
+
+/* A tenant's members, then its usage against each quota. */
+static void
+tenant_print(json_t *t)
+{
+    static const char *const header[] = { "QUOTA", "USAGE", "LIMIT", "" };
+    json_t *quotas = json_object_get(t, "quotas");
+    json_t *usage = json_object_get(t, "usage");
+    json_t *own = json_object_get(t, "quotas_overridden");
+    json_t *rest = json_copy(t);
+    struct table *tab = table_new(4, header);
+    const char *key;
+    json_t *limit;
+    char used[32], lim[32];
+
+    json_object_del(rest, "quotas");
+    json_object_del(rest, "usage");
+    json_object_del(rest, "quotas_overridden");
+    wmctl_object_print(rest, NULL);
+    json_decref(rest);
+    json_object_foreach(quotas, key, limit)
+    {
+        json_int_t n = json_integer_value(limit);
+        snprintf(used, sizeof used, "%lld",
+                 (long long)json_integer_value(json_object_get(usage, key)));
+        snprintf(lim, sizeof lim, "%lld", (long long)n);
+        const char *cells[] = { key, used, n ? lim : "unlimited",
+                                json_object_get(own, key) ? "(own)"
+                                                          : "(default)" };
+        if (tab)
+            table_row_add(tab, cells);
+    }
+    if (tab)
+        table_print(tab, stdout);
+    table_free(tab);
+}
+
+static int tenant_verb(struct wmctl *ctl, int argc, char **argv, bool yes,
+                       json_t *quotas);
+
 int
 cmd_tenant(struct wmctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {
         { "yes", no_argument, NULL, OPT_YES },
+        { "quota", required_argument, NULL, OPT_QUOTA },
         { "json", no_argument, NULL, WMCTL_OPT_JSON },
         { "help", no_argument, NULL, WMCTL_OPT_HELP },
         { NULL, 0, NULL, 0 },
     };
     bool yes = false;
-    int c;
+    int c, rc;
+    json_t *quotas = json_object();
 
     while ((c = wmctl_getopt(ctl, argc, argv, opts)) != -1) {
-        if (c == WMCTL_OPT_HELP)
+        if (c == WMCTL_OPT_HELP) {
+            json_decref(quotas);
             return wmctl_usage_command(ctl);
-        if (c == OPT_YES)
+        }
+        if (c == OPT_YES) {
             yes = true;
-        else
+        } else if (c == OPT_QUOTA && quota_add(quotas, optarg) != 0) {
+            json_decref(quotas);
+            return wmctl_usage_error(ctl,
+                                     "--quota %s: KEY=N (0 = unlimited) "
+                                     "or KEY=default",
+                                     optarg);
+        } else if (c != OPT_QUOTA) {
+            json_decref(quotas);
             return WMCTL_EXIT_USAGE;
+        }
     }
+    rc = tenant_verb(ctl, argc, argv, yes, quotas);
+    json_decref(quotas);
+    return rc;
+}
+
+/* The verb of `wmctl tenant`, its options parsed. */
+static int
+tenant_verb(struct wmctl *ctl, int argc, char **argv, bool yes, json_t *quotas)
+{
     const char *verb = optind < argc ? argv[optind] : NULL;
     const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
     if (verb && strcmp(verb, "list") == 0 && optind + 1 == argc) {
@@ -134,12 +218,33 @@ cmd_tenant(struct wmctl *ctl, int argc, char **argv)
     char done[200];
     char *path = NULL;
     int rc;
+    json_t *answer = NULL;
+    if (json_object_size(quotas) && strcmp(verb, "create") != 0 &&
+        strcmp(verb, "set") != 0)
+        return wmctl_usage_error(ctl, "--quota goes with create or set");
     if (strcmp(verb, "create") == 0) {
-        return call_print(ctl, "POST", "/v1/tenants",
-                          json_pack("{s:s}", "name", name), NULL);
+        json_t *body = json_pack("{s:s}", "name", name);
+        if (json_object_size(quotas))
+            json_object_set(body, "quotas", quotas);
+        return call_print(ctl, "POST", "/v1/tenants", body, NULL);
+    } else if (strcmp(verb, "set") == 0) {
+        if (json_object_size(quotas) == 0)
+            return wmctl_usage_error(ctl,
+                                     "tenant set %s: say what changes "
+                                     "(--quota KEY=N|default)",
+                                     name);
+        path = wmctl_path("/v1/tenants/", name, "");
+        snprintf(done, sizeof done, "tenant %s changed", name);
+        rc = call_print(ctl, "PATCH", path,
+                        json_pack("{s:O}", "quotas", quotas), done);
     } else if (strcmp(verb, "show") == 0) {
         path = wmctl_path("/v1/tenants/", name, "");
-        rc = call_print(ctl, "GET", path, NULL, NULL);
+        rc = wmctl_call(ctl, "GET", path, NULL, NULL, &answer);
+        if (rc == WMCTL_EXIT_OK && ctl->json)
+            wmctl_json_print(answer);
+        else if (rc == WMCTL_EXIT_OK)
+            tenant_print(answer);
+        json_decref(answer);
     } else if (strcmp(verb, "suspend") == 0 || strcmp(verb, "resume") == 0) {
         char suffix[16];
         snprintf(suffix, sizeof suffix, "/%s", verb);

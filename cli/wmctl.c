@@ -91,8 +91,8 @@ static const struct wmctl_command commands[] = {
     { .name = "recover", .synopsis = "", .run = cmd_recover },
     {
         .name = "tenant",
-        .synopsis = "create|show|suspend|resume NAME | delete NAME --yes | "
-                    "list",
+        .synopsis = "create|set NAME [--quota KEY=N|default]... | "
+                    "show|suspend|resume NAME | delete NAME --yes | list",
         .run = cmd_tenant,
     },
     {

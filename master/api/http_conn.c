@@ -344,6 +344,7 @@ allowed_method(unsigned m)
     case HTTP_HEAD:
     case HTTP_POST:
     case HTTP_PUT:
+    case HTTP_PATCH: /* a tenant's quotas (route_tenants.c) */
     case HTTP_DELETE:
         return http_method_str((enum http_method)m);
     default:

@@ -139,6 +139,10 @@ answer_outputs(struct invoke *iv)
 
     for (size_t i = 0; i < iv->submitted; i++)
         n += iv->one[i].nouts;
+    if (n == 0) {
+        events_http_reply(iv->rq, 200, iv->mode, NULL, 0);
+        return;
+    }
     if (n > INVOKE_STACK_OUTPUTS)
         evs = calloc(n, sizeof *evs);
     if (evs == NULL) {

@@ -1,10 +1,12 @@
 /*
  * route_tenants.c — tenants as objects the operator manages (issue 22):
  *
- *   POST /v1/tenants {"name", "quotas": {"cpu_weight", "cpu_max"}}
- *                                        → 201 the tenant
+ *   POST /v1/tenants {"name", "quotas"?} → 201 the tenant
  *   GET /v1/tenants                      → {"tenants": [...]}
- *   GET /v1/tenants/{name}               → the tenant, its workers counted
+ *   GET /v1/tenants/{name}               → the tenant, its workers counted,
+ *       its quotas in force and its usage of each (quota_http.h)
+ *   PATCH /v1/tenants/{name} {"quotas"}  → the tenant, its quota overrides
+ *       changed (a value sets one, null gives it back to the default)
  *   DELETE /v1/tenants/{name}?confirm={name}
  *       → 200 {"deleted", "workers", "tokens", "events_purged"}: stops
  *         and deletes its workers (their state keys and subscriptions'
@@ -17,13 +19,13 @@
  *
  * Operators only.  A tenant is persisted through the store as JSON under
  * workmanager/tenants/{name} ({"name", "suspended", "stopped": [worker
- * ids the suspension stopped], "created_ms", "created_by", "quotas"}), loaded
- * at start.  `default` exists implicitly, and so does any tenant named by a
+ * ids the suspension stopped], "created_ms", "created_by", "quotas": {its
+ * overrides}}), loaded at
+ * start.  `default` exists implicitly, and so does any tenant named by a
  * worker made before tenants were objects: existing setups keep working.
  *
- * quotas.cpu_weight and quotas.cpu_max (0 or absent: the keys
- * tenant_cpu_weight and tenant_cpu_max) go to tenant_share.h, which the
- * host supervisor reads at each spawn: the tenant's cgroup's cpu share.
+ * quotas.cpu_weight and quotas.cpu_max, the share of the tenant's cgroup,
+ * go to tenant_share.h through quota_http.c with the other quotas.
  */
 #include "config.h"
 
@@ -36,6 +38,7 @@
 #include "master/api/api.h"
 #include "master/api/members.h"
 #include "master/api/principal.h"
+#include "master/api/quota_http.h"
 #include "master/api/tokens.h"
 #include "master/broker/broker.h"
 #include "master/core/daemon.h"
@@ -54,7 +57,6 @@ struct tenant {
     json_t *stopped; /* array of the worker ids its suspension stopped */
     int64_t created_ms;
     char created_by[128];
-    uint32_t cpu_weight, cpu_max; /* quotas; 0: the configuration's */
 };
 
 static LIST_HEAD(, tenant) tenants = LIST_HEAD_INITIALIZER(tenants);
@@ -100,28 +102,25 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
     const char *name = NULL, *by = "";
     json_int_t created = 0;
     int suspended = 0;
-    json_t *stopped = NULL;
-    json_int_t weight = 0, max = 0;
+    json_t *stopped = NULL, *quotas = NULL;
     struct tenant *t = NULL;
 
     (void)revision;
     (void)arg;
     if (j &&
-        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s, s?{s?I, s?I}}", "name", &name,
+        json_unpack(j, "{s:s, s?b, s?o, s?I, s?s, s?o}", "name", &name,
                     "suspended", &suspended, "stopped", &stopped, "created_ms",
-                    &created, "created_by", &by, "quotas", "cpu_weight",
-                    &weight, "cpu_max", &max) == 0 &&
+                    &created, "created_by", &by, "quotas", &quotas) == 0 &&
         roles_tenant_valid(name) && (t = calloc(1, sizeof *t)) != NULL) {
         snprintf(t->name, sizeof t->name, "%s", name);
         snprintf(t->created_by, sizeof t->created_by, "%s", by);
         t->suspended = suspended;
         t->created_ms = created;
-        t->cpu_weight = weight > 0 && weight <= 10000 ? (uint32_t)weight : 0;
-        t->cpu_max = max > 0 && max <= 102400 ? (uint32_t)max : 0;
-        (void)tenant_share_set(t->name, t->cpu_weight, t->cpu_max);
         t->stopped =
             json_is_array(stopped) ? json_incref(stopped) : json_array();
         LIST_INSERT_HEAD(&tenants, t, link);
+        if (json_is_object(quotas))
+            api_quota_apply(name, quotas);
     } else {
         log_err("tenants: %s is unreadable (%s)", key,
                 message ? message : "not a tenant record");
@@ -160,12 +159,7 @@ tenant_json(struct daemon *d, const char *name, const struct tenant *t)
                         t ? json_string(t->created_by) : json_null());
     if (t == NULL)
         json_object_set_new(j, "implicit", json_true());
-    uint32_t weight, max;
-    tenant_share_get(d->conf, name, &weight, &max);
-    json_object_set_new(j, "quotas",
-                        json_pack("{s:I, s:I}", "cpu_weight",
-                                  (json_int_t)weight, "cpu_max",
-                                  (json_int_t)max));
+    api_quota_describe(d, name, j);
     return j;
 }
 
@@ -219,11 +213,10 @@ persist(struct daemon *d, const struct tenant *t, struct api_req *rq)
 {
     char key[STORE_KEY_MAX];
     json_t *j =
-        json_pack("{s:s, s:b, s:O, s:I, s:s, s:{s:I, s:I}}", "name", t->name,
+        json_pack("{s:s, s:b, s:O, s:I, s:s, s:o}", "name", t->name,
                   "suspended", t->suspended, "stopped", t->stopped,
                   "created_ms", (json_int_t)t->created_ms, "created_by",
-                  t->created_by, "quotas", "cpu_weight",
-                  (json_int_t)t->cpu_weight, "cpu_max", (json_int_t)t->cpu_max);
+                  t->created_by, "quotas", api_quota_overrides_json(t->name));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
     struct written *w = written_new(rq, t->name, NULL);
@@ -258,25 +251,21 @@ tenant_new(struct api_req *rq, const char *name)
     return t;
 }
 
-static const struct api_member tenant_quota_members[] = {
-    { "cpu_weight", NULL },
-    { "cpu_max", NULL },
-    { NULL, NULL },
-};
-static const struct api_object tenant_quotas_object = {
-    .what = "a tenant's quotas",
-    .members = tenant_quota_members,
-    .hint = "{\"cpu_weight\": 200, \"cpu_max\": 150}",
-};
 static const struct api_member tenant_members[] = {
     { "name", NULL },
-    { "quotas", &tenant_quotas_object },
+    { "quotas", &api_quota_object },
     { NULL, NULL },
 };
 static const struct api_object tenant_object = {
     .what = "a tenant",
     .members = tenant_members,
-    .hint = "{\"name\": \"acme\"}",
+    .hint = "{\"name\": \"acme\", \"quotas\": {\"max_workers\": 10}}",
+};
+static const struct api_object tenant_patch_object = {
+    .what = "a tenant's change",
+    .members = (const struct api_member[]){ { "quotas", &api_quota_object },
+                                            { NULL, NULL } },
+    .hint = "{\"quotas\": {\"max_workers\": 10}}",
 };
 
 static void
@@ -285,7 +274,6 @@ create(struct api_req *rq)
     json_t *body = api_body_object(rq);
     const char *name = NULL;
     json_t *quotas;
-    uint32_t weight = 0, max = 0;
 
     if (body == NULL)
         return;
@@ -293,14 +281,7 @@ create(struct api_req *rq)
         api_member_str(rq, body, "name", &name))
         goto out;
     quotas = json_object_get(body, "quotas");
-    if (quotas && !json_is_object(quotas) && !json_is_null(quotas)) {
-        api_error(rq, 400, "invalid_argument", "quotas must be an object");
-        goto out;
-    }
-    if (json_is_object(quotas) &&
-        (api_member_uint(rq, quotas, "cpu_weight", "quotas.", 1, 10000,
-                         &weight) ||
-         api_member_uint(rq, quotas, "cpu_max", "quotas.", 0, 102400, &max)))
+    if (quotas && api_quota_check(rq, quotas) != 0)
         goto out;
     if (!roles_tenant_valid(name)) {
         api_error(rq, 400, "invalid_argument",
@@ -312,17 +293,12 @@ create(struct api_req *rq)
         goto out;
     }
     struct tenant *t = tenant_new(rq, name);
-    if (t == NULL)
-        goto out;
-    t->cpu_weight = weight;
-    t->cpu_max = max;
-    if (tenant_share_set(name, weight, max) != 0) {
-        LIST_REMOVE(t, link);
-        tenant_free(t);
-        api_error(rq, 500, "internal", "out of memory");
-        goto out;
+    if (t && quotas) {
+        quota_tenant_forget(name); /* a deleted namesake's overrides */
+        api_quota_apply(name, quotas);
     }
-    persist(rq->d, t, rq);
+    if (t)
+        persist(rq->d, t, rq);
 out:
     json_decref(body);
 }
@@ -403,6 +379,34 @@ suspend(struct api_req *rq, struct tenant *t, bool on)
     persist(rq->d, t, rq);
 }
 
+/* PATCH /v1/tenants/{name} {"quotas": {...}}: changes its overrides. */
+static void
+patch(struct api_req *rq)
+{
+    json_t *body = api_body_object(rq), *quotas;
+    struct tenant *t;
+
+    if (body == NULL)
+        return;
+    if (api_members_check(rq, body, &tenant_patch_object) != 0)
+        goto out;
+    if ((quotas = json_object_get(body, "quotas")) == NULL) {
+        api_error(rq, 400, "invalid_argument",
+                  "a tenant's change names what changes, such as %s",
+                  tenant_patch_object.hint);
+        goto out;
+    }
+    if (api_quota_check(rq, quotas) != 0 ||
+        (t = tenant_of_path(rq, true)) == NULL)
+        goto out;
+    api_quota_apply(t->name, quotas);
+    log_notice("tenants: %s changed the quotas of tenant %s",
+               rq->principal.name, t->name);
+    persist(rq->d, t, rq);
+out:
+    json_decref(body);
+}
+
 static void delete (struct api_req *rq)
 {
     const char *name = rq->seg[2];
@@ -431,6 +435,7 @@ static void delete (struct api_req *rq)
         return;
     }
     unsigned tokens = api_tokens_revoke_tenant(rq->d, name);
+    quota_tenant_forget(name);
     tenant_share_forget(name);
     /* What its topics still hold for nobody (its workers' went with
      * them): backlogs waiting for a worker not restored yet. */
@@ -483,6 +488,11 @@ api_tenants_route(struct api_req *rq)
             api_reply(rq, 200, tenant_json(rq->d, rq->seg[2], t));
         else
             api_error(rq, 404, "not_found", "no tenant %s", rq->seg[2]);
+        return;
+    }
+    if (rq->nseg == 3 && strcmp(rq->method, "PATCH") == 0) {
+        if (!api_refuse_while_recovering(rq))
+            patch(rq);
         return;
     }
     if (rq->nseg == 3 && strcmp(rq->method, "DELETE") == 0) {

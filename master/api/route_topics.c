@@ -41,6 +41,7 @@
 #include "master/api/events.h"
 #include "master/api/events_http.h"
 #include "master/api/http_server.h"
+#include "master/api/quota_http.h"
 #include "master/api/tokens.h"
 #include "master/broker/admit.h"
 #include "master/broker/broker.h"
@@ -209,6 +210,19 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
             rq, "subscriber_full",
             json_pack("{s:o, s:s}", "accepted", p->ids, "subscriber", who),
             "%s", why);
+        free(p);
+        return;
+    }
+    /* After admission, which takes nothing: a refused publish spends no
+     * tokens. */
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < batch->n; i++) {
+        size_t len;
+        events_batch_get(batch, i, &len);
+        bytes += len;
+    }
+    if (api_quota_refuse_rate(rq, tenant, batch->n, bytes)) {
+        json_decref(p->ids);
         free(p);
         return;
     }

@@ -34,6 +34,7 @@
 #include "lib/uuid.h"
 #include "master/api/api.h"
 #include "master/api/members.h"
+#include "master/api/quota_http.h"
 #include "master/api/worker_body.h"
 #include "master/broker/flow.h"
 #include "master/broker/gateway.h"
@@ -86,11 +87,28 @@ struct op {
     int fail_status;
     const char *fail_code;
     char fail_message[512];
+    /* A create's share of its tenant's quotas, reserved until the worker
+     * is in the registry or the create failed (quota.h). */
+    char *reserved_tenant;
+    int64_t reserved[QUOTA_N];
 };
+
+/* Reserves (sign 1) or gives back (sign -1) op's share of its tenant's
+ * quotas. */
+static void
+op_reserve(struct op *op, int sign)
+{
+    for (int k = 0; op->reserved_tenant && k < QUOTA_N; k++)
+        if (op->reserved[k])
+            quota_reserve(op->reserved_tenant, (enum quota_kind)k,
+                          sign * op->reserved[k]);
+}
 
 static void
 op_free(struct op *op)
 {
+    op_reserve(op, -1);
+    free(op->reserved_tenant);
     if (op->w)
         op->w->busy = false;
     free(op->code);
@@ -549,6 +567,29 @@ fetch_answer_error(struct api_req *rq, enum fetch_status st, const char *why)
     }
 }
 
+/* Refuses op's code when it would take its tenant over max_code_bytes (a
+ * reload gives back the code in use): answered, op undone and freed. */
+static bool
+code_refused(struct op *op)
+{
+    const struct worker *w = op->w;
+    const struct worker_version *v =
+        op->kind == OP_CREATE ? NULL : worker_version_find(w, w->version);
+
+    if (!api_quota_refuse_size(op->rq, w->tenant, QUOTA_MAX_CODE_BYTES, op->len,
+                               v ? v->size : 0)) {
+        if (op->kind == OP_CREATE && op->reserved_tenant) {
+            op->reserved[QUOTA_MAX_CODE_BYTES] = (int64_t)op->len;
+            quota_reserve(op->reserved_tenant, QUOTA_MAX_CODE_BYTES,
+                          (int64_t)op->len);
+        }
+        return false;
+    }
+    op_undo(op);
+    op_free(op);
+    return true;
+}
+
 static void
 on_fetched(struct fetch_result *r, void *arg)
 {
@@ -571,6 +612,8 @@ on_fetched(struct fetch_result *r, void *arg)
         op_free(op);
         return;
     }
+    if (code_refused(op))
+        return;
     if (op->kind == OP_CREATE)
         create_store_and_load(op);
     else
@@ -588,6 +631,8 @@ op_take_code(struct op *op, struct worker_body_code *cr)
         op->code = cr->code;
         op->len = cr->len;
         cr->code = NULL;
+        if (code_refused(op))
+            return;
         if (op->kind == OP_CREATE)
             create_store_and_load(op);
         else
@@ -609,6 +654,32 @@ op_take_code(struct op *op, struct worker_body_code *cr)
         fetch_answer_error(op->rq, st, why);
         op_free(op);
     }
+}
+
+/* Refuses a new worker w of tenant that its quotas of workers, running
+ * workers or memory cannot hold (answered): true. */
+static bool
+sizes_refused(struct api_req *rq, const char *tenant, const struct worker *w,
+              json_t *start)
+{
+    if (w->limits.memory_mb == 0 &&
+        quota_limit(tenant, QUOTA_MAX_MEMORY_MB) != 0) {
+        quota_refusal_note(tenant, QUOTA_MAX_MEMORY_MB);
+        api_error_extra(
+            rq, 403, "quota_exceeded",
+            json_pack("{s:s, s:I}", "quota", "max_memory_mb", "limit",
+                      (json_int_t)quota_limit(tenant, QUOTA_MAX_MEMORY_MB)),
+            "tenant %s has the quota max_memory_mb (limit %llu MB): its "
+            "workers must declare limits.memory_mb",
+            tenant,
+            (unsigned long long)quota_limit(tenant, QUOTA_MAX_MEMORY_MB));
+        return true;
+    }
+    return api_quota_refuse_size(rq, tenant, QUOTA_MAX_WORKERS, 1, 0) ||
+           ((!start || json_is_true(start)) &&
+            api_quota_refuse_size(rq, tenant, QUOTA_MAX_RUNNING_HOSTS, 1, 0)) ||
+           api_quota_refuse_size(rq, tenant, QUOTA_MAX_MEMORY_MB,
+                                 w->limits.memory_mb, 0);
 }
 
 static void
@@ -678,6 +749,9 @@ create(struct api_req *rq)
         goto out;
     }
 
+    if (sizes_refused(rq, b.tenant ? b.tenant : "default", w, b.start))
+        goto out;
+
     uuid_new(w->id);
     w->name = strdup(b.name ? b.name : w->id);
     w->tenant = strdup(b.tenant ? b.tenant : "default");
@@ -699,6 +773,12 @@ create(struct api_req *rq)
     struct op *op = op_new(rq, OP_CREATE, w);
     if (op == NULL)
         goto out;
+    if ((op->reserved_tenant = strdup(w->tenant)) != NULL) {
+        op->reserved[QUOTA_MAX_WORKERS] = 1;
+        op->reserved[QUOTA_MAX_RUNNING_HOSTS] = w->status == WORKER_RUNNING;
+        op->reserved[QUOTA_MAX_MEMORY_MB] = w->limits.memory_mb;
+        op_reserve(op, 1);
+    }
     w = NULL;
     if (no_code)
         op_persist(op);
@@ -767,6 +847,11 @@ change_status(struct api_req *rq, struct worker *w, enum worker_status to,
         worker_answer(rq, 200, w); /* idempotent */
         return;
     }
+    /* A start beyond the quota is refused, not queued: a start that
+     * waited would leave the client unsure whether it happened. */
+    if (to == WORKER_RUNNING && w->status != WORKER_RUNNING &&
+        api_quota_refuse_size(rq, w->tenant, QUOTA_MAX_RUNNING_HOSTS, 1, 0))
+        return;
     struct op *op = op_new(rq, OP_STATUS, w);
     if (op == NULL)
         return;

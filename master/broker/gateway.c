@@ -15,6 +15,7 @@
 
 #include "ipc/cloudevent.h"
 #include "lib/name.h"
+#include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "master/api/events.h"
 #include "master/broker/admit.h"
@@ -24,6 +25,7 @@
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
+#include "master/workers/quota.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
 
@@ -286,6 +288,14 @@ on_publish_fenced(int rc, const char *message, void *arg)
     if (admit_publish(op->d, w->tenant, op->topic, 1, why, sizeof why, who,
                       sizeof who) != 0) {
         reply_error(op->c, 503, "subscriber_full: %s", why);
+        gwop_free(op);
+        return;
+    }
+    uint64_t retry_s;
+    enum quota_kind k;
+    if (quota_rate_take(w->tenant, 1, op->event.len, timestamp_now_ms(),
+                        &retry_s, &k, why, sizeof why) != 0) {
+        reply_error(op->c, 429, "rate_limited: %s", why);
         gwop_free(op);
         return;
     }

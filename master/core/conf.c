@@ -438,3 +438,29 @@ conf_free(struct conf *c)
     free(c->origin);
     memset(c, 0, sizeof(*c));
 }
+
+/* ---- the table (conf_keys.c) --------------------------------------- */
+
+const struct conf_key *
+conf_keys(size_t *n)
+{
+    *n = conf_key_count;
+    return conf_key_table;
+}
+
+ssize_t
+conf_key_index(const char *name)
+{
+    for (size_t i = 0; i < conf_key_count; i++)
+        if (strcmp(conf_key_table[i].name, name) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+const struct conf_key *
+conf_key_find(const char *name)
+{
+    ssize_t i = conf_key_index(name);
+
+    return i < 0 ? NULL : &conf_key_table[i];
+}

@@ -255,6 +255,14 @@ struct conf {
     int log_level;       /* LOG_DEBUG … LOG_ERR */
     int audit_publishes; /* enum conf_audit_publishes */
 
+    /* Quotas per tenant (master/workers/quota.h); 0 = unlimited. */
+    unsigned tenant_max_workers;
+    unsigned tenant_max_running_hosts;
+    unsigned tenant_max_memory_mb;
+    uint64_t tenant_max_code_bytes;
+    unsigned tenant_publish_events_per_second;
+    uint64_t tenant_publish_bytes_per_second;
+
     /* The file read, or NULL when none was (the default file is absent). */
     char *file;
     /* One per row of conf_keys(), in its order. */

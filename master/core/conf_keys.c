@@ -130,6 +130,12 @@
  * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
  * | `log_level` | enum: debug, info, notice, warning, error | `info` | `WM_LOG_LEVEL` | Least severe level logged. |
  * | `audit_publishes` | enum: none, errors, all | `errors` | `WM_AUDIT_PUBLISHES` | Which publishes (POST /v1/topics/T/events) the audit log records: none, errors (refused ones, status 400 and above), or all; every other mutation is always recorded. |
+ * | `tenant_max_workers` | integer, 0–1000000 | `0` | `WM_TENANT_MAX_WORKERS` | Workers one tenant may have; a create beyond it is answered 403 quota_exceeded; 0 = unlimited.  PATCH /v1/tenants/NAME overrides every tenant_* key for one tenant. |
+ * | `tenant_max_running_hosts` | integer, 0–1000000 | `0` | `WM_TENANT_MAX_RUNNING_HOSTS` | Workers of one tenant that may be running (started, each with its host) at once; a start or create beyond it is refused 403 quota_exceeded, never queued; 0 = unlimited. |
+ * | `tenant_max_memory_mb` | integer, 0–1073741824 | `0` | `WM_TENANT_MAX_MEMORY_MB` | Sum of limits.memory_mb over one tenant's workers; when set, each worker must declare limits.memory_mb; 0 = unlimited. |
+ * | `tenant_max_code_bytes` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_MAX_CODE_BYTES` | Sum of the code in use by one tenant's workers (a reload counts the new package instead of the old); 0 = unlimited. |
+ * | `tenant_publish_events_per_second` | integer, 0–100000000 | `0` | `WM_TENANT_PUBLISH_EVENTS_PER_SECOND` | Events one tenant may publish per second (API and its workers, a token bucket holding one second); beyond it 429 rate_limited with Retry-After; 0 = unlimited. |
+ * | `tenant_publish_bytes_per_second` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_PUBLISH_BYTES_PER_SECOND` | Bytes of events one tenant may publish per second, as tenant_publish_events_per_second; 0 = unlimited. |
  */
 /* clang-format on */
 #include "config.h"
@@ -141,6 +147,13 @@
 #include <stddef.h>
 #include <string.h>
 #include <syslog.h>
+
+/* A quota per tenant (quota.h): 0 = unlimited, the default. */
+#define QUOTA_KEY(key, ENV, T, conftype, top, text)                            \
+    {                                                                          \
+        .name = #key, .type = conftype, .def = "0", .env = ENV, .doc = text,   \
+        .offset = AT(key, T), .min = 0, .max = top                             \
+    }
 
 /* Build-time paths (Makefile: from sysconfdir and libexecdir). */
 #ifndef WM_TOKEN_FILE
@@ -1308,31 +1321,36 @@ const struct conf_key conf_key_table[] = {
         .offset = AT(audit_publishes, int),
         .words = audit_publishes_words,
     },
+    QUOTA_KEY(tenant_max_workers, "WM_TENANT_MAX_WORKERS", unsigned, CONF_UINT,
+              1000000,
+              "Workers one tenant may have; a create beyond it is answered "
+              "403 quota_exceeded; 0 = unlimited.  PATCH /v1/tenants/NAME "
+              "overrides every tenant_* key for one tenant."),
+    QUOTA_KEY(tenant_max_running_hosts, "WM_TENANT_MAX_RUNNING_HOSTS", unsigned,
+              CONF_UINT, 1000000,
+              "Workers of one tenant that may be running (started, each with "
+              "its host) at once; a start or create beyond it is refused 403 "
+              "quota_exceeded, never queued; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_memory_mb, "WM_TENANT_MAX_MEMORY_MB", unsigned,
+              CONF_UINT, 1073741824,
+              "Sum of limits.memory_mb over one tenant's workers; when set, "
+              "each worker must declare limits.memory_mb; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_code_bytes, "WM_TENANT_MAX_CODE_BYTES", uint64_t,
+              CONF_SIZE, 1ull << 40,
+              "Sum of the code in use by one tenant's workers (a reload "
+              "counts the new package instead of the old); 0 = unlimited."),
+    QUOTA_KEY(tenant_publish_events_per_second,
+              "WM_TENANT_PUBLISH_EVENTS_PER_SECOND", unsigned, CONF_UINT,
+              100000000,
+              "Events one tenant may publish per second (API and its "
+              "workers, a token bucket holding one second); beyond it 429 "
+              "rate_limited with Retry-After; 0 = unlimited."),
+    QUOTA_KEY(tenant_publish_bytes_per_second,
+              "WM_TENANT_PUBLISH_BYTES_PER_SECOND", uint64_t, CONF_SIZE,
+              1ull << 40,
+              "Bytes of events one tenant may publish per second, as "
+              "tenant_publish_events_per_second; 0 = unlimited."),
 };
 
 const size_t conf_key_count =
     sizeof(conf_key_table) / sizeof(conf_key_table[0]);
-
-const struct conf_key *
-conf_keys(size_t *n)
-{
-    *n = conf_key_count;
-    return conf_key_table;
-}
-
-ssize_t
-conf_key_index(const char *name)
-{
-    for (size_t i = 0; i < conf_key_count; i++)
-        if (strcmp(conf_key_table[i].name, name) == 0)
-            return (ssize_t)i;
-    return -1;
-}
-
-const struct conf_key *
-conf_key_find(const char *name)
-{
-    ssize_t i = conf_key_index(name);
-
-    return i < 0 ? NULL : &conf_key_table[i];
-}

@@ -53,6 +53,7 @@
 #include "master/workers/activity.h"
 #include "master/workers/fetch.h"
 #include "master/workers/lifecycle.h"
+#include "master/workers/quota.h"
 #include "master/workers/recovery.h"
 #include "master/workers/registry.h"
 #include "sandbox/cgroup.h"
@@ -628,6 +629,7 @@ main(int argc, char **argv)
                    "%s_blobs (libnats %s)",
                    conf.nats_url, conf.nats_bucket_prefix,
                    conf.nats_bucket_prefix, store_nats_version());
+    quota_defaults_set(&conf);
     if (api_tokens_load(d.store, err, sizeof err) != 0 ||
         api_tenants_load(d.store, err, sizeof err) != 0) {
         log_err("store: tokens and tenants: %s", err);
@@ -692,6 +694,7 @@ out:
     api_tokens_free();
     api_tenants_free();
     tenant_meter_free_all();
+    quota_free();
     if (d.sv)
         supervise_free(d.sv); /* the launcher removes the cgroups */
     else

@@ -80,6 +80,15 @@ tenant_share_get(const struct conf *c, const char *tenant, uint32_t *cpu_weight,
 }
 
 void
+tenant_share_own(const char *tenant, uint32_t *cpu_weight, uint32_t *cpu_max)
+{
+    const struct share *s = share_find(tenant);
+
+    *cpu_weight = s ? s->cpu_weight : 0;
+    *cpu_max = s ? s->cpu_max : 0;
+}
+
+void
 tenant_share_free_all(void)
 {
     struct share *s;

@@ -26,6 +26,10 @@ void tenant_share_forget(const char *tenant);
 void tenant_share_get(const struct conf *c, const char *tenant,
                       uint32_t *cpu_weight, uint32_t *cpu_max);
 
+/* tenant's own weight and quota, 0 for each it leaves to the defaults. */
+void tenant_share_own(const char *tenant, uint32_t *cpu_weight,
+                      uint32_t *cpu_max);
+
 /* Frees every tenant's settings (shutdown). */
 void tenant_share_free_all(void);
 

@@ -118,7 +118,7 @@ def test_refusals_are_json_not_html(wm_builddir, tmp_path):
     d = Daemon(wm_builddir, tmp_path, options={"max_body_bytes": 4096})
     d.start()
     try:
-        refused(d, b"PATCH /v1/workers HTTP/1.1\r\n\r\n", 501,
+        refused(d, b"TRACE /v1/workers HTTP/1.1\r\n\r\n", 501,
                 "not_implemented")
         refused(d, b"NONSENSE\r\n\r\n", 400, "bad_request")
         refused(d, b"GET /health HTTP/3.0\r\n\r\n", 505,
