@@ -216,7 +216,11 @@ def test_group_locks_in_nats(wm_builddir, tmp_path, nats):
     revision): two members take turns, never overlapping."""
     d = _daemon(wm_builddir, tmp_path, nats,
                 group_lock_retry_base_delay_ms=20,
-                redelivery_base_delay_ms=20).start()
+                redelivery_base_delay_ms=20,
+                # a lock taken in NATS per event, not a lease per turn:
+                # every event a compare-and-set on the record
+                group_lock_lease_idle_ms=0,
+                group_lock_token_block=1).start()
     try:
         a = d.create(topic="g", name="ga", group="lockers")
         b = d.create(topic="g", name="gb", group="lockers")

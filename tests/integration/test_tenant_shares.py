@@ -50,7 +50,10 @@ def test_hosts_of_a_tenant_share_its_cpu_group(wmd):
                                  "quotas": {"cpu_weight": 300,
                                             "cpu_max": 50}})
     assert r.status == 201, r
-    assert r.json["quotas"] == {"cpu_weight": 300, "cpu_max": 50}, r
+    q = r.json["quotas"]
+    assert (q["cpu_weight"], q["cpu_max"]) == (300, 50), r
+    assert r.json["quotas_overridden"] == {"cpu_weight": 300,
+                                           "cpu_max": 50}, r
     heavy = wmd.create(tenant="heavy", topic="t")["id"]
     light = wmd.create(topic="t")["id"]  # tenant default
     for wid, tenant, weight, cpu_max in ((heavy, "heavy", 300, 50),
@@ -77,8 +80,11 @@ def test_hosts_of_a_tenant_share_its_cpu_group(wmd):
 
 
 def test_bad_cpu_quotas_are_refused(wmd):
-    r = wmd.post("/v1/tenants", {"name": "x", "quotas": {"cpu_weight": 0}})
+    r = wmd.post("/v1/tenants", {"name": "x",
+                                 "quotas": {"cpu_weight": 10001}})
     assert r.status == 400 and "quotas.cpu_weight" in r.raw.decode(), r
+    r = wmd.post("/v1/tenants", {"name": "x", "quotas": {"cpu_max": -1}})
+    assert r.status == 400 and "quotas.cpu_max" in r.raw.decode(), r
     r = wmd.post("/v1/tenants", {"name": "x", "quotas": {"cpu_wieght": 5}})
     assert r.status == 400 and "cpu_weight" in r.raw.decode(), r
 
