@@ -231,7 +231,6 @@ conf_check_topic_patterns(const char *v, char *why, size_t whylen)
     return each_entry(v, topic_pattern_entry, why, whylen);
 }
 
-/* nats_url: comma-separated URLs of the schemes the NATS client takes. */
 /* A JetStream bucket name is [A-Za-z0-9_-]; the store appends "_state"
  * and "_blobs". */
 int
@@ -245,6 +244,7 @@ conf_check_nats_bucket_prefix(const char *v, char *why, size_t whylen)
                       v);
 }
 
+/* nats_url: comma-separated URLs of the schemes the NATS client takes. */
 int
 conf_check_nats_url(const char *v, char *why, size_t whylen)
 {
