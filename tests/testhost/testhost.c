@@ -454,6 +454,7 @@ on_process(const struct ipc_frame *f)
         } while ((t.tv_sec - t0.tv_sec) * 1000L +
                      (t.tv_nsec - t0.tv_nsec) / 1000000L <
                  ms);
+        (void)sink; /* read by nobody: clang counts a volatile's += as set */
         reply_outputs(f->seq, &ce, 1, NULL);
     } else if (strcmp(what, "flood") == 0) {
         for (unsigned i = 0; i < FLOOD_LINES; i++)
