@@ -356,6 +356,8 @@ group_get(struct grouplocks *gl, const char *key)
     if (g->timer == NULL || g->idle == NULL) {
         if (g->timer != NULL)
             event_free(g->timer);
+        if (g->idle != NULL)
+            event_free(g->idle);
         free(g);
         return NULL;
     }
@@ -831,6 +833,7 @@ grouplocks_free(struct grouplocks *gl)
         }
         gl->groups = g->next;
         event_free(g->timer);
+        event_free(g->idle);
         free(g);
     }
     /* Deliver everything decided, including what the callbacks ask for
