@@ -338,8 +338,9 @@ def v2_group(tmp_path):
 def test_v2_groups_live_in_the_daemons_own_group(wm_builddir, tmp_path,
                                                  v2_group):
     """cgroup_hierarchy = v2: the daemon moves into G/daemon of its own
-    group G (never the hierarchy's root), hosts get G/PARENT/d<pid>/<leaf>
-    beside it, and the daemon's directory goes with the daemon."""
+    group G (never the hierarchy's root), hosts get
+    G/PARENT/d<pid>/t-<tenant>/<leaf> beside it, and the daemon's
+    directory goes with the daemon."""
     mount = v2_mount()
     rel = "/" + str(v2_group.relative_to(mount))
     d = DelegatedDaemon(wm_builddir, tmp_path, v2_group, options={
@@ -352,7 +353,7 @@ def test_v2_groups_live_in_the_daemons_own_group(wm_builddir, tmp_path,
         pid = d.get(f"/v1/workers/{w['id']}").json["pid"]
         host = own_v2_group(pid)
         assert host.startswith(
-            f"{rel}/{V2_PARENT}/d{d.proc.pid}/{w['id']}-"), host
+            f"{rel}/{V2_PARENT}/d{d.proc.pid}/t-default/{w['id']}-"), host
         assert d.invoke(w["id"]).status == 200
         # Nothing of the daemon's at the hierarchy's root.
         assert not (Path(mount) / V2_PARENT / f"d{d.proc.pid}").exists()
