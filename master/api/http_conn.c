@@ -768,8 +768,11 @@ peer_read(struct http_conn *c)
         snprintf(p->text, sizeof p->text, "tcp %s:%u", host, port);
         return;
     }
+    /* A client in another PID namespace (the daemon in a container, or
+     * started with unshare --pid) has pid 0 here; its uid and gid are
+     * still the kernel's word, which is all the principal needs. */
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-        cl == sizeof cred && cred.pid > 0) {
+        cl == sizeof cred) {
         p->cred = true;
         p->uid = cred.uid;
         p->gid = cred.gid;

@@ -751,7 +751,10 @@ def test_group_tokens_grow_across_crash(wm_builddir, tmp_path):
     high = held[3]
     # One block reserved for the six events, not a token each.
     assert high > 6, held
-    assert metric(d, "workmanager_grouplock_acquired_total") == 1
+    # A lease for the batch of five, and at most one more for the held
+    # event (the 20 ms idle can end the first in the gap on a slow run):
+    # never a lock per event.
+    assert metric(d, "workmanager_grouplock_acquired_total") <= 2
     d.kill9()
     d.start()
     infra = Stream(d, "workmanager.infra.worker")
