@@ -25,7 +25,8 @@
  * where str is u16 length | bytes.  Replay rebuilds every message with its
  * unsettled names; a message with none left is released at once.
  *
- * Storage failures (the journal cannot write): broker_storage.c.
+ * Storage failures (the journal cannot write): broker_storage.c.  What
+ * is held for each tenant (the backlog quotas): broker_tenant.c.
  *
  * Delivery order: FIFO per subscription; a nacked delivery goes back to the
  * head of its queue once its delay has passed.  Deliveries of a
@@ -115,7 +116,8 @@ topic_get(struct broker *b, const char *tenant, const char *topic)
         return NULL;
     t->tenant = strdup(tenant);
     t->topic = strdup(topic);
-    if (t->tenant == NULL || t->topic == NULL) {
+    t->acct = tenant_backlog_get(b, tenant);
+    if (t->tenant == NULL || t->topic == NULL || t->acct == NULL) {
         free(t->tenant);
         free(t->topic);
         free(t);
@@ -249,6 +251,7 @@ msg_free(struct broker *b, struct msg *m)
         journal_release(b->j, m->lsn);
     TAILQ_REMOVE(&b->msgs, m, link);
     b->nmsgs--;
+    tenant_backlog_add(m->t->acct, -1, m->len);
     free(m->ev);
     free(m);
 }
@@ -336,6 +339,7 @@ msg_new(struct broker *b, struct topic *t, const uint8_t *ev, size_t len)
     m->t = t;
     TAILQ_INSERT_TAIL(&b->msgs, m, link);
     b->nmsgs++;
+    tenant_backlog_add(t->acct, 1, len);
     return m;
 }
 
@@ -492,6 +496,7 @@ msg_unpublish(struct broker *b, struct msg *m)
     }
     TAILQ_REMOVE(&b->msgs, m, link);
     b->nmsgs--;
+    tenant_backlog_add(m->t->acct, -1, m->len);
     free(m->ev);
     free(m);
 }
@@ -1096,6 +1101,7 @@ broker_close(struct broker *b)
         LIST_REMOVE(s, link);
         sub_free(s);
     }
+    tenant_backlog_free_all(b);
     free(b->buckets);
     free(b->by_origin);
     free(b);

@@ -1,11 +1,14 @@
 /*
  * broker_embedded.h — the objects of the `embedded` broker backend (topic,
  * msg, dsub, dl, the broker itself; broker_embedded.c describes them),
- * shared by the files that implement it.  Private to master/broker/:
- * callers of broker.h never see them.
+ * shared by the files that implement it (broker_embedded.c,
+ * broker_tenant.c).  Private to master/broker/: callers of broker.h never
+ * see them.
  *
  * Invariants (kept by broker_embedded.c): a msg exists while some dl of it
- * is unsettled (replay sweeps the emptied ones at its end).
+ * is unsettled (replay sweeps the emptied ones at its end); a topic's acct
+ * is its tenant's backlog account, which counts exactly the msgs of the
+ * tenant's topics and their bytes (tenant_backlog_add()).
  */
 #ifndef WM_MASTER_BROKER_EMBEDDED_H
 #define WM_MASTER_BROKER_EMBEDDED_H
@@ -82,6 +85,7 @@ struct topic {
     char *topic;
     struct sub_list subs;
     struct dsub *dsubs;
+    struct tenant_backlog *acct; /* its tenant's, shared by its topics */
 };
 
 TAILQ_HEAD(msg_list, msg);
@@ -105,6 +109,26 @@ struct broker {
     uint64_t publish_gen;
     uint64_t segment_bytes; /* the journal's, for compaction's rule */
     int (*verify)(const uint8_t *event, size_t len); /* replayed events */
+    struct tenant_backlog *accts; /* one per tenant with a topic */
 };
+
+/* ---- per-tenant backlog accounts (broker_tenant.c) ------------------- */
+
+/* What the broker holds for one tenant: its msgs and their bytes. */
+struct tenant_backlog {
+    struct tenant_backlog *next; /* b->accts */
+    char *tenant;
+    uint64_t events, bytes;
+};
+
+/* tenant's account in b, made (zero) when absent; NULL when out of
+ * memory. */
+struct tenant_backlog *tenant_backlog_get(struct broker *b, const char *tenant);
+
+/* Counts a msg of len bytes stored (sign 1) or freed (-1) in a. */
+void tenant_backlog_add(struct tenant_backlog *a, int sign, size_t len);
+
+/* Frees every account of b (its close). */
+void tenant_backlog_free_all(struct broker *b);
 
 #endif /* WM_MASTER_BROKER_EMBEDDED_H */
