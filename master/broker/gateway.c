@@ -293,6 +293,12 @@ on_publish_fenced(int rc, const char *message, void *arg)
     }
     uint64_t retry_s;
     enum quota_kind k;
+    if (quota_backlog_admit(op->d->registry, w->tenant, 1, op->event.len, &k,
+                            why, sizeof why) != 0) {
+        reply_error(op->c, 403, "quota_exceeded: %s", why);
+        gwop_free(op);
+        return;
+    }
     if (quota_rate_take(w->tenant, 1, op->event.len, timestamp_now_ms(),
                         &retry_s, &k, why, sizeof why) != 0) {
         reply_error(op->c, 429, "rate_limited: %s", why);

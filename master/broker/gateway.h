@@ -16,7 +16,9 @@
  *
  * Requests and responses are JSON.  Statuses follow HTTP: 200, 400 (a bad
  * request, named), 403, 404 (no such key, service or method, named), 409
- * (a write under a stale group lock token), 500 (the store failed), 503
+ * (a write under a stale group lock token), 500 (the store failed), 403
+ * ("quota_exceeded: ..." : a publish over the tenant's backlog quota,
+ * quota.h), 429 ("rate_limited: ..."), 503
  * (a publish with no room: "subscriber_full: ..." naming the full worker or
  * group, as admit.h refuses a client's, or the journal's budget).
  * Publishes and state writes of a grouped worker are writes under its

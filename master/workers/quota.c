@@ -39,6 +39,8 @@ static const char *const kind_names[QUOTA_N] = {
     [QUOTA_MAX_CODE_BYTES] = "max_code_bytes",
     [QUOTA_PUBLISH_EVENTS_PER_S] = "publish_events_per_second",
     [QUOTA_PUBLISH_BYTES_PER_S] = "publish_bytes_per_second",
+    [QUOTA_MAX_BACKLOG_EVENTS] = "max_backlog_events",
+    [QUOTA_MAX_BACKLOG_BYTES] = "max_backlog_bytes",
 };
 
 /* A token bucket: tokens in thousandths, so that a rate of 1/s refills
@@ -58,6 +60,8 @@ struct tenant_quota {
 
 static LIST_HEAD(, tenant_quota) tenants = LIST_HEAD_INITIALIZER(tenants);
 static const struct conf *defaults;
+static quota_backlog_fn backlog_fn;
+static const void *backlog_arg;
 
 const char *
 quota_kind_name(enum quota_kind k)
@@ -74,6 +78,13 @@ quota_kind_parse(const char *name, enum quota_kind *out)
             return 0;
         }
     return -1;
+}
+
+void
+quota_backlog_source_set(quota_backlog_fn fn, const void *arg)
+{
+    backlog_fn = fn;
+    backlog_arg = arg;
 }
 
 void
@@ -145,6 +156,10 @@ default_of(enum quota_kind k)
         return defaults->tenant_publish_events_per_second;
     case QUOTA_PUBLISH_BYTES_PER_S:
         return defaults->tenant_publish_bytes_per_second;
+    case QUOTA_MAX_BACKLOG_EVENTS:
+        return defaults->tenant_max_backlog_events;
+    case QUOTA_MAX_BACKLOG_BYTES:
+        return defaults->tenant_max_backlog_bytes;
     case QUOTA_N:
         break;
     }
@@ -210,6 +225,12 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
         int64_t left = refilled(b, rate, timestamp_now_ms()) / 1000;
         return left >= (int64_t)rate ? 0 : rate - (uint64_t)left;
     }
+    if (k == QUOTA_MAX_BACKLOG_EVENTS || k == QUOTA_MAX_BACKLOG_BYTES) {
+        uint64_t events = 0, bytes = 0;
+        if (backlog_fn)
+            backlog_fn(backlog_arg, tenant, &events, &bytes);
+        return k == QUOTA_MAX_BACKLOG_EVENTS ? events : bytes;
+    }
     const struct tenant_quota *t = find(tenant);
     if (t && t->reserved[k] > 0)
         sum = (uint64_t)t->reserved[k];
@@ -256,14 +277,30 @@ quota_size_admit(const struct registry *r, const char *tenant,
     if (after <= limit || add <= release)
         return 0;
     quota_refusal_note(tenant, k);
+    bool backlog =
+        k == QUOTA_MAX_BACKLOG_EVENTS || k == QUOTA_MAX_BACKLOG_BYTES;
     snprintf(why, whylen,
              "tenant %s is at its quota %s: limit %" PRIu64 ", usage %" PRIu64
-             ", this request adds %" PRIu64
-             "; free some (delete or stop workers) or ask an operator to "
+             ", this request adds %" PRIu64 "; %s, or ask an operator to "
              "raise it (wmctl tenant set %s --quota %s=N)",
-             tenant, kind_names[k], limit, used, add - release, tenant,
-             kind_names[k]);
+             tenant, kind_names[k], limit, used, add - release,
+             backlog ? "nothing was accepted: retry once the backlog drains "
+                       "(its workers settle their events)"
+                     : "free some (delete or stop workers)",
+             tenant, kind_names[k]);
     return -1;
+}
+
+int
+quota_backlog_admit(const struct registry *r, const char *tenant,
+                    uint64_t events, uint64_t bytes, enum quota_kind *which,
+                    char *why, size_t whylen)
+{
+    *which = QUOTA_MAX_BACKLOG_EVENTS;
+    if (quota_size_admit(r, tenant, *which, events, 0, why, whylen) != 0)
+        return -1;
+    *which = QUOTA_MAX_BACKLOG_BYTES;
+    return quota_size_admit(r, tenant, *which, bytes, 0, why, whylen);
 }
 
 /* The seconds until b holds `need` tokens (thousandths) at `rate`. */
@@ -322,6 +359,9 @@ void
 quota_free(void)
 {
     struct tenant_quota *t;
+
+    backlog_fn = NULL;
+    backlog_arg = NULL;
     while ((t = LIST_FIRST(&tenants)) != NULL) {
         LIST_REMOVE(t, link);
         free(t->name);
