@@ -38,6 +38,8 @@ static const struct api_member quota_members[] = {
     { "publish_bytes_per_second", NULL },
     { "max_backlog_events", NULL },
     { "max_backlog_bytes", NULL },
+    { "max_state_keys", NULL },
+    { "max_state_bytes", NULL },
     { "cpu_weight", NULL },
     { "cpu_max", NULL },
     { NULL, NULL },

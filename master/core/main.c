@@ -308,6 +308,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
 static void
 on_recovered(struct daemon *d)
 {
+    gateway_state_count(d);
     sd_notify(0, "READY=1\nSTATUS=ready");
     /* Ready first: the pool hosts start in the background. */
     supervise_pool_fill(d->sv);

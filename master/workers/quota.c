@@ -41,6 +41,8 @@ static const char *const kind_names[QUOTA_N] = {
     [QUOTA_PUBLISH_BYTES_PER_S] = "publish_bytes_per_second",
     [QUOTA_MAX_BACKLOG_EVENTS] = "max_backlog_events",
     [QUOTA_MAX_BACKLOG_BYTES] = "max_backlog_bytes",
+    [QUOTA_MAX_STATE_KEYS] = "max_state_keys",
+    [QUOTA_MAX_STATE_BYTES] = "max_state_bytes",
 };
 
 /* A token bucket: tokens in thousandths, so that a rate of 1/s refills
@@ -55,7 +57,8 @@ struct tenant_quota {
     char *name;
     int64_t override[QUOTA_N]; /* -1: the default */
     struct bucket events, bytes;
-    int64_t reserved[QUOTA_N]; /* admitted creates not yet registered */
+    int64_t reserved[QUOTA_N];       /* admitted creates not yet registered */
+    int64_t state_keys, state_bytes; /* quota_state_add() */
 };
 
 static LIST_HEAD(, tenant_quota) tenants = LIST_HEAD_INITIALIZER(tenants);
@@ -160,6 +163,10 @@ default_of(enum quota_kind k)
         return defaults->tenant_max_backlog_events;
     case QUOTA_MAX_BACKLOG_BYTES:
         return defaults->tenant_max_backlog_bytes;
+    case QUOTA_MAX_STATE_KEYS:
+        return defaults->tenant_max_state_keys;
+    case QUOTA_MAX_STATE_BYTES:
+        return defaults->tenant_max_state_bytes;
     case QUOTA_N:
         break;
     }
@@ -232,6 +239,12 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
         return k == QUOTA_MAX_BACKLOG_EVENTS ? events : bytes;
     }
     const struct tenant_quota *t = find(tenant);
+    if (k == QUOTA_MAX_STATE_KEYS || k == QUOTA_MAX_STATE_BYTES) {
+        int64_t v = t == NULL                   ? 0
+                    : k == QUOTA_MAX_STATE_KEYS ? t->state_keys
+                                                : t->state_bytes;
+        return v > 0 ? (uint64_t)v : 0;
+    }
     if (t && t->reserved[k] > 0)
         sum = (uint64_t)t->reserved[k];
     for (size_t i = 0; i < registry_count(r); i++) {
@@ -279,6 +292,7 @@ quota_size_admit(const struct registry *r, const char *tenant,
     quota_refusal_note(tenant, k);
     bool backlog =
         k == QUOTA_MAX_BACKLOG_EVENTS || k == QUOTA_MAX_BACKLOG_BYTES;
+    bool state = k == QUOTA_MAX_STATE_KEYS || k == QUOTA_MAX_STATE_BYTES;
     snprintf(why, whylen,
              "tenant %s is at its quota %s: limit %" PRIu64 ", usage %" PRIu64
              ", this request adds %" PRIu64 "; %s, or ask an operator to "
@@ -286,6 +300,7 @@ quota_size_admit(const struct registry *r, const char *tenant,
              tenant, kind_names[k], limit, used, add - release,
              backlog ? "nothing was accepted: retry once the backlog drains "
                        "(its workers settle their events)"
+             : state ? "nothing was written: delete some state keys"
                      : "free some (delete or stop workers)",
              tenant, kind_names[k]);
     return -1;
@@ -301,6 +316,36 @@ quota_backlog_admit(const struct registry *r, const char *tenant,
         return -1;
     *which = QUOTA_MAX_BACKLOG_BYTES;
     return quota_size_admit(r, tenant, *which, bytes, 0, why, whylen);
+}
+
+int
+quota_state_admit(const struct registry *r, const char *tenant, uint64_t keys,
+                  uint64_t bytes, uint64_t release, enum quota_kind *which,
+                  char *why, size_t whylen)
+{
+    *which = QUOTA_MAX_STATE_KEYS;
+    if (quota_size_admit(r, tenant, *which, keys, 0, why, whylen) != 0)
+        return -1;
+    *which = QUOTA_MAX_STATE_BYTES;
+    return quota_size_admit(r, tenant, *which, bytes, release, why, whylen);
+}
+
+void
+quota_state_add(const char *tenant, int64_t keys, int64_t bytes)
+{
+    struct tenant_quota *t = get(tenant);
+    if (t) {
+        t->state_keys += keys;
+        t->state_bytes += bytes;
+    }
+}
+
+void
+quota_state_clear(void)
+{
+    struct tenant_quota *t;
+    LIST_FOREACH (t, &tenants, link)
+        t->state_keys = t->state_bytes = 0;
 }
 
 /* The seconds until b holds `need` tokens (thousandths) at `rate`. */

@@ -13,6 +13,10 @@
  * Backlogs (the events the broker holds for a tenant, not yet settled,
  * and their bytes) are the broker's counts, read through the source the
  * daemon sets (quota_backlog_source_set()): the broker keeps them.
+ * State (the keys a tenant's workers hold through the gateway's
+ * workmanager.state, and the bytes of their values) is counted here: the
+ * gateway adds what each write changes (quota_state_add()) and counts it
+ * all from the store once at start-up.
  *
  * A limit of 0 means unlimited.  A tenant's limit is its override when it
  * has one, else the daemon's default (the tenant_* keys of
@@ -37,6 +41,8 @@ enum quota_kind {
     QUOTA_PUBLISH_BYTES_PER_S,  /* token bucket: their bytes */
     QUOTA_MAX_BACKLOG_EVENTS,   /* events held by the broker, unsettled */
     QUOTA_MAX_BACKLOG_BYTES,    /* their bytes */
+    QUOTA_MAX_STATE_KEYS,       /* workmanager.state keys of its workers */
+    QUOTA_MAX_STATE_BYTES,      /* the bytes of their values */
     QUOTA_N
 };
 
@@ -92,6 +98,21 @@ int quota_size_admit(const struct registry *r, const char *tenant,
 int quota_backlog_admit(const struct registry *r, const char *tenant,
                         uint64_t events, uint64_t bytes, enum quota_kind *which,
                         char *why, size_t whylen);
+
+/* Whether tenant's state may grow by keys keys and bytes bytes once
+ * release bytes are given back (a put over an existing key gives back
+ * its old value): as quota_backlog_admit(), keys first, with a message
+ * saying to delete some keys. */
+int quota_state_admit(const struct registry *r, const char *tenant,
+                      uint64_t keys, uint64_t bytes, uint64_t release,
+                      enum quota_kind *which, char *why, size_t whylen);
+
+/* Adds keys and bytes (negative: gives back) to tenant's state usage. */
+void quota_state_add(const char *tenant, int64_t keys, int64_t bytes);
+
+/* Sets every tenant's state usage to 0 (before counting it again from
+ * the store). */
+void quota_state_clear(void);
 
 /* Takes events and bytes from tenant's publish buckets at now_ms: 0 when
  * both had enough, else -1, nothing taken, the refusal counted, the

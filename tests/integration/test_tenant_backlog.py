@@ -9,6 +9,8 @@ A suspended worker is the subscriber that holds events (they queue, none
 is delivered); resuming it drains them.
 """
 
+import json
+
 import pytest
 
 from test_tenant_quotas import patch, publish, refused, tenant
@@ -100,3 +102,60 @@ def test_gateway_publish_over_backlog_refused(wmd):
     assert res["status"] == 403, res
     assert "quota_exceeded" in res["error"], res
     assert "max_backlog_events: limit 1" in res["error"], res
+
+
+# ---- state quotas (the same issue item, workmanager.state) --------------
+
+
+def state(wmd, worker, method, request):
+    r = wmd.invoke(worker, "gateway", gwservice="workmanager.state",
+                   gwmethod=method, gwrequest=json.dumps(request))
+    assert r.status == 200, r
+    return r.json["data"]
+
+
+@pytest.mark.wmd(options=FAST)
+def test_state_keys_and_bytes(wmd):
+    tenant(wmd, "acme", max_state_keys=2, max_state_bytes=100)
+    tenant(wmd, "other", max_state_keys=1)
+    w = wmd.create(tenant="acme", topic="s", name="keeper")
+    v = wmd.create(tenant="acme", topic="s", name="keeper-too")
+    assert state(wmd, w["id"], "put", {"key": "a", "value": "x" * 8})[
+        "status"] == 200
+    assert state(wmd, v["id"], "put", {"key": "a", "value": 1})[
+        "status"] == 200
+    u = usage(wmd, "acme")
+    assert u["max_state_keys"] == 2 and u["max_state_bytes"] == 11, u
+    # A new key over the keys quota: refused, named, nothing written.
+    res = state(wmd, w["id"], "put", {"key": "b", "value": 2})
+    assert res["status"] == 403, res
+    assert "quota_exceeded" in res["error"], res
+    assert "max_state_keys: limit 2, usage 2" in res["error"], res
+    assert state(wmd, w["id"], "get", {"key": "b"})["status"] == 404
+    # Rewriting a key counts its new value instead of the old.
+    assert state(wmd, w["id"], "put", {"key": "a", "value": "y" * 97})[
+        "status"] == 200
+    res = state(wmd, w["id"], "put", {"key": "a", "value": "y" * 98})
+    assert res["status"] == 403, res
+    assert "max_state_bytes: limit 100, usage 100" in res["error"], res
+    assert usage(wmd, "acme")["max_state_bytes"] == 100
+    # Another tenant counts its own.
+    o = wmd.create(tenant="other", topic="s", name="o")
+    assert state(wmd, o["id"], "put", {"key": "a", "value": 1})[
+        "status"] == 200
+    # Deleting a key gives it back; so does deleting a worker with state.
+    assert state(wmd, v["id"], "delete", {"key": "a"})["status"] == 200
+    assert usage(wmd, "acme")["max_state_keys"] == 1
+    assert state(wmd, w["id"], "put", {"key": "b", "value": 2})[
+        "status"] == 200
+    assert metric(wmd, "workmanager_tenant_quota_refusals_total",
+                  tenant="acme", quota="max_state_keys") == 1
+    # Counted from the store again at start-up.
+    wmd.stop()
+    wmd.start()
+    u = usage(wmd, "acme")
+    assert u["max_state_keys"] == 2 and u["max_state_bytes"] == 100, u
+    assert wmd.delete(f"/v1/workers/{w['id']}").status in (200, 204)
+    u = usage(wmd, "acme")
+    assert u["max_state_keys"] == 0 and u["max_state_bytes"] == 0, u
+    assert usage(wmd, "other")["max_state_keys"] == 1

@@ -169,6 +169,35 @@ test_backlog(void)
     registry_free(r);
 }
 
+/* State usage is what the gateway adds; a put over an existing key gives
+ * its old value back first. */
+static void
+test_state(void)
+{
+    struct conf c = { .tenant_max_state_keys = 2,
+                      .tenant_max_state_bytes = 10 };
+    struct registry *r = registry_new();
+    enum quota_kind k;
+    char why[512];
+
+    quota_defaults_set(&c);
+    quota_state_add("a", 2, 8);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_KEYS) == 2);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_BYTES) == 8);
+    CHECK(quota_state_admit(r, "a", 1, 1, 0, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_STATE_KEYS);
+    CHECK(strstr(why, "delete some state keys") != NULL);
+    CHECK(quota_state_admit(r, "a", 0, 6, 4, &k, why, sizeof why) == 0);
+    CHECK(quota_state_admit(r, "a", 0, 7, 4, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_STATE_BYTES);
+    quota_state_add("a", -1, -4);
+    CHECK(quota_state_admit(r, "a", 1, 6, 0, &k, why, sizeof why) == 0);
+    quota_state_clear();
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_KEYS) == 0);
+    quota_free();
+    registry_free(r);
+}
+
 int
 main(void)
 {
@@ -176,5 +205,6 @@ main(void)
     RUN(test_sizes);
     RUN(test_buckets);
     RUN(test_backlog);
+    RUN(test_state);
     return check_result();
 }
