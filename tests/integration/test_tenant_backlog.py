@@ -10,10 +10,11 @@ is delivered); resuming it drains them.
 """
 
 import json
+import re
 
 import pytest
 
-from test_tenant_quotas import patch, publish, refused, tenant
+from test_tenant_quotas import patch, publish, refused, tenant, wmctl
 from wm import FAST, metric
 
 
@@ -27,6 +28,14 @@ def held(wmd, name):
     w = wmd.create(tenant=name, topic="q", name="held")
     assert wmd.post(f"/v1/workers/{w['id']}/suspend").status == 200
     return w
+
+
+def gateway(wmd, worker, service, method, request):
+    """The answer of a gateway call the test host makes for worker."""
+    r = wmd.invoke(worker, "gateway", gwservice=service, gwmethod=method,
+                   gwrequest=json.dumps(request))
+    assert r.status == 200, r
+    return r.json["data"]
 
 
 def drain(wmd, name, w):
@@ -54,6 +63,10 @@ def test_backlog_events_refused_whole_and_released(wmd):
     assert t["quotas"]["max_backlog_events"] == 3, t
     assert t["usage"]["max_backlog_events"] == 3, t
     assert t["usage"]["max_backlog_bytes"] > 0, t
+    out = wmctl(wmd, "tenant", "show", "acme")
+    assert out.returncode == 0, out
+    assert re.search(r"max_backlog_events\s+3\s+3\s+\(default\)",
+                     out.stdout), out.stdout
     # Another tenant's backlog is its own.
     assert publish(wmd, "other", n=5).status == 202
     assert metric(wmd, "workmanager_tenant_quota_refusals_total",
@@ -93,12 +106,9 @@ def test_gateway_publish_over_backlog_refused(wmd):
     held(wmd, "acme")
     assert publish(wmd, "acme").status == 202
     maker = wmd.create(tenant="acme", topic="gw", name="maker")
-    r = wmd.invoke(maker["id"], "gateway", gwservice="workmanager.publish",
-                   gwmethod="publish",
-                   gwrequest='{"topic": "q", "event": {"specversion": '
-                             '"1.0", "id": "g1", "source": "t", "type": "x"}}')
-    assert r.status == 200, r
-    res = r.json["data"]
+    res = gateway(wmd, maker["id"], "workmanager.publish", "publish",
+                  {"topic": "q", "event": {"specversion": "1.0", "id": "g1",
+                                           "source": "t", "type": "x"}})
     assert res["status"] == 403, res
     assert "quota_exceeded" in res["error"], res
     assert "max_backlog_events: limit 1" in res["error"], res
@@ -108,10 +118,7 @@ def test_gateway_publish_over_backlog_refused(wmd):
 
 
 def state(wmd, worker, method, request):
-    r = wmd.invoke(worker, "gateway", gwservice="workmanager.state",
-                   gwmethod=method, gwrequest=json.dumps(request))
-    assert r.status == 200, r
-    return r.json["data"]
+    return gateway(wmd, worker, "workmanager.state", method, request)
 
 
 @pytest.mark.wmd(options=FAST)
