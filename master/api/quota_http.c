@@ -36,6 +36,10 @@ static const struct api_member quota_members[] = {
     { "max_code_bytes", NULL },
     { "publish_events_per_second", NULL },
     { "publish_bytes_per_second", NULL },
+    { "max_backlog_events", NULL },
+    { "max_backlog_bytes", NULL },
+    { "max_state_keys", NULL },
+    { "max_state_bytes", NULL },
     { "cpu_weight", NULL },
     { "cpu_max", NULL },
     { NULL, NULL },
@@ -72,6 +76,15 @@ api_quota_refuse_size(struct api_req *rq, const char *tenant, enum quota_kind k,
         return false;
     refuse(rq, 403, "quota_exceeded", tenant, k, "usage", used, why);
     return true;
+}
+
+bool
+api_quota_refuse_backlog(struct api_req *rq, const char *tenant,
+                         uint64_t events, uint64_t bytes)
+{
+    return api_quota_refuse_size(rq, tenant, QUOTA_MAX_BACKLOG_EVENTS, events,
+                                 0) ||
+           api_quota_refuse_size(rq, tenant, QUOTA_MAX_BACKLOG_BYTES, bytes, 0);
 }
 
 bool

@@ -24,6 +24,12 @@ extern const struct api_object api_quota_object;
 bool api_quota_refuse_size(struct api_req *rq, const char *tenant,
                            enum quota_kind k, uint64_t add, uint64_t release);
 
+/* Whether a publish of events carrying bytes fits tenant's backlog quotas
+ * (max_backlog_events, then max_backlog_bytes); when it does not, answers
+ * as api_quota_refuse_size() and returns true: nothing is accepted. */
+bool api_quota_refuse_backlog(struct api_req *rq, const char *tenant,
+                              uint64_t events, uint64_t bytes);
+
 /* Takes a publish of events carrying bytes from tenant's buckets; when
  * they are short, answers 429 rate_limited with Retry-After (members
  * quota, limit, retry_after_s) and returns true: nothing is accepted. */

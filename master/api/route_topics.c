@@ -213,15 +213,16 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
         free(p);
         return;
     }
-    /* After admission, which takes nothing: a refused publish spends no
-     * tokens. */
+    /* After admission and the backlog quotas, which take nothing: a
+     * refused publish spends no tokens. */
     uint64_t bytes = 0;
     for (size_t i = 0; i < batch->n; i++) {
         size_t len;
         events_batch_get(batch, i, &len);
         bytes += len;
     }
-    if (api_quota_refuse_rate(rq, tenant, batch->n, bytes)) {
+    if (api_quota_refuse_backlog(rq, tenant, batch->n, bytes) ||
+        api_quota_refuse_rate(rq, tenant, batch->n, bytes)) {
         json_decref(p->ids);
         free(p);
         return;

@@ -217,6 +217,14 @@ struct broker_stats {
 };
 void broker_stats(const struct broker *b, struct broker_stats *out);
 
+/* What the backend holds for tenant, not yet settled (the backlog quotas,
+ * quota.h): the events stored for its topics' durable subscriptions (an
+ * event held for several of them counts once) in *events, their bytes in
+ * *bytes; 0 and 0 for a tenant it holds nothing for.  Counted as events
+ * are stored and settled, restored by the replay at open: O(tenants). */
+void broker_tenant_backlog(const struct broker *b, const char *tenant,
+                           uint64_t *events, uint64_t *bytes);
+
 /* Whether the backend can store (and so deliver), and if not why. */
 struct broker_health {
     bool writable;

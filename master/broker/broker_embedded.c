@@ -25,7 +25,8 @@
  * where str is u16 length | bytes.  Replay rebuilds every message with its
  * unsettled names; a message with none left is released at once.
  *
- * Storage failures (the journal cannot write): broker_storage.c.
+ * Storage failures (the journal cannot write): broker_storage.c.  What
+ * is held for each tenant (the backlog quotas): broker_tenant.c.
  *
  * Delivery order: FIFO per subscription; a nacked delivery goes back to the
  * head of its queue once its delay has passed.  Deliveries of a
@@ -50,97 +51,11 @@
 #include <event2/event.h>
 
 #include "lib/errbuf.h"
+#include "master/broker/broker_embedded.h"
 #include "master/broker/broker_private.h"
 #include "master/broker/broker_record.h"
 #include "master/broker/journal.h"
 #include "master/core/log.h"
-
-enum { REC_MSG = 1, REC_SETTLE = 2, REC_COUNT = 3 };
-enum dl_where { DL_QUEUED, DL_DELAYED, DL_OUT, DL_ORPHAN };
-
-struct topic;
-struct dsub;
-
-struct msg {
-    TAILQ_ENTRY(msg) link; /* b->msgs, in lsn order */
-    struct topic *t;
-    uint64_t lsn;    /* its current journal record, 0 if not journaled */
-    uint64_t origin; /* the lsn of its first record */
-    uint8_t *ev;
-    size_t len;
-    struct dl *dls; /* unsettled deliveries */
-};
-
-struct dl {
-    struct broker_delivery pub; /* first: broker_ack() casts back */
-    struct broker *b;
-    struct msg *m;
-    struct dsub *ds;
-    struct dl *next_in_msg;
-    TAILQ_ENTRY(dl) q; /* ds->queue while queued */
-    enum dl_where where;
-    struct event *timer; /* while delayed */
-};
-
-TAILQ_HEAD(dl_list, dl);
-
-struct dsub {
-    struct dsub *next; /* in its topic */
-    struct topic *t;
-    char *name;
-    struct dl_list queue;
-    size_t nqueued, ndelayed, nout;
-    struct broker_sub *active;
-    unsigned hold; /* a delivery loop works on it: not freed */
-};
-
-struct broker_sub {
-    LIST_ENTRY(broker_sub) link; /* t->subs, or b->wild */
-    struct broker *b;
-    struct topic *t; /* NULL for a wildcard live subscription */
-    struct dsub *ds; /* durable only */
-    struct broker_sub_spec spec;
-    char *tenant; /* spec's strings, owned */
-    char *topic;
-    char *name;
-    enum broker_sub_mode mode;
-    unsigned max_inflight;
-    struct event *kick;
-    uint64_t queued_gen; /* the last publish that queued for it */
-};
-
-LIST_HEAD(sub_list, broker_sub);
-
-struct topic {
-    struct topic *next; /* hash chain */
-    char *tenant;
-    char *topic;
-    struct sub_list subs;
-    struct dsub *dsubs;
-};
-
-TAILQ_HEAD(msg_list, msg);
-
-struct broker {
-    struct event_base *base;
-    struct journal *j;
-    uint32_t queue_max;
-    struct topic **buckets;
-    size_t nbuckets, ntopics;
-    struct sub_list wild; /* live subscriptions to every topic */
-    struct msg_list msgs;
-    uint64_t nmsgs;
-    bool replaying;
-    /* Replay: messages by origin (sorted array; origins only grow among
-     * first records, and rewrites find theirs by binary search). */
-    struct msg **by_origin;
-    size_t norigin, corigin;
-    struct broker_stats st;
-    uint64_t next_delivery_id;
-    uint64_t publish_gen;
-    uint64_t segment_bytes; /* the journal's, for compaction's rule */
-    int (*verify)(const uint8_t *event, size_t len); /* replayed events */
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -201,7 +116,8 @@ topic_get(struct broker *b, const char *tenant, const char *topic)
         return NULL;
     t->tenant = strdup(tenant);
     t->topic = strdup(topic);
-    if (t->tenant == NULL || t->topic == NULL) {
+    t->acct = tenant_backlog_get(b, tenant);
+    if (t->tenant == NULL || t->topic == NULL || t->acct == NULL) {
         free(t->tenant);
         free(t->topic);
         free(t);
@@ -335,6 +251,7 @@ msg_free(struct broker *b, struct msg *m)
         journal_release(b->j, m->lsn);
     TAILQ_REMOVE(&b->msgs, m, link);
     b->nmsgs--;
+    tenant_backlog_add(m->t->acct, -1, m->len);
     free(m->ev);
     free(m);
 }
@@ -422,6 +339,7 @@ msg_new(struct broker *b, struct topic *t, const uint8_t *ev, size_t len)
     m->t = t;
     TAILQ_INSERT_TAIL(&b->msgs, m, link);
     b->nmsgs++;
+    tenant_backlog_add(t->acct, 1, len);
     return m;
 }
 
@@ -578,6 +496,7 @@ msg_unpublish(struct broker *b, struct msg *m)
     }
     TAILQ_REMOVE(&b->msgs, m, link);
     b->nmsgs--;
+    tenant_backlog_add(m->t->acct, -1, m->len);
     free(m->ev);
     free(m);
 }
@@ -1182,6 +1101,7 @@ broker_close(struct broker *b)
         LIST_REMOVE(s, link);
         sub_free(s);
     }
+    tenant_backlog_free_all(b);
     free(b->buckets);
     free(b->by_origin);
     free(b);

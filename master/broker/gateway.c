@@ -45,6 +45,10 @@ struct gwop {
     size_t len;
     bool is_delete;
     struct ipc_fb_builder event; /* publish */
+    /* state: the tenant and what the write adds to its state usage,
+     * counted when admitted, given back if the write fails */
+    char *tenant;
+    int64_t dkeys, dbytes;
 };
 
 static void
@@ -78,6 +82,7 @@ static void
 gwop_free(struct gwop *op)
 {
     free(op->value);
+    free(op->tenant);
     ipc_fb_builder_free(&op->event);
     free(op);
 }
@@ -108,6 +113,13 @@ valid_state_key(const char *k)
 
 /* ---- workmanager.state ------------------------------------------------ */
 
+/* op's write did not happen: its tenant's state usage is given back. */
+static void
+state_undo(struct gwop *op)
+{
+    quota_state_add(op->tenant, -op->dkeys, -op->dbytes);
+}
+
 static void
 on_state_written(enum store_status st, uint64_t revision, const char *message,
                  void *arg)
@@ -115,6 +127,8 @@ on_state_written(enum store_status st, uint64_t revision, const char *message,
     struct gwop *op = arg;
 
     (void)revision;
+    if (st != STORE_OK)
+        state_undo(op);
     if (st == STORE_OK)
         reply_json(op->c, 200, json_pack("{s:s}", "key", op->name));
     else if (st == STORE_NOT_FOUND)
@@ -130,6 +144,7 @@ on_state_fenced(int rc, const char *message, void *arg)
     struct gwop *op = arg;
 
     if (rc != 0) {
+        state_undo(op);
         reply_error(op->c, 409, "refused: %s", message);
         gwop_free(op);
         return;
@@ -140,9 +155,47 @@ on_state_fenced(int rc, const char *message, void *arg)
                 : store_put(op->d->store, op->key, op->value, op->len,
                             STORE_ANY_REVISION, on_state_written, op);
     if (r != 0) {
+        state_undo(op);
         reply_error(op->c, 400, "key %s cannot be stored", op->name);
         gwop_free(op);
     }
+}
+
+/* Whether op's write (a put of op->len bytes, or a delete) fits w's
+ * tenant's state quotas, given what key holds now: if so, counts it
+ * (state_undo() gives it back) and returns 0; else answers 403
+ * quota_exceeded and returns -1. */
+static int
+state_admit(struct daemon *d, struct worker *w, struct gwop *op)
+{
+    uint8_t *old = NULL;
+    size_t oldlen = 0;
+    uint64_t rev;
+    char err[256], why[512];
+    enum quota_kind k;
+
+    bool existed = store_get(d->store, op->key, &old, &oldlen, &rev, err,
+                             sizeof err) == STORE_OK;
+    free(old);
+    if (!existed)
+        oldlen = 0;
+    if ((op->tenant = strdup(w->tenant)) == NULL) {
+        reply_error(op->c, 500, "out of memory");
+        return -1;
+    }
+    if (op->is_delete) {
+        op->dkeys = existed ? -1 : 0;
+        op->dbytes = -(int64_t)oldlen;
+    } else if (quota_state_admit(d->registry, w->tenant, existed ? 0 : 1,
+                                 op->len, oldlen, &k, why, sizeof why) != 0) {
+        reply_error(op->c, 403, "quota_exceeded: %s", why);
+        return -1;
+    } else {
+        op->dkeys = existed ? 0 : 1;
+        op->dbytes = (int64_t)op->len - (int64_t)oldlen;
+    }
+    quota_state_add(op->tenant, op->dkeys, op->dbytes);
+    return 0;
 }
 
 static void
@@ -223,6 +276,10 @@ state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
             return;
         }
     }
+    if (state_admit(d, w, op) != 0) {
+        gwop_free(op);
+        return;
+    }
     flow_note_write(d->flow, w, on_state_fenced, op);
 }
 
@@ -293,6 +350,12 @@ on_publish_fenced(int rc, const char *message, void *arg)
     }
     uint64_t retry_s;
     enum quota_kind k;
+    if (quota_backlog_admit(op->d->registry, w->tenant, 1, op->event.len, &k,
+                            why, sizeof why) != 0) {
+        reply_error(op->c, 403, "quota_exceeded: %s", why);
+        gwop_free(op);
+        return;
+    }
     if (quota_rate_take(w->tenant, 1, op->event.len, timestamp_now_ms(),
                         &retry_s, &k, why, sizeof why) != 0) {
         reply_error(op->c, 429, "rate_limited: %s", why);
@@ -398,18 +461,24 @@ gateway_handle(struct daemon *d, struct worker *w,
     json_decref(req);
 }
 
+/* A state key of a deleted worker: deleted, its share given back. */
+struct forget {
+    struct daemon *d;
+    const char *tenant;
+};
+
 static int
 on_state_key(const char *key, enum store_status status, const uint8_t *value,
              size_t len, uint64_t revision, const char *message, void *arg)
 {
-    struct daemon *d = arg;
+    struct forget *f = arg;
 
-    (void)status;
     (void)value;
-    (void)len;
     (void)revision;
     (void)message;
-    store_delete(d->store, key, STORE_ANY_REVISION, NULL, NULL);
+    if (status == STORE_OK)
+        quota_state_add(f->tenant, -1, -(int64_t)len);
+    store_delete(f->d->store, key, STORE_ANY_REVISION, NULL, NULL);
     return 0;
 }
 
@@ -417,10 +486,46 @@ void
 gateway_forget(struct daemon *d, const struct worker *w)
 {
     char prefix[STORE_KEY_MAX], err[256], label[400];
+    struct forget f = { d, w->tenant };
 
     snprintf(prefix, sizeof prefix, STATE_PREFIX "%s/", w->id);
-    if (store_list(d->store, prefix, on_state_key, d, err, sizeof err) !=
+    if (store_list(d->store, prefix, on_state_key, &f, err, sizeof err) !=
         STORE_OK)
         log_warning("worker %s: its state keys are left: %s",
                     activity_label(w, label, sizeof label), err);
+}
+
+/* A state key found at start-up: counted for its worker's tenant. */
+static int
+on_state_count(const char *key, enum store_status status, const uint8_t *value,
+               size_t len, uint64_t revision, const char *message, void *arg)
+{
+    struct daemon *d = arg;
+    char id[UUID_SIZE];
+    const char *rest = key + strlen(STATE_PREFIX), *slash = strchr(rest, '/');
+
+    (void)value;
+    (void)revision;
+    (void)message;
+    if (status != STORE_OK || slash == NULL ||
+        (size_t)(slash - rest) >= sizeof id)
+        return 0;
+    snprintf(id, sizeof id, "%.*s", (int)(slash - rest), rest);
+    const struct worker *w = registry_lookup(d->registry, id);
+    if (w)
+        quota_state_add(w->tenant, 1, (int64_t)len);
+    return 0;
+}
+
+void
+gateway_state_count(struct daemon *d)
+{
+    char err[256];
+
+    quota_state_clear();
+    if (store_list(d->store, STATE_PREFIX, on_state_count, d, err,
+                   sizeof err) != STORE_OK)
+        log_warning("state quotas: cannot count the state keys: %s; their "
+                    "usage starts from 0",
+                    err);
 }

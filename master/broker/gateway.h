@@ -16,7 +16,9 @@
  *
  * Requests and responses are JSON.  Statuses follow HTTP: 200, 400 (a bad
  * request, named), 403, 404 (no such key, service or method, named), 409
- * (a write under a stale group lock token), 500 (the store failed), 503
+ * (a write under a stale group lock token), 500 (the store failed), 403
+ * ("quota_exceeded: ..." : a publish over the tenant's backlog quota or a
+ * put over its state quota, quota.h), 429 ("rate_limited: ..."), 503
  * (a publish with no room: "subscriber_full: ..." naming the full worker or
  * group, as admit.h refuses a client's, or the journal's budget).
  * Publishes and state writes of a grouped worker are writes under its
@@ -36,7 +38,12 @@ void gateway_handle(struct daemon *d, struct worker *w,
                     const struct ipc_gateway_call *call,
                     struct supervise_call *c);
 
-/* Deletes w's state keys (its delete). */
+/* Deletes w's state keys (its delete), given back to its tenant's state
+ * quotas. */
 void gateway_forget(struct daemon *d, const struct worker *w);
+
+/* Counts every tenant's state keys and their bytes from the store, anew
+ * (quota_state_add()): once the workers are recovered at start-up. */
+void gateway_state_count(struct daemon *d);
 
 #endif /* WM_MASTER_GATEWAY_H */

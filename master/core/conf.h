@@ -262,6 +262,10 @@ struct conf {
     uint64_t tenant_max_code_bytes;
     unsigned tenant_publish_events_per_second;
     uint64_t tenant_publish_bytes_per_second;
+    unsigned tenant_max_backlog_events;
+    uint64_t tenant_max_backlog_bytes;
+    unsigned tenant_max_state_keys;
+    uint64_t tenant_max_state_bytes;
 
     /* The file read, or NULL when none was (the default file is absent). */
     char *file;

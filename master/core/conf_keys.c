@@ -136,6 +136,10 @@
  * | `tenant_max_code_bytes` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_MAX_CODE_BYTES` | Sum of the code in use by one tenant's workers (a reload counts the new package instead of the old); 0 = unlimited. |
  * | `tenant_publish_events_per_second` | integer, 0–100000000 | `0` | `WM_TENANT_PUBLISH_EVENTS_PER_SECOND` | Events one tenant may publish per second (API and its workers, a token bucket holding one second); beyond it 429 rate_limited with Retry-After; 0 = unlimited. |
  * | `tenant_publish_bytes_per_second` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_PUBLISH_BYTES_PER_SECOND` | Bytes of events one tenant may publish per second, as tenant_publish_events_per_second; 0 = unlimited. |
+ * | `tenant_max_backlog_events` | integer, 0–1000000000 | `0` | `WM_TENANT_MAX_BACKLOG_EVENTS` | Events the broker may hold for one tenant, not yet settled by its workers (an event held for several subscriptions counts once); a publish (API or a worker's) beyond it is refused whole, 403 quota_exceeded; 0 = unlimited. |
+ * | `tenant_max_backlog_bytes` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_MAX_BACKLOG_BYTES` | Bytes of the events held for one tenant, as tenant_max_backlog_events; 0 = unlimited. |
+ * | `tenant_max_state_keys` | integer, 0–1000000000 | `0` | `WM_TENANT_MAX_STATE_KEYS` | State keys (workmanager.state) one tenant's workers may hold together; a put of a new key beyond it is answered 403 quota_exceeded; 0 = unlimited. |
+ * | `tenant_max_state_bytes` | size (bytes), 0–1099511627776 | `0` | `WM_TENANT_MAX_STATE_BYTES` | Bytes of the values of a tenant's state keys, as tenant_max_state_keys; 0 = unlimited. |
  */
 /* clang-format on */
 #include "config.h"
@@ -1350,6 +1354,25 @@ const struct conf_key conf_key_table[] = {
               1ull << 40,
               "Bytes of events one tenant may publish per second, as "
               "tenant_publish_events_per_second; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_backlog_events, "WM_TENANT_MAX_BACKLOG_EVENTS",
+              unsigned, CONF_UINT, 1000000000,
+              "Events the broker may hold for one tenant, not yet settled "
+              "by its workers (an event held for several subscriptions "
+              "counts once); a publish (API or a worker's) beyond it is "
+              "refused whole, 403 quota_exceeded; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_backlog_bytes, "WM_TENANT_MAX_BACKLOG_BYTES", uint64_t,
+              CONF_SIZE, 1ull << 40,
+              "Bytes of the events held for one tenant, as "
+              "tenant_max_backlog_events; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_state_keys, "WM_TENANT_MAX_STATE_KEYS", unsigned,
+              CONF_UINT, 1000000000,
+              "State keys (workmanager.state) one tenant's workers may hold "
+              "together; a put of a new key beyond it is answered 403 "
+              "quota_exceeded; 0 = unlimited."),
+    QUOTA_KEY(tenant_max_state_bytes, "WM_TENANT_MAX_STATE_BYTES", uint64_t,
+              CONF_SIZE, 1ull << 40,
+              "Bytes of the values of a tenant's state keys, as "
+              "tenant_max_state_keys; 0 = unlimited."),
 };
 
 const size_t conf_key_count =

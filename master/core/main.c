@@ -250,6 +250,14 @@ on_lock_change(const char *tenant, const char *group, const char *what,
                                    "holder", d->holder));
 }
 
+/* The backlog quotas' source (quota.h): what the broker holds. */
+static void
+backlog_of(const void *arg, const char *tenant, uint64_t *events,
+           uint64_t *bytes)
+{
+    broker_tenant_backlog(arg, tenant, events, bytes);
+}
+
 /* Opens the broker, the group locks and the message flow. */
 static int
 messages_open(struct daemon *d, char *err, size_t errlen)
@@ -272,6 +280,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
     d->broker = broker_open(&bc, d->base, err, errlen);
     if (d->broker == NULL)
         return -1;
+    quota_backlog_source_set(backlog_of, d->broker);
     struct grouplock_policy gp = {
         .max_age_ms = c->lock_max_age_ms,
         .retry_base_ms = c->group_lock_retry_base_delay_ms,
@@ -299,6 +308,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
 static void
 on_recovered(struct daemon *d)
 {
+    gateway_state_count(d);
     sd_notify(0, "READY=1\nSTATUS=ready");
     /* Ready first: the pool hosts start in the background. */
     supervise_pool_fill(d->sv);

@@ -39,6 +39,10 @@ static const char *const kind_names[QUOTA_N] = {
     [QUOTA_MAX_CODE_BYTES] = "max_code_bytes",
     [QUOTA_PUBLISH_EVENTS_PER_S] = "publish_events_per_second",
     [QUOTA_PUBLISH_BYTES_PER_S] = "publish_bytes_per_second",
+    [QUOTA_MAX_BACKLOG_EVENTS] = "max_backlog_events",
+    [QUOTA_MAX_BACKLOG_BYTES] = "max_backlog_bytes",
+    [QUOTA_MAX_STATE_KEYS] = "max_state_keys",
+    [QUOTA_MAX_STATE_BYTES] = "max_state_bytes",
 };
 
 /* A token bucket: tokens in thousandths, so that a rate of 1/s refills
@@ -53,11 +57,14 @@ struct tenant_quota {
     char *name;
     int64_t override[QUOTA_N]; /* -1: the default */
     struct bucket events, bytes;
-    int64_t reserved[QUOTA_N]; /* admitted creates not yet registered */
+    int64_t reserved[QUOTA_N];       /* admitted creates not yet registered */
+    int64_t state_keys, state_bytes; /* quota_state_add() */
 };
 
 static LIST_HEAD(, tenant_quota) tenants = LIST_HEAD_INITIALIZER(tenants);
 static const struct conf *defaults;
+static quota_backlog_fn backlog_fn;
+static const void *backlog_arg;
 
 const char *
 quota_kind_name(enum quota_kind k)
@@ -74,6 +81,13 @@ quota_kind_parse(const char *name, enum quota_kind *out)
             return 0;
         }
     return -1;
+}
+
+void
+quota_backlog_source_set(quota_backlog_fn fn, const void *arg)
+{
+    backlog_fn = fn;
+    backlog_arg = arg;
 }
 
 void
@@ -145,6 +159,14 @@ default_of(enum quota_kind k)
         return defaults->tenant_publish_events_per_second;
     case QUOTA_PUBLISH_BYTES_PER_S:
         return defaults->tenant_publish_bytes_per_second;
+    case QUOTA_MAX_BACKLOG_EVENTS:
+        return defaults->tenant_max_backlog_events;
+    case QUOTA_MAX_BACKLOG_BYTES:
+        return defaults->tenant_max_backlog_bytes;
+    case QUOTA_MAX_STATE_KEYS:
+        return defaults->tenant_max_state_keys;
+    case QUOTA_MAX_STATE_BYTES:
+        return defaults->tenant_max_state_bytes;
     case QUOTA_N:
         break;
     }
@@ -210,7 +232,19 @@ quota_usage(const struct registry *r, const char *tenant, enum quota_kind k)
         int64_t left = refilled(b, rate, timestamp_now_ms()) / 1000;
         return left >= (int64_t)rate ? 0 : rate - (uint64_t)left;
     }
+    if (k == QUOTA_MAX_BACKLOG_EVENTS || k == QUOTA_MAX_BACKLOG_BYTES) {
+        uint64_t events = 0, bytes = 0;
+        if (backlog_fn)
+            backlog_fn(backlog_arg, tenant, &events, &bytes);
+        return k == QUOTA_MAX_BACKLOG_EVENTS ? events : bytes;
+    }
     const struct tenant_quota *t = find(tenant);
+    if (k == QUOTA_MAX_STATE_KEYS || k == QUOTA_MAX_STATE_BYTES) {
+        int64_t v = t == NULL                   ? 0
+                    : k == QUOTA_MAX_STATE_KEYS ? t->state_keys
+                                                : t->state_bytes;
+        return v > 0 ? (uint64_t)v : 0;
+    }
     if (t && t->reserved[k] > 0)
         sum = (uint64_t)t->reserved[k];
     for (size_t i = 0; i < registry_count(r); i++) {
@@ -256,14 +290,62 @@ quota_size_admit(const struct registry *r, const char *tenant,
     if (after <= limit || add <= release)
         return 0;
     quota_refusal_note(tenant, k);
+    bool backlog =
+        k == QUOTA_MAX_BACKLOG_EVENTS || k == QUOTA_MAX_BACKLOG_BYTES;
+    bool state = k == QUOTA_MAX_STATE_KEYS || k == QUOTA_MAX_STATE_BYTES;
     snprintf(why, whylen,
              "tenant %s is at its quota %s: limit %" PRIu64 ", usage %" PRIu64
-             ", this request adds %" PRIu64
-             "; free some (delete or stop workers) or ask an operator to "
+             ", this request adds %" PRIu64 "; %s, or ask an operator to "
              "raise it (wmctl tenant set %s --quota %s=N)",
-             tenant, kind_names[k], limit, used, add - release, tenant,
-             kind_names[k]);
+             tenant, kind_names[k], limit, used, add - release,
+             backlog ? "nothing was accepted: retry once the backlog drains "
+                       "(its workers settle their events)"
+             : state ? "nothing was written: delete some state keys"
+                     : "free some (delete or stop workers)",
+             tenant, kind_names[k]);
     return -1;
+}
+
+int
+quota_backlog_admit(const struct registry *r, const char *tenant,
+                    uint64_t events, uint64_t bytes, enum quota_kind *which,
+                    char *why, size_t whylen)
+{
+    *which = QUOTA_MAX_BACKLOG_EVENTS;
+    if (quota_size_admit(r, tenant, *which, events, 0, why, whylen) != 0)
+        return -1;
+    *which = QUOTA_MAX_BACKLOG_BYTES;
+    return quota_size_admit(r, tenant, *which, bytes, 0, why, whylen);
+}
+
+int
+quota_state_admit(const struct registry *r, const char *tenant, uint64_t keys,
+                  uint64_t bytes, uint64_t release, enum quota_kind *which,
+                  char *why, size_t whylen)
+{
+    *which = QUOTA_MAX_STATE_KEYS;
+    if (quota_size_admit(r, tenant, *which, keys, 0, why, whylen) != 0)
+        return -1;
+    *which = QUOTA_MAX_STATE_BYTES;
+    return quota_size_admit(r, tenant, *which, bytes, release, why, whylen);
+}
+
+void
+quota_state_add(const char *tenant, int64_t keys, int64_t bytes)
+{
+    struct tenant_quota *t = get(tenant);
+    if (t) {
+        t->state_keys += keys;
+        t->state_bytes += bytes;
+    }
+}
+
+void
+quota_state_clear(void)
+{
+    struct tenant_quota *t;
+    LIST_FOREACH (t, &tenants, link)
+        t->state_keys = t->state_bytes = 0;
 }
 
 /* The seconds until b holds `need` tokens (thousandths) at `rate`. */
@@ -322,6 +404,9 @@ void
 quota_free(void)
 {
     struct tenant_quota *t;
+
+    backlog_fn = NULL;
+    backlog_arg = NULL;
     while ((t = LIST_FIRST(&tenants)) != NULL) {
         LIST_REMOVE(t, link);
         free(t->name);

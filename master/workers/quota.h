@@ -10,6 +10,13 @@
  * drift from what exists: deleting a worker releases its share at once.
  * Rates are token buckets, one per tenant and rate, each holding at most
  * one second of its rate; a publish takes from both buckets or from none.
+ * Backlogs (the events the broker holds for a tenant, not yet settled,
+ * and their bytes) are the broker's counts, read through the source the
+ * daemon sets (quota_backlog_source_set()): the broker keeps them.
+ * State (the keys a tenant's workers hold through the gateway's
+ * workmanager.state, and the bytes of their values) is counted here: the
+ * gateway adds what each write changes (quota_state_add()) and counts it
+ * all from the store once at start-up.
  *
  * A limit of 0 means unlimited.  A tenant's limit is its override when it
  * has one, else the daemon's default (the tenant_* keys of
@@ -32,6 +39,10 @@ enum quota_kind {
     QUOTA_MAX_CODE_BYTES,       /* sum of their code in use */
     QUOTA_PUBLISH_EVENTS_PER_S, /* token bucket: events published */
     QUOTA_PUBLISH_BYTES_PER_S,  /* token bucket: their bytes */
+    QUOTA_MAX_BACKLOG_EVENTS,   /* events held by the broker, unsettled */
+    QUOTA_MAX_BACKLOG_BYTES,    /* their bytes */
+    QUOTA_MAX_STATE_KEYS,       /* workmanager.state keys of its workers */
+    QUOTA_MAX_STATE_BYTES,      /* the bytes of their values */
     QUOTA_N
 };
 
@@ -41,6 +52,13 @@ const char *quota_kind_name(enum quota_kind k);
 
 /* The kind named name; -1 when no quota is so named. */
 int quota_kind_parse(const char *name, enum quota_kind *out);
+
+/* Where the backlog kinds' usage comes from: fn(arg, tenant, &events,
+ * &bytes) says what the broker holds for tenant (broker_tenant_backlog()).
+ * Until set (and after quota_free()), backlogs count 0. */
+typedef void (*quota_backlog_fn)(const void *arg, const char *tenant,
+                                 uint64_t *events, uint64_t *bytes);
+void quota_backlog_source_set(quota_backlog_fn fn, const void *arg);
 
 /* Takes the defaults of c (kept, not copied: c outlives the module). */
 void quota_defaults_set(const struct conf *c);
@@ -71,6 +89,30 @@ uint64_t quota_usage(const struct registry *r, const char *tenant,
 int quota_size_admit(const struct registry *r, const char *tenant,
                      enum quota_kind k, uint64_t add, uint64_t release,
                      char *why, size_t whylen);
+
+/* Whether tenant's backlog may grow by events events of bytes bytes (a
+ * publish, before anything of it is accepted): 0 when it may (or the
+ * limits are 0), else -1 with the quota that refused in *which, a message
+ * naming it, its limit and the usage in why (nothing accepted: retry once
+ * the backlog drains), and the refusal counted.  Events first. */
+int quota_backlog_admit(const struct registry *r, const char *tenant,
+                        uint64_t events, uint64_t bytes, enum quota_kind *which,
+                        char *why, size_t whylen);
+
+/* Whether tenant's state may grow by keys keys and bytes bytes once
+ * release bytes are given back (a put over an existing key gives back
+ * its old value): as quota_backlog_admit(), keys first, with a message
+ * saying to delete some keys. */
+int quota_state_admit(const struct registry *r, const char *tenant,
+                      uint64_t keys, uint64_t bytes, uint64_t release,
+                      enum quota_kind *which, char *why, size_t whylen);
+
+/* Adds keys and bytes (negative: gives back) to tenant's state usage. */
+void quota_state_add(const char *tenant, int64_t keys, int64_t bytes);
+
+/* Sets every tenant's state usage to 0 (before counting it again from
+ * the store). */
+void quota_state_clear(void);
 
 /* Takes events and bytes from tenant's publish buckets at now_ms: 0 when
  * both had enough, else -1, nothing taken, the refusal counted, the

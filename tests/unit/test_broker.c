@@ -660,6 +660,63 @@ test_storage_outage(void)
     broker_close(b);
 }
 
+/* What the broker holds for a tenant (broker_tenant_backlog()): one per
+ * event stored, however many subscriptions hold it, with its bytes;
+ * nothing for an event nobody holds; given back as the last holder
+ * settles; restored by the replay after a restart. */
+static void
+test_tenant_backlog(void)
+{
+    char dir[256];
+    struct seen a = { 0 }, c = { 0 };
+    uint64_t ev = 99, by = 99;
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 0);
+    CHECK_EQ(by, 0);
+    REQUIRE(sub(b, "q", "w1", &a, false));
+    REQUIRE(sub(b, "q", "w2", &c, false));
+    CHECK_EQ(pub(b, "q", "abc"), 0);
+    CHECK_EQ(pub(b, "q", "defgh"), 0);
+    CHECK_EQ(pub(b, "nobody", "xyz"), 0);
+    CHECK_EQ(broker_publish(b, "t2", "q", (const uint8_t *)"zz", 2, NULL, NULL),
+             0);
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 2);
+    CHECK_EQ(by, 8);
+    broker_tenant_backlog(b, "t2", &ev, &by);
+    CHECK_EQ(ev, 0);
+    spin(20);
+    REQUIRE(a.n == 2 && c.n == 2);
+    broker_ack(a.d[0]); /* w2 still holds "abc" */
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 2);
+    broker_ack(c.d[0]);
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 1);
+    CHECK_EQ(by, 5);
+    broker_close(b);
+
+    struct seen r = { 0 };
+    b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 1);
+    CHECK_EQ(by, 5);
+    REQUIRE(sub(b, "q", "w1", &r, false));
+    broker_recovered(b); /* w2 is gone: its share is dropped */
+    spin(20);
+    REQUIRE(r.n == 1);
+    broker_ack(r.d[0]);
+    broker_tenant_backlog(b, "t1", &ev, &by);
+    CHECK_EQ(ev, 0);
+    CHECK_EQ(by, 0);
+    broker_close(b);
+}
+
 int
 main(void)
 {
@@ -686,6 +743,7 @@ main(void)
     RUN(test_compaction);
     RUN(test_wildcard_live);
     RUN(test_storage_outage);
+    RUN(test_tenant_backlog);
     event_base_free(base);
     rc = check_result();
     if (rc == 0)

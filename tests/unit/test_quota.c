@@ -124,11 +124,87 @@ test_buckets(void)
     tenant_meter_free_all();
 }
 
+/* A broker's counts for test_backlog: tenant "a" holds held_events. */
+static uint64_t held_events, held_bytes;
+
+static void
+held_of(const void *arg, const char *tenant, uint64_t *events, uint64_t *bytes)
+{
+    (void)arg;
+    *events = strcmp(tenant, "a") == 0 ? held_events : 0;
+    *bytes = strcmp(tenant, "a") == 0 ? held_bytes : 0;
+}
+
+/* The backlog kinds read their usage from the source; a publish that
+ * would go over either is refused whole, events named first. */
+static void
+test_backlog(void)
+{
+    struct conf c = { .tenant_max_backlog_events = 3,
+                      .tenant_max_backlog_bytes = 100 };
+    struct registry *r = registry_new();
+    enum quota_kind k;
+    char why[512];
+
+    quota_defaults_set(&c);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_BACKLOG_EVENTS) == 0); /* no source */
+    quota_backlog_source_set(held_of, NULL);
+    held_events = 2;
+    held_bytes = 40;
+    CHECK(quota_usage(r, "a", QUOTA_MAX_BACKLOG_EVENTS) == 2);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_BACKLOG_BYTES) == 40);
+    CHECK(quota_backlog_admit(r, "a", 1, 60, &k, why, sizeof why) == 0);
+    CHECK(quota_backlog_admit(r, "a", 2, 10, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_BACKLOG_EVENTS);
+    CHECK(strstr(why, "max_backlog_events: limit 3, usage 2") != NULL);
+    CHECK(strstr(why, "retry once the backlog drains") != NULL);
+    CHECK(quota_backlog_admit(r, "a", 1, 61, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_BACKLOG_BYTES);
+    CHECK(strstr(why, "max_backlog_bytes: limit 100, usage 40") != NULL);
+    CHECK(quota_backlog_admit(r, "b", 3, 100, &k, why, sizeof why) == 0);
+    CHECK(quota_override_set("a", QUOTA_MAX_BACKLOG_EVENTS, 0) == 0);
+    CHECK(quota_backlog_admit(r, "a", 50, 1, &k, why, sizeof why) == 0);
+    quota_free();
+    CHECK(quota_usage(r, "a", QUOTA_MAX_BACKLOG_EVENTS) == 0); /* unset */
+    registry_free(r);
+}
+
+/* State usage is what the gateway adds; a put over an existing key gives
+ * its old value back first. */
+static void
+test_state(void)
+{
+    struct conf c = { .tenant_max_state_keys = 2,
+                      .tenant_max_state_bytes = 10 };
+    struct registry *r = registry_new();
+    enum quota_kind k;
+    char why[512];
+
+    quota_defaults_set(&c);
+    quota_state_add("a", 2, 8);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_KEYS) == 2);
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_BYTES) == 8);
+    CHECK(quota_state_admit(r, "a", 1, 1, 0, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_STATE_KEYS);
+    CHECK(strstr(why, "delete some state keys") != NULL);
+    CHECK(quota_state_admit(r, "a", 0, 6, 4, &k, why, sizeof why) == 0);
+    CHECK(quota_state_admit(r, "a", 0, 7, 4, &k, why, sizeof why) == -1);
+    CHECK(k == QUOTA_MAX_STATE_BYTES);
+    quota_state_add("a", -1, -4);
+    CHECK(quota_state_admit(r, "a", 1, 6, 0, &k, why, sizeof why) == 0);
+    quota_state_clear();
+    CHECK(quota_usage(r, "a", QUOTA_MAX_STATE_KEYS) == 0);
+    quota_free();
+    registry_free(r);
+}
+
 int
 main(void)
 {
     RUN(test_limits);
     RUN(test_sizes);
     RUN(test_buckets);
+    RUN(test_backlog);
+    RUN(test_state);
     return check_result();
 }
