@@ -281,7 +281,16 @@ def event(type_, data=None, source="workmanager-client", id_=None, **ext):
 
 
 class Operations:
-    """The operations, each one request; subclasses define _call(req)."""
+    """The operations, each one request; subclasses define _call(req).
+    Both clients take the same arguments: where the daemon is (Address)
+    and each call's timeout in seconds."""
+
+    def __init__(self, socket=None, url=None, token=None, token_file=None,
+                 timeout=30, ca_file=None, cert_file=None, key_file=None,
+                 ssl_context=None):
+        self.address = Address(socket, url, token, token_file, ca_file,
+                               cert_file, key_file, ssl_context)
+        self.timeout = timeout
 
     def create_worker(self, code_source, mime_type, topic, group=None,
                       *, name=None, tenant=None, config=None, tags=None,

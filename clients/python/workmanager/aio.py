@@ -11,7 +11,7 @@ are Operations'), each awaited; follow() is an async iterator.
 
 import asyncio
 
-from ._core import (Address, DaemonUnavailable, Operations, Request,
+from ._core import (DaemonUnavailable, Operations, Request,
                     SSEParser, error_from, follow_path)
 
 
@@ -87,13 +87,6 @@ class _Answer:
 class AsyncClient(Operations):
     """The asyncio twin of workmanager.Client, with the same arguments;
     usable as `async with AsyncClient(...) as wm:`."""
-
-    def __init__(self, socket=None, url=None, token=None, token_file=None,
-                 timeout=30, ca_file=None, cert_file=None, key_file=None,
-                 ssl_context=None):
-        self.address = Address(socket, url, token, token_file, ca_file,
-                               cert_file, key_file, ssl_context)
-        self.timeout = timeout
 
     async def __aenter__(self):
         return self

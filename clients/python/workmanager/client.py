@@ -12,7 +12,7 @@ daemon ends the stream.
 import http.client
 import socket as socketlib
 
-from ._core import (Address, DaemonUnavailable, Operations, Request,
+from ._core import (DaemonUnavailable, Operations, Request,
                     SSEParser, error_from, follow_path)
 
 
@@ -38,13 +38,6 @@ class Client(Operations):
     token_file=FILE) or Client(url="https://h:p", token_file=FILE,
     ca_file=CA, cert_file=CERT, key_file=KEY) (workmanager.Address).
     timeout is each call's, in seconds."""
-
-    def __init__(self, socket=None, url=None, token=None, token_file=None,
-                 timeout=30, ca_file=None, cert_file=None, key_file=None,
-                 ssl_context=None):
-        self.address = Address(socket, url, token, token_file, ca_file,
-                               cert_file, key_file, ssl_context)
-        self.timeout = timeout
 
     def __enter__(self):
         return self
