@@ -1,96 +1,23 @@
 """store = nats (issue 23, first step): worker records and code blobs in
 NATS JetStream KV buckets.  Each test starts its own `nats-server -js` on a
 free loopback port with its store in the test's directory (NatsServer), and
-daemons with `store = nats` pointing at it.
+daemons with `store = nats` pointing at it (nats_lib.py).
 
 What proves the records live in NATS and not on the local disk: a daemon
 given a *new, empty* state_dir recovers the workers another daemon made.
 
-A machine without nats-server skips these tests with that reason
-(tests/expected-skips); scripts/install-deps installs it, and with
-NATS_MUST_WORK=1 (scripts/test sets it) a missing server fails instead.
-A build without libnats (configure --without-nats) skips them too.
+Without nats-server or libnats these tests skip (nats_lib.py says when).
 """
 
-import os
 import re
-import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from wm import Daemon, Stream, b64, event, free_port, metric, publish
 import pyhost_lib
-
-NATS_SERVER = shutil.which("nats-server") or (
-    "/usr/sbin/nats-server" if os.path.exists("/usr/sbin/nats-server")
-    else None)
-
-
-def _require(builddir):
-    config = (Path(builddir) / "config.h").read_text()
-    if not re.search(r"^#define WM_NATS 1$", config, re.M):
-        pytest.skip("built without NATS support (configure found no "
-                    "libnats: Debian package libnats-dev)")
-    if NATS_SERVER is None:
-        if os.environ.get("NATS_MUST_WORK") == "1":
-            pytest.fail("NATS_MUST_WORK=1 but nats-server is not installed")
-        pytest.skip("nats-server is not installed (Debian package "
-                    "nats-server; scripts/install-deps installs it)")
-
-
-class NatsServer:
-    """A JetStream server of the test's own on 127.0.0.1, its store under
-    `dir`; stopped (by its pid) at the end of the test."""
-
-    def __init__(self, dir):
-        self.dir = Path(dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
-        self.log = self.dir / "nats-server.log"
-        self.proc = None
-
-    def start(self):
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port),
-                 "-sd", str(self.dir / "js")],
-                stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            if "Server is ready" in self.log.read_text(errors="replace"):
-                return self
-            time.sleep(0.02)
-        raise AssertionError("nats-server did not start:\n"
-                             + self.log.read_text())
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture
-def nats(wm_builddir, tmp_path):
-    _require(wm_builddir)
-    s = NatsServer(tmp_path / "nats").start()
-    yield s
-    s.stop()
-
-
-def _daemon(builddir, tmp, nats, make=Daemon, **opts):
-    options = {"store": "nats", "nats_url": nats.url}
-    options.update(opts)
-    return make(builddir, tmp, options=options)
-
+from nats_lib import nats, nats_daemon, require_nats  # noqa: F401 (fixture)
 
 def _by_name(d):
     return {w["name"]: w for w in d.get("/v1/workers").json["workers"]}
@@ -99,7 +26,7 @@ def _by_name(d):
 def test_workers_come_back_from_nats(wm_builddir, tmp_path, nats):
     """Create, stop, reload and delete with store = nats; a daemon with an
     empty state_dir then recovers exactly what NATS holds."""
-    a = _daemon(wm_builddir, tmp_path / "a", nats).start()
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats).start()
     try:
         assert "store: NATS JetStream at " + nats.url in a.log()
         run = a.create(name="run")
@@ -116,7 +43,7 @@ def test_workers_come_back_from_nats(wm_builddir, tmp_path, nats):
     assert not (tmp_path / "a" / "state" / "records").exists() or not any(
         (tmp_path / "a" / "state" / "records").iterdir())
 
-    b = _daemon(wm_builddir, tmp_path / "b", nats).start()
+    b = nats_daemon(wm_builddir, tmp_path / "b", nats).start()
     try:
         h = b.get("/health").json
         assert h["checks"]["recovery"]["recovered"] == 3, h
@@ -146,7 +73,7 @@ def test_python_package_round_trips_in_chunks(wm_builddir, tmp_path, nats):
         def Process(event):
             return {{"type": "done", "data": {{"n": len(PAD)}}}}
     """
-    a = _daemon(wm_builddir, tmp_path / "a", nats, make=pyhost_lib.daemon)
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats, make=pyhost_lib.daemon)
     a.start()
     try:
         w = pyhost_lib.create(a, code, name="big")
@@ -154,7 +81,7 @@ def test_python_package_round_trips_in_chunks(wm_builddir, tmp_path, nats):
     finally:
         assert a.stop() == 0
 
-    b = _daemon(wm_builddir, tmp_path / "b", nats, make=pyhost_lib.daemon)
+    b = nats_daemon(wm_builddir, tmp_path / "b", nats, make=pyhost_lib.daemon)
     b.start()
     try:
         assert b.get("/v1/workers/big").json["id"] == w["id"]
@@ -171,11 +98,11 @@ def test_stale_revision_is_refused(wm_builddir, tmp_path, nats):
     """Two daemons on one NATS: the second read the worker at revision r;
     after the first wrote r+1, the second's write under r is a conflict
     (409), and the record keeps the first's change."""
-    a = _daemon(wm_builddir, tmp_path / "a", nats).start()
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats).start()
     b = None
     try:
         a.create(name="w")
-        b = _daemon(wm_builddir, tmp_path / "b", nats).start()
+        b = nats_daemon(wm_builddir, tmp_path / "b", nats).start()
         assert _by_name(b)["w"]["status"] == "running"
         r = a.put("/v1/workers/w/tags", {"tags": {"by": "a"}})
         assert r.status == 200, r
@@ -186,7 +113,7 @@ def test_stale_revision_is_refused(wm_builddir, tmp_path, nats):
         if b is not None:
             assert b.stop() == 0
         assert a.stop() == 0
-    c = _daemon(wm_builddir, tmp_path / "c", nats).start()
+    c = nats_daemon(wm_builddir, tmp_path / "c", nats).start()
     try:
         assert c.get("/v1/workers/w").json["tags"] == {"by": "a"}
     finally:
@@ -197,7 +124,7 @@ def test_tenant_suspend_keeps_revisions_right(wm_builddir, tmp_path, nats):
     """Suspending and resuming a tenant writes its workers' records under
     whatever revision; the worker then holds the revision NATS gave (not
     one counted locally), so the next change of the worker is no conflict."""
-    d = _daemon(wm_builddir, tmp_path, nats).start()
+    d = nats_daemon(wm_builddir, tmp_path, nats).start()
     try:
         assert d.post("/v1/tenants", {"name": "t1"}).status == 201
         d.create(name="w", tenant="t1")
@@ -214,7 +141,7 @@ def test_tenant_suspend_keeps_revisions_right(wm_builddir, tmp_path, nats):
 def test_group_locks_in_nats(wm_builddir, tmp_path, nats):
     """A group's lock record lives in NATS (compare-and-set on its
     revision): two members take turns, never overlapping."""
-    d = _daemon(wm_builddir, tmp_path, nats,
+    d = nats_daemon(wm_builddir, tmp_path, nats,
                 group_lock_retry_base_delay_ms=20,
                 redelivery_base_delay_ms=20,
                 # a lock taken in NATS per event, not a lease per turn:
@@ -252,7 +179,7 @@ def test_unreachable_nats_stops_start_up_naming_the_url(wm_builddir,
                                                         tmp_path):
     """Nothing listens at nats_url: exit 1 (a restart may find it up),
     naming the URL and what to check."""
-    _require(wm_builddir)
+    require_nats(wm_builddir)
     url = f"nats://127.0.0.1:{free_port()}"
     p = _run_to_exit(Daemon(wm_builddir, tmp_path,
                             options={"store": "nats", "nats_url": url}))
