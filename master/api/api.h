@@ -182,9 +182,9 @@ void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
-/* Stops (run false) or starts worker w without a request (its tenant's
- * suspension and resumption); its record follows.  -1 while an API
- * change to it is in flight. */
+/* A tenant's workers at once (tenant_workers.c).  Stops (run false) or starts
+ * worker w without a request (its tenant's suspension and resumption); its
+ * record follows.  -1 while an API change to it is in flight. */
 int api_workers_set_status(struct daemon *d, struct worker *w, bool run);
 /* Deletes every worker of tenant (its deletion); returns how many. */
 unsigned api_workers_remove_tenant(struct daemon *d, const char *tenant);
