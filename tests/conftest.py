@@ -22,7 +22,8 @@ For scripts/test (DESIGN §11, tests/check-skips): when WM_SKIPS_FILE is set,
 every skipped test is appended to it as `tests/<node id><TAB><reason>`; when
 WM_COUNTS_FILE is set, the run's counts are written there as `passed=N`,
 `failed=N`, `skipped=N` lines (xfailed and non-strict xpassed count as
-passed, errors as failed).
+passed, errors as failed).  Both hold under pytest-xdist (`-n 2`): the
+controller writes them from every worker's reports.
 """
 
 import os
@@ -75,7 +76,10 @@ def _skip_reason(report):
 
 def _record_skip(report):
     path = os.environ.get("WM_SKIPS_FILE")
-    if not path:
+    # Under pytest-xdist (scripts/test runs the pytest stage with -n 2) a
+    # worker's reports reach the controller, whose hooks record them: a
+    # worker records nothing itself, or each skip would be listed twice.
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"{_id_prefix}{report.nodeid}\t{_skip_reason(report)}\n")
