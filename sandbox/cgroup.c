@@ -3,7 +3,9 @@
  * (cgroup.h).
  *
  * One table of hierarchies, filled by sandbox_cg_init(): for v1 one per
- * controller (/sys/fs/cgroup/memory, .../pids, .../cpu), for v2 the
+ * controller (/sys/fs/cgroup/memory, .../pids, .../cpu, .../cpuacct; one
+ * entry for controllers mounted together, as cpu,cpuacct often are), for
+ * v2 the
  * unified one with the controllers enabled down to the daemon's
  * directory.
  *
@@ -28,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -299,6 +302,31 @@ bad:
     return -1;
 }
 
+/* v1: whether controller b's hierarchy is one already in the table (the
+ * usual cpu,cpuacct mount, which /sys/fs/cgroup/cpu and .../cpuacct both
+ * name): then b joins that entry's controllers rather than making a second
+ * entry for the same directories. */
+static bool
+v1_shared(const struct sandbox_support *s, unsigned b)
+{
+    char path[PATH_LEN], mine[PATH_MAX], other[PATH_MAX];
+
+    snprintf(path, sizeof path, "%s/%s", s->cgroup_path, sandbox_cg_name(b));
+    if (realpath(path, mine) == NULL)
+        return false;
+    for (unsigned i = 0; i < cg_root.n; i++) {
+        unsigned first = cg_root.h[i].ctls & -cg_root.h[i].ctls;
+
+        snprintf(path, sizeof path, "%s/%s", s->cgroup_path,
+                 sandbox_cg_name(first));
+        if (realpath(path, other) != NULL && strcmp(mine, other) == 0) {
+            cg_root.h[i].ctls |= b;
+            return true;
+        }
+    }
+    return false;
+}
+
 int
 sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
                 size_t errlen)
@@ -321,7 +349,7 @@ sandbox_cg_init(const struct sandbox_support *s, const char *parent, char *err,
     for (unsigned b = 1; b < (1u << SANDBOX_CG_COUNT); b <<= 1) {
         struct hier *h = &cg_root.h[cg_root.n];
 
-        if (!(s->cgroup_ctls & b))
+        if (!(s->cgroup_ctls & b) || v1_shared(s, b))
             continue;
         snprintf(top, sizeof top, "%s/%s/%s", s->cgroup_path,
                  sandbox_cg_name(b), parent);
@@ -673,7 +701,7 @@ sandbox_cg_tenant_usage(const char *tenant, uint64_t *cpu_usec,
             keyed(buf, "usage_usec", &v)) {
             *cpu_usec = v;
             got |= SANDBOX_CG_CPU;
-        } else if ((h->ctls & SANDBOX_CG_CPU) && !v2 &&
+        } else if ((h->ctls & SANDBOX_CG_CPUACCT) && !v2 &&
                    get_file(dir, "cpuacct.usage", buf, sizeof buf) > 0) {
             *cpu_usec = strtoull(buf, NULL, 10) / 1000u;
             got |= SANDBOX_CG_CPU;

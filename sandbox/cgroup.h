@@ -1,9 +1,10 @@
 /*
  * cgroup.h — resource limits per engine host (issue 7; DESIGN §10):
- * memory, pids and cpu, in cgroup v1 hierarchies where that is what the
- * machine offers (Debian 12 on the development VM: /sys/fs/cgroup/memory,
- * pids, cpu) and in the unified v2 hierarchy where its controllers are
- * delegated.  Nothing here knows the master.
+ * memory, pids and cpu (and v1's cpuacct, for the CPU time a tenant used),
+ * in cgroup v1 hierarchies where that is what the machine offers (Debian 12
+ * on the development VM: /sys/fs/cgroup/memory, pids, cpu, cpuacct) and in
+ * the unified v2 hierarchy where its controllers are delegated.  Nothing
+ * here knows the master.
  *
  * Layout: under each hierarchy the daemon owns PARENT/d<pid> (PARENT is
  * the setting cgroup_parent, "workmanager" by default; the pid keeps
@@ -96,7 +97,8 @@ int sandbox_cg_move(const struct sandbox_cg *from, const struct sandbox_cg *to);
 /*
  * What the hosts of a tenant used, read from its group (made by
  * sandbox_cg_create_in()): CPU time in microseconds (v2 cpu.stat
- * usage_usec; v1 cpuacct.usage where cpuacct shares the cpu hierarchy)
+ * usage_usec; v1 cpuacct.usage, in the cpuacct hierarchy, whether it is
+ * mounted with cpu or alone)
  * and memory in bytes now (v2 memory.current, v1 memory.usage_in_bytes).
  * A figure the machine does not offer (no such controller) is left
  * unchanged and its bit not set in the result: SANDBOX_CG_CPU and/or

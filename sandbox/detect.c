@@ -74,6 +74,7 @@ static const char *const cg_names[SANDBOX_CG_COUNT] = {
     "memory",
     "pids",
     "cpu",
+    "cpuacct",
 };
 
 static const char *const level_names[] = {

@@ -92,7 +92,13 @@ enum sandbox_cgroup {
 #define SANDBOX_CG_MEMORY (1u << 0)
 #define SANDBOX_CG_PIDS (1u << 1)
 #define SANDBOX_CG_CPU (1u << 2)
-#define SANDBOX_CG_COUNT 3
+/* CPU accounting (v1 only: cpuacct.usage, read for a tenant's CPU seconds).
+ * Where cpuacct is mounted with cpu (cpu,cpuacct) the two share one
+ * hierarchy; where it is mounted alone it is one more hierarchy, in which
+ * hosts and tenants get their groups too.  v2 has no such controller: its
+ * cpu.stat counts in every group. */
+#define SANDBOX_CG_CPUACCT (1u << 3)
+#define SANDBOX_CG_COUNT 4
 
 /* Room for struct sandbox_support's capabilities: every capability named
  * with its own sets fits. */

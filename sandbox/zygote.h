@@ -56,7 +56,7 @@
 #define ZYGOTE_WHY_MAX 400
 /* The cgroup join descriptors a fork brings at most (one per
  * controller's hierarchy). */
-#define ZYGOTE_CG_FDS 3
+#define ZYGOTE_CG_FDS 4
 /* A fork's descriptors: the channel, a Landlock ruleset, the cgroup's. */
 #define ZYGOTE_FDS_MAX (2 + ZYGOTE_CG_FDS)
 

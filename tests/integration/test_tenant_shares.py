@@ -162,3 +162,64 @@ def test_a_flood_does_not_hold_back_another_tenants_events(wmd):
     done_a = metric(wmd, "workmanager_worker_events_processed_total",
                     worker=a)
     assert done_a < 100, done_a  # A's backlog had not drained
+
+
+def cpu_metered(d):
+    """Skips (fails with SANDBOX_MUST_WORK=1) where the daemon cannot read
+    a tenant's CPU time: v2 needs its cpu controller, v1 the cpuacct
+    hierarchy (mounted alone, as here, or with cpu)."""
+    sb = d.get("/health").json["sandbox"]
+    if not sb["built"]:
+        pytest.skip("built --without-sandbox: no cgroups")
+    ctls = sb["cgroup_controllers"]
+    if not ("cpuacct" in ctls or (sb["cgroup"] == "v2" and "cpu" in ctls)):
+        if os.environ.get("SANDBOX_MUST_WORK") == "1":
+            pytest.fail(f"SANDBOX_MUST_WORK=1 but cgroups offer {sb}")
+        pytest.skip("no cgroup that counts CPU time here")
+
+
+def processed(d, wid):
+    return metric(d, "workmanager_worker_events_processed_total", worker=wid)
+
+
+def test_cpu_seconds_per_tenant(wmd):
+    """The CPU time of a tenant's hosts, from its group: 0.3 s of CPU
+    burnt by tenant T's worker shows in T's series, not in another's."""
+    cpu_metered(wmd)
+    assert wmd.post("/v1/tenants", {"name": "burner"}).status == 201
+    wid = wmd.create(tenant="burner", topic="b")["id"]
+    idle = wmd.create(topic="b")["id"]  # tenant default
+    assert wmd.invoke(idle).status == 200
+    assert wmd.invoke(wid, type_="burn:300").status == 200
+    burnt = metric(wmd, "workmanager_tenant_cpu_seconds_total",
+                   tenant="burner")
+    assert burnt >= 0.25, wmd.get("/metrics").raw.decode()
+    assert metric(wmd, "workmanager_tenant_cpu_seconds_total",
+                  tenant="default") < 0.25
+
+
+def test_many_hosts_of_one_tenant_do_not_starve_another(wmd):
+    """Fair shares of the CPU: tenant A runs six CPU-bound workers, B one;
+    the tenants' groups have equal weights, so B's one host gets about as
+    much CPU as A's six together.  By the time B has done its events, A
+    has done about as many (with every host in one flat group A would
+    have had six times B's CPU, and done about six times as many).  The
+    judgement is on counts at one moment, not on time."""
+    cpu_flavour(wmd)
+    for t in ("a", "b"):
+        assert wmd.post("/v1/tenants", {"name": t}).status == 201
+    a = [wmd.create(tenant="a", topic="burn")["id"] for _ in range(6)]
+    b = wmd.create(tenant="b", topic="burn")["id"]
+    for w in a + [b]:  # every host up before the race starts
+        assert wmd.invoke(w).status == 200
+    base_a = sum(processed(wmd, w) for w in a)
+    base_b = processed(wmd, b)
+    n = 20
+    burn = [event(type_="burn:40", id_=f"x{i}") for i in range(40)]
+    assert publish(wmd, "burn", burn, tenant="a").status == 202
+    assert publish(wmd, "burn", burn[:n], tenant="b").status == 202
+    wmd.wait_for(lambda: processed(wmd, b) >= base_b + n, timeout=60,
+                 what="B's events")
+    done_a = sum(processed(wmd, w) for w in a) - base_a
+    # fair: about n; flat: about 6 n
+    assert done_a < 3 * n, (done_a, n)

@@ -15,8 +15,8 @@
  *     `echo`, `load_fail <message>`, `hang_load`, `exit0_on_load`,
  *     `ignore_shutdown`, `no_heartbeat`, `log_events`;
  *   - per event, from the `do` extension, else from the event's type:
- *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `spin:<ms>`, `flood`,
- *     `malformed`,
+ *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `spin:<ms>`,
+ *     `burn:<ms>`, `flood`, `malformed`,
  *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`,
  *     `span:<ms>`;
  *     any other type echoes.
@@ -397,6 +397,23 @@ behaviour(const struct ipc_cloudevent *ce, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)s.len, s.ptr ? s.ptr : "");
 }
 
+/* Busy on the CPU until clock has advanced by ms milliseconds. */
+static void
+busy(clockid_t clock, long ms)
+{
+    struct timespec t0, t;
+    volatile unsigned long sink = 0;
+
+    clock_gettime(clock, &t0);
+    do {
+        for (unsigned i = 0; i < 10000; i++)
+            sink += i;
+        clock_gettime(clock, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000L +
+                 (t.tv_nsec - t0.tv_nsec) / 1000000L <
+             ms);
+    (void)sink; /* read by nobody: clang counts a volatile's += as set */
+}
 static void
 on_process(const struct ipc_frame *f)
 {
@@ -443,18 +460,13 @@ on_process(const struct ipc_frame *f)
     } else if (strncmp(what, "spin:", 5) == 0) {
         /* CPU-bound: busy for <ms> of wall time, then echoes (the
          * noisy neighbour of bench/noisy.py). */
-        long ms = strtol(what + 5, NULL, 10);
-        struct timespec t0, t;
-        volatile unsigned long sink = 0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            for (unsigned i = 0; i < 10000; i++)
-                sink += i;
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000L +
-                     (t.tv_nsec - t0.tv_nsec) / 1000000L <
-                 ms);
-        (void)sink; /* read by nobody: clang counts a volatile's += as set */
+        busy(CLOCK_MONOTONIC, strtol(what + 5, NULL, 10));
+        reply_outputs(f->seq, &ce, 1, NULL);
+    } else if (strncmp(what, "burn:", 5) == 0) {
+        /* CPU-bound by the CPU it gets: busy until it has used <ms> of
+         * CPU time, however long the kernel makes that take (the tests
+         * of tenants' CPU shares and CPU seconds). */
+        busy(CLOCK_THREAD_CPUTIME_ID, strtol(what + 5, NULL, 10));
         reply_outputs(f->seq, &ce, 1, NULL);
     } else if (strcmp(what, "flood") == 0) {
         for (unsigned i = 0; i < FLOOD_LINES; i++)
