@@ -32,6 +32,7 @@
 #include "master/core/engines.h"
 #include "master/core/tenant_meter.h"
 #include "master/store/grouplock.h"
+#include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
@@ -392,6 +393,11 @@ api_metrics_route(struct api_req *rq)
            "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",
            "Deliveries not settled yet.", bs.pending);
+    scalar(&t, "workmanager_store_reads_total", "counter",
+           "Synchronous reads of the state store (records, lists, code "
+           "blobs): with store = nats, each is a round trip on the "
+           "daemon's loop.",
+           store_reads(d->store));
     scalar(&t, "workmanager_journal_bytes", "gauge",
            "Size of the broker's journal on disk.", bs.journal_bytes);
     scalar(&t, "workmanager_journal_segments", "gauge",

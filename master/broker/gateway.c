@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "master/broker/gateway.h"
+#include "master/broker/state_sizes.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -49,6 +50,10 @@ struct gwop {
      * counted when admitted, given back if the write fails */
     char *tenant;
     int64_t dkeys, dbytes;
+    /* state: the key's size before this write (state_sizes.h), restored
+     * if the write fails */
+    bool had_old;
+    size_t old_len;
 };
 
 static void
@@ -118,6 +123,11 @@ static void
 state_undo(struct gwop *op)
 {
     quota_state_add(op->tenant, -op->dkeys, -op->dbytes);
+    if (!op->had_old)
+        state_sizes_remove(op->key);
+    else if (state_sizes_put(op->key, op->old_len) != 0)
+        log_warning("state quotas: out of memory restoring the size of %s",
+                    op->key);
 }
 
 static void
@@ -162,23 +172,22 @@ on_state_fenced(int rc, const char *message, void *arg)
 }
 
 /* Whether op's write (a put of op->len bytes, or a delete) fits w's
- * tenant's state quotas, given what key holds now: if so, counts it
- * (state_undo() gives it back) and returns 0; else answers 403
- * quota_exceeded and returns -1. */
+ * tenant's state quotas, given what key holds now (state_sizes.h: no
+ * store read): if so, counts it and the key's new size (state_undo()
+ * gives both back) and returns 0; else answers 403 quota_exceeded (500
+ * out of memory) and returns -1. */
 static int
-state_admit(struct daemon *d, struct worker *w, struct gwop *op)
+state_admit(struct worker *w, struct gwop *op)
 {
-    uint8_t *old = NULL;
     size_t oldlen = 0;
-    uint64_t rev;
-    char err[256], why[512];
+    char why[512];
     enum quota_kind k;
 
-    bool existed = store_get(d->store, op->key, &old, &oldlen, &rev, err,
-                             sizeof err) == STORE_OK;
-    free(old);
+    bool existed = state_sizes_get(op->key, &oldlen);
     if (!existed)
         oldlen = 0;
+    op->had_old = existed;
+    op->old_len = oldlen;
     if ((op->tenant = strdup(w->tenant)) == NULL) {
         reply_error(op->c, 500, "out of memory");
         return -1;
@@ -186,13 +195,19 @@ state_admit(struct daemon *d, struct worker *w, struct gwop *op)
     if (op->is_delete) {
         op->dkeys = existed ? -1 : 0;
         op->dbytes = -(int64_t)oldlen;
-    } else if (quota_state_admit(d->registry, w->tenant, existed ? 0 : 1,
+    } else if (quota_state_admit(op->d->registry, w->tenant, existed ? 0 : 1,
                                  op->len, oldlen, &k, why, sizeof why) != 0) {
         reply_error(op->c, 403, "quota_exceeded: %s", why);
         return -1;
     } else {
         op->dkeys = existed ? 0 : 1;
         op->dbytes = (int64_t)op->len - (int64_t)oldlen;
+    }
+    if (op->is_delete) {
+        state_sizes_remove(op->key);
+    } else if (state_sizes_put(op->key, op->len) != 0) {
+        reply_error(op->c, 500, "out of memory");
+        return -1;
     }
     quota_state_add(op->tenant, op->dkeys, op->dbytes);
     return 0;
@@ -276,7 +291,7 @@ state_call(struct daemon *d, struct worker *w, const char *method, json_t *req,
             return;
         }
     }
-    if (state_admit(d, w, op) != 0) {
+    if (state_admit(w, op) != 0) {
         gwop_free(op);
         return;
     }
@@ -478,6 +493,7 @@ on_state_key(const char *key, enum store_status status, const uint8_t *value,
     (void)message;
     if (status == STORE_OK)
         quota_state_add(f->tenant, -1, -(int64_t)len);
+    state_sizes_remove(key);
     store_delete(f->d->store, key, STORE_ANY_REVISION, NULL, NULL);
     return 0;
 }
@@ -512,8 +528,10 @@ on_state_count(const char *key, enum store_status status, const uint8_t *value,
         return 0;
     snprintf(id, sizeof id, "%.*s", (int)(slash - rest), rest);
     const struct worker *w = registry_lookup(d->registry, id);
-    if (w)
+    if (w && state_sizes_put(key, len) == 0)
         quota_state_add(w->tenant, 1, (int64_t)len);
+    else if (w)
+        log_warning("state quotas: out of memory counting %s", key);
     return 0;
 }
 
@@ -523,9 +541,16 @@ gateway_state_count(struct daemon *d)
     char err[256];
 
     quota_state_clear();
+    state_sizes_clear();
     if (store_list(d->store, STATE_PREFIX, on_state_count, d, err,
                    sizeof err) != STORE_OK)
         log_warning("state quotas: cannot count the state keys: %s; their "
                     "usage starts from 0",
                     err);
+}
+
+void
+gateway_free(void)
+{
+    state_sizes_clear();
 }

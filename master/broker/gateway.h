@@ -43,7 +43,10 @@ void gateway_handle(struct daemon *d, struct worker *w,
 void gateway_forget(struct daemon *d, const struct worker *w);
 
 /* Counts every tenant's state keys and their bytes from the store, anew
- * (quota_state_add()): once the workers are recovered at start-up. */
+ * (quota_state_add()), and each key's size (state_sizes.h): once the
+ * workers are recovered at start-up. */
 void gateway_state_count(struct daemon *d);
+/* Frees what gateway_state_count() keeps (at exit). */
+void gateway_free(void);
 
 #endif /* WM_MASTER_GATEWAY_H */

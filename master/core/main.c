@@ -705,6 +705,7 @@ out:
     api_tenants_free();
     tenant_meter_free_all();
     quota_free();
+    gateway_free();
     if (d.sv)
         supervise_free(d.sv); /* the launcher removes the cgroups */
     else

@@ -289,6 +289,7 @@ store_get(struct store *st, const char *key, uint8_t **value, size_t *len,
     *revision = 0;
     if (store_key_check(key, err, errlen) != 0)
         return STORE_INVALID;
+    st->reads++;
     return st->backend->get(st, key, value, len, revision, err, errlen);
 }
 
@@ -304,6 +305,7 @@ store_list(struct store *st, const char *prefix, store_list_cb cb, void *arg,
         prefix = "";
     if (prefix_check(prefix, err, errlen) != 0)
         return STORE_INVALID;
+    st->reads++;
     return st->backend->list(st, prefix, cb, arg, err, errlen);
 }
 
@@ -351,6 +353,7 @@ store_blob_get(struct store *st, const char *sha256_hex, uint8_t **data,
     *len = 0;
     if (store_blob_name_check(sha256_hex, err, errlen) != 0)
         return STORE_INVALID;
+    st->reads++;
     return st->backend->blob_get(st, sha256_hex, data, len, err, errlen);
 }
 
@@ -361,4 +364,10 @@ store_blob_delete(struct store *st, const char *sha256_hex, store_done_cb cb,
     if (st == NULL || store_blob_name_check(sha256_hex, NULL, 0) != 0)
         return -1;
     return st->backend->blob_delete(st, sha256_hex, cb, arg);
+}
+
+uint64_t
+store_reads(const struct store *st)
+{
+    return st ? st->reads : 0;
 }

@@ -147,6 +147,11 @@ int store_blob_delete(struct store *st, const char *sha256_hex,
 
 const char *store_status_name(enum store_status status);
 
+/* The synchronous reads made so far (store_get(), store_list(),
+ * store_blob_get()): each one blocks the caller, which with store = nats
+ * is a round trip to the server (/metrics: workmanager_store_reads_total). */
+uint64_t store_reads(const struct store *st);
+
 /* Computes the SHA-256 of data as lowercase hex (libcrypto). */
 void store_sha256_hex(const uint8_t *data, size_t len,
                       char out[STORE_SHA256_HEX]);

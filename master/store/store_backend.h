@@ -28,6 +28,7 @@ struct store_backend;
 /* The first member of every backend's handle. */
 struct store {
     const struct store_backend *backend;
+    uint64_t reads; /* store_reads(): counted by store.c */
 };
 
 /* One backend.  The arguments were checked by store.c: keys satisfy

@@ -166,3 +166,38 @@ def test_state_keys_and_bytes(wmd):
     u = usage(wmd, "acme")
     assert u["max_state_keys"] == 0 and u["max_state_bytes"] == 0, u
     assert usage(wmd, "other")["max_state_keys"] == 1
+
+
+def test_state_writes_read_nothing_from_the_store(wmd):
+    """A state write's admission takes the key's old size from memory
+    (state_sizes.h), not from the store: with store = nats a store read is
+    a round trip on the daemon's loop.  Puts, replacements and deletes,
+    with and without a state quota, read nothing; the usage stays right,
+    and is counted from the store again at a restart."""
+    tenant(wmd, "acme", max_state_keys=5, max_state_bytes=1000)
+    w = wmd.create(tenant="acme", topic="s", name="keeper")
+    v = wmd.create(topic="s", name="free")  # default tenant: no quota
+    assert state(wmd, w["id"], "put", {"key": "warm", "value": 0})[
+        "status"] == 200
+    before = metric(wmd, "workmanager_store_reads_total")
+    for who in (w, v):
+        for i in range(5):
+            assert state(wmd, who["id"], "put",
+                         {"key": "k", "value": "x" * i})["status"] == 200
+        assert state(wmd, who["id"], "put", {"key": "j", "value": 1})[
+            "status"] == 200
+        assert state(wmd, who["id"], "delete", {"key": "j"})[
+            "status"] == 200
+    # /metrics and /v1/tenants read nothing either
+    assert metric(wmd, "workmanager_store_reads_total") == before
+    u = usage(wmd, "acme")
+    # "warm" = 0 and "k" = "xxxx": two keys, 1 + 6 bytes of JSON text
+    assert u["max_state_keys"] == 2 and u["max_state_bytes"] == 7, u
+    wmd.stop()
+    wmd.start()
+    u = usage(wmd, "acme")
+    assert u["max_state_keys"] == 2 and u["max_state_bytes"] == 7, u
+    res = state(wmd, w["id"], "put", {"key": "k", "value": "y" * 992})
+    assert res["status"] == 200, res  # 1 + 994 bytes: fits 1000
+    res = state(wmd, w["id"], "put", {"key": "k", "value": "y" * 998})
+    assert res["status"] == 403 and "max_state_bytes" in res["error"], res
