@@ -12,11 +12,14 @@
  *
  * Jobs hang on their binding, so that a delete (flow_detach) can cut
  * them loose: a job whose worker is gone requeues its delivery and
- * releases its lock when its pending step completes.
+ * releases its lock when its pending step completes.  Bindings and groups,
+ * and the broker's callbacks that start jobs, are flow_bind.c's
+ * (flow_private.h).
  */
 #include "config.h"
 
 #include "master/broker/flow.h"
+#include "master/broker/flow_private.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -44,74 +47,6 @@
 const double flow_bucket_bounds[DISPATCH_BUCKETS] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
     0.025,  0.05,    0.1,    0.25,  0.5,    1,     10,
-};
-
-struct job;
-struct group;
-
-struct binding {
-    LIST_ENTRY(binding) link; /* in dp->bindings */
-    struct flow *dp;
-    struct worker *w;
-    struct broker_sub *sub; /* its own; NULL when grouped */
-    struct group *g;
-    LIST_HEAD(, job) jobs;
-    size_t invokes; /* its jobs that are invokes (they share its queue) */
-    uint64_t token; /* the lock token of the job processing now */
-};
-
-/* The competing consumers of one (tenant, topic, group). */
-struct group {
-    LIST_ENTRY(group) link;
-    struct flow *dp;
-    char *tenant, *topic, *name;
-    struct broker_sub *sub;
-    struct binding **members;
-    size_t n, cap;
-    size_t next, turn; /* round robin, in turns of GROUP_TURN */
-};
-
-struct out {
-    char *tenant;
-    char *topic;
-    struct ipc_fb_builder fb;
-    bool dead; /* a loop: dead-letter it (reason loop) */
-};
-
-struct job {
-    LIST_ENTRY(job) link; /* in its binding's jobs */
-    struct flow *dp;
-    struct binding *bd;        /* NULL once its worker is gone */
-    struct broker_delivery *d; /* NULL for an invoke */
-    /* The event as its worker gets it: the delivery's (or the invoke's)
-     * bytes, borrowed (they outlive the job: the job settles the delivery;
-     * an invoke's caller frees them in its callback, the job's last use),
-     * or the copy in `stamped` when the worker's config added extensions;
-     * `in` decodes it. */
-    const uint8_t *ev;
-    size_t evlen;
-    struct ipc_fb_builder stamped;
-    struct ipc_cloudevent in;
-    uint32_t hops;
-    uint64_t token;
-    bool locked;
-    char tenant[128];
-    char group[128];
-    struct timespec start;
-    flow_invoke_cb icb;
-    void *iarg;
-    /* Settling: what to publish, then the action. */
-    struct out *outs;
-    size_t nouts;
-    enum outcome_action action;
-    char reason[32];
-};
-
-struct flow {
-    struct daemon *d;
-    LIST_HEAD(, group) groups;
-    LIST_HEAD(, binding) bindings;
-    struct flow_stats st;
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -221,9 +156,9 @@ flow_prepare_output(const struct ipc_cloudevent *in,
  * Returns 0 when it is stored (or dropped by rule: a dead letter is not
  * dead-lettered again; an event that cannot carry the two extensions is
  * dropped with an error), -1 when the broker refused it. */
-static int
-dead_letter(struct flow *dp, const char *tenant, const char *topic,
-            const uint8_t *event, const char *reason, uint32_t count)
+int
+flow_dead_letter(struct flow *dp, const char *tenant, const char *topic,
+                 const uint8_t *event, const char *reason, uint32_t count)
 {
     struct ipc_cloudevent ce;
     struct ipc_fb_builder fb;
@@ -266,246 +201,6 @@ dead_letter(struct flow *dp, const char *tenant, const char *topic,
     return rc;
 }
 
-/* ---- groups and bindings --------------------------------------------- */
-
-static void on_delivery_solo(struct broker_delivery *d, void *arg);
-static void on_delivery_group(struct broker_delivery *d, void *arg);
-static void on_overflow_solo(struct broker_sub *s, const uint8_t *event,
-                             size_t len, void *arg);
-static void on_overflow_group(struct broker_sub *s, const uint8_t *event,
-                              size_t len, void *arg);
-
-/* Whether w takes events now: running, and not failed (a crash loop, a
- * load or an engine that failed: its events wait for a start). */
-static bool
-takes_events(const struct worker *w)
-{
-    return w->status == WORKER_RUNNING && w->state != WORKER_STATE_FAILED;
-}
-
-static enum broker_sub_mode
-mode_of(const struct worker *w)
-{
-    return takes_events(w)               ? BROKER_SUB_ACTIVE
-           : w->status != WORKER_STOPPED ? BROKER_SUB_PAUSED
-                                         : BROKER_SUB_CLOSED;
-}
-
-/* Deliveries out at once for a worker: more than its concurrency, so that
- * the next events already wait in its host's queue (or the supervisor's)
- * when one completes, rather than one broker round trip later; and at
- * least PIPELINE_MIN, so that a burst crosses to the host in a few frames
- * written together and one wake-up of the host, rather than a wake-up per
- * handful of events (bench/README.md: the native echo worker out of
- * process went from 99,000-110,000 to 207,000-219,000 events/s at
- * concurrency 1).  A host takes no more than its Hello's max_inflight; the
- * supervisor queues the rest, in order, and they are redelivered if the
- * host dies. */
-#define PIPELINE_FACTOR 16u
-#define PIPELINE_MIN 128u
-#define PIPELINE_MAX 1024u
-
-static unsigned
-inflight_of(const struct worker *w)
-{
-    unsigned c = w->limits.concurrency ? w->limits.concurrency : 1;
-    unsigned n = c >= PIPELINE_MAX / PIPELINE_FACTOR ? PIPELINE_MAX
-                                                     : c * PIPELINE_FACTOR;
-    return n < PIPELINE_MIN ? PIPELINE_MIN : n;
-}
-
-static void
-group_update(struct group *g)
-{
-    enum broker_sub_mode m = BROKER_SUB_CLOSED;
-
-    for (size_t i = 0; i < g->n; i++) {
-        enum broker_sub_mode mm = mode_of(g->members[i]->w);
-        if (mm == BROKER_SUB_ACTIVE)
-            m = mm;
-        else if (mm == BROKER_SUB_PAUSED && m == BROKER_SUB_CLOSED)
-            m = mm;
-    }
-    broker_sub_set_mode(g->sub, m);
-}
-
-static struct group *
-group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
-{
-    struct group *g;
-    char name[300];
-
-    LIST_FOREACH (g, &dp->groups, link)
-        if (strcmp(g->tenant, w->tenant) == 0 &&
-            strcmp(g->topic, w->topic) == 0 && strcmp(g->name, w->group) == 0)
-            return g;
-    g = calloc(1, sizeof *g);
-    if (g == NULL)
-        goto nomem;
-    g->dp = dp;
-    g->tenant = strdup(w->tenant);
-    g->topic = strdup(w->topic);
-    g->name = strdup(w->group);
-    if (!g->tenant || !g->topic || !g->name)
-        goto nomem;
-    snprintf(name, sizeof name, "group:%s", w->group);
-    struct broker_sub_spec spec = {
-        .tenant = w->tenant,
-        .topic = w->topic,
-        .name = name,
-        .max_inflight = 1,
-        .drop_oldest = admit_drop_oldest(dp->d->conf, w->topic),
-        .deliver = on_delivery_group,
-        .overflow = on_overflow_group,
-        .arg = g,
-    };
-    g->sub = broker_subscribe(dp->d->broker, &spec);
-    if (g->sub == NULL) {
-        snprintf(err, errlen, "cannot subscribe group %s to %s: %s", w->group,
-                 w->topic, strerror(errno));
-        goto fail;
-    }
-    LIST_INSERT_HEAD(&dp->groups, g, link);
-    return g;
-nomem:
-    snprintf(err, errlen, "out of memory");
-fail:
-    if (g) {
-        free(g->tenant);
-        free(g->topic);
-        free(g->name);
-        free(g);
-    }
-    return NULL;
-}
-
-static void
-group_remove(struct group *g, struct binding *bd)
-{
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->members[i] == bd) {
-            memmove(g->members + i, g->members + i + 1,
-                    (g->n - i - 1) * sizeof *g->members);
-            g->n--;
-            break;
-        }
-    }
-    if (g->n) {
-        group_update(g);
-        return;
-    }
-    LIST_REMOVE(g, link);
-    broker_unsubscribe(g->sub, false);
-    free(g->members);
-    free(g->tenant);
-    free(g->topic);
-    free(g->name);
-    free(g);
-}
-
-int
-flow_attach(struct flow *dp, struct worker *w, char *err, size_t errlen)
-{
-    struct binding *bd = calloc(1, sizeof *bd);
-
-    if (bd == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    bd->dp = dp;
-    bd->w = w;
-    LIST_INIT(&bd->jobs);
-    if (w->group) {
-        struct group *g = group_get(dp, w, err, errlen);
-        if (g == NULL)
-            goto fail;
-        if (g->n == g->cap) {
-            size_t cap = g->cap ? g->cap * 2 : 4;
-            struct binding **m = realloc(g->members, cap * sizeof *m);
-            if (m == NULL) {
-                snprintf(err, errlen, "out of memory");
-                if (g->n == 0)
-                    group_remove(g, bd);
-                goto fail;
-            }
-            g->members = m;
-            g->cap = cap;
-        }
-        g->members[g->n++] = bd;
-        bd->g = g;
-        w->binding = bd;
-        LIST_INSERT_HEAD(&dp->bindings, bd, link);
-        group_update(g);
-        return 0;
-    }
-    struct broker_sub_spec spec = {
-        .tenant = w->tenant,
-        .topic = w->topic,
-        .name = w->id,
-        .max_inflight = inflight_of(w),
-        .drop_oldest = admit_drop_oldest(dp->d->conf, w->topic),
-        .deliver = on_delivery_solo,
-        .overflow = on_overflow_solo,
-        .arg = bd,
-    };
-    bd->sub = broker_subscribe(dp->d->broker, &spec);
-    if (bd->sub == NULL) {
-        snprintf(err, errlen, "cannot subscribe to %s: %s", w->topic,
-                 strerror(errno));
-        goto fail;
-    }
-    broker_sub_set_mode(bd->sub, mode_of(w));
-    w->binding = bd;
-    LIST_INSERT_HEAD(&dp->bindings, bd, link);
-    return 0;
-fail:
-    free(bd);
-    return -1;
-}
-
-void
-flow_status(struct flow *dp, struct worker *w)
-{
-    struct binding *bd = w->binding;
-
-    (void)dp;
-    if (bd == NULL)
-        return;
-    if (bd->g)
-        group_update(bd->g);
-    else
-        broker_sub_set_mode(bd->sub, mode_of(w));
-}
-
-void
-flow_detach(struct flow *dp, struct worker *w)
-{
-    struct binding *bd = w->binding;
-    struct job *j;
-
-    (void)dp;
-    if (bd == NULL)
-        return;
-    /* Cut the jobs loose: each finishes its pending step without w. */
-    while ((j = LIST_FIRST(&bd->jobs)) != NULL) {
-        LIST_REMOVE(j, link);
-        j->bd = NULL;
-    }
-    if (bd->g)
-        group_remove(bd->g, bd);
-    else
-        broker_unsubscribe(bd->sub, false);
-    w->binding = NULL;
-    LIST_REMOVE(bd, link);
-    free(bd);
-}
-
-uint64_t
-flow_token(const struct worker *w)
-{
-    return w->binding ? w->binding->token : 0;
-}
-
 /* ---- settling --------------------------------------------------------- */
 
 static void
@@ -540,8 +235,8 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
     for (size_t i = 0; i < j->nouts; i++) {
         struct out *o = &j->outs[i];
         if (o->dead) {
-            if (dead_letter(dp, o->tenant, o->topic, o->fb.buf, "loop",
-                            count) != 0)
+            if (flow_dead_letter(dp, o->tenant, o->topic, o->fb.buf, "loop",
+                                 count) != 0)
                 refused++;
             continue;
         }
@@ -584,8 +279,8 @@ job_finish(struct job *j)
                     d->tenant, d->topic, d->count);
     }
     if (d && j->action == OUTCOME_DEAD) {
-        if (dead_letter(dp, d->tenant, d->topic, d->event, j->reason,
-                        d->count) != 0)
+        if (flow_dead_letter(dp, d->tenant, d->topic, d->event, j->reason,
+                             d->count) != 0)
             j->action = outcome_unstored(j->action, d->count, max);
         else if (w)
             w->counters.dead_lettered++;
@@ -962,26 +657,11 @@ job_start(struct job *j)
         job_process(j);
 }
 
-/* Round robin in turns of GROUP_TURN events: a host fed in a row is awake.
- */
-#define GROUP_TURN 8u
-static struct binding *
-group_pick(struct group *g)
-{
-    for (size_t k = 0, i = g->next % (g->n + !g->n); k < g->n;
-         k++, i = (i + 1) % g->n)
-        if (takes_events(g->members[i]->w)) {
-            g->turn = k > 0 || g->turn >= GROUP_TURN ? 1 : g->turn + 1;
-            g->next = g->turn < GROUP_TURN ? i : (i + 1) % g->n;
-            return g->members[i];
-        }
-    return NULL;
-}
-
 /* A delivery that cannot start: back to the queue, later, uncounted (it
  * did not reach a worker). */
-static void
-delivery_refuse(struct flow *dp, struct broker_delivery *d, const char *why)
+void
+flow_delivery_refuse(struct flow *dp, struct broker_delivery *d,
+                     const char *why)
 {
     log_warning("flow: an event of %s/%s cannot start: %s", d->tenant, d->topic,
                 why);
@@ -989,8 +669,8 @@ delivery_refuse(struct flow *dp, struct broker_delivery *d, const char *why)
         d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, d->count));
 }
 
-static void
-deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
+void
+flow_deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
 {
     char err[256] = "";
     struct job *j = job_new(dp, bd, d->event, d->len, err, sizeof err);
@@ -1001,9 +681,9 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
          * its dead letter is stored. */
         activity_log(bd->w, LOG_WARNING, "an event of %s is dead-lettered: %s",
                      d->topic, err);
-        if (dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
-                        d->count) != 0) {
-            delivery_refuse(dp, d, "its dead letter was refused");
+        if (flow_dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
+                             d->count) != 0) {
+            flow_delivery_refuse(dp, d, "its dead letter was refused");
             return;
         }
         bd->w->counters.dead_lettered++;
@@ -1015,58 +695,6 @@ deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
     if (m)
         m->events_out++;
     job_start(j);
-}
-
-static void
-on_delivery_solo(struct broker_delivery *d, void *arg)
-{
-    struct binding *bd = arg;
-
-    deliver_to(bd->dp, bd, d);
-}
-
-static void
-on_delivery_group(struct broker_delivery *d, void *arg)
-{
-    struct group *g = arg;
-    struct binding *bd = group_pick(g);
-
-    if (bd == NULL) {
-        delivery_refuse(g->dp, d, "no member of its group is running");
-        return;
-    }
-    deliver_to(g->dp, bd, d);
-}
-
-static void
-overflow(struct flow *dp, struct worker *w, const char *tenant,
-         const char *topic, const uint8_t *event)
-{
-    if (w)
-        w->counters.dead_lettered++;
-    dead_letter(dp, tenant, topic, event, "backlog_overflow", 0);
-}
-
-static void
-on_overflow_solo(struct broker_sub *s, const uint8_t *event, size_t len,
-                 void *arg)
-{
-    struct binding *bd = arg;
-
-    (void)s;
-    (void)len;
-    overflow(bd->dp, bd->w, bd->w->tenant, bd->w->topic, event);
-}
-
-static void
-on_overflow_group(struct broker_sub *s, const uint8_t *event, size_t len,
-                  void *arg)
-{
-    struct group *g = arg;
-
-    (void)s;
-    (void)len;
-    overflow(g->dp, NULL, g->tenant, g->topic, event);
 }
 
 /* ---- the API's doors --------------------------------------------------- */
