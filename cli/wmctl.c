@@ -37,6 +37,7 @@ static bool tcp_no_token;
 static const char *tcp_token_file;
 
 static int cmd_engines(struct wmctl *ctl, int argc, char **argv);
+static int cmd_instances(struct wmctl *ctl, int argc, char **argv);
 static int cmd_health(struct wmctl *ctl, int argc, char **argv);
 static int cmd_recover(struct wmctl *ctl, int argc, char **argv);
 static int cmd_help(struct wmctl *ctl, int argc, char **argv);
@@ -87,6 +88,7 @@ static const struct wmctl_command commands[] = {
         .run = cmd_subscribe,
     },
     { .name = "engines", .synopsis = "", .run = cmd_engines },
+    { .name = "instances", .synopsis = "", .run = cmd_instances },
     { .name = "health", .synopsis = "", .run = cmd_health },
     { .name = "recover", .synopsis = "", .run = cmd_recover },
     {
@@ -638,6 +640,54 @@ cmd_engines(struct wmctl *ctl, int argc, char **argv)
             if (t)
                 table_row_add(t, cells);
             free(mimes);
+        }
+        if (t)
+            table_print(t, stdout);
+        table_free(t);
+    }
+    json_decref(answer);
+    return rc;
+}
+
+/* The daemons sharing the store, and their states (GET /v1/instances). */
+static int
+cmd_instances(struct wmctl *ctl, int argc, char **argv)
+{
+    static const char *const header[] = { "ID",    "NAME",      "HOST", "PID",
+                                          "STATE", "LAST_SEEN", "" };
+    json_t *answer, *e;
+    bool done;
+    size_t i;
+    int rc = no_arguments(ctl, argc, argv, &done);
+
+    if (done)
+        return rc;
+    rc = wmctl_call(ctl, "GET", "/v1/instances", NULL, NULL, &answer);
+    if (rc != WMCTL_EXIT_OK)
+        return rc;
+    if (ctl->json) {
+        wmctl_json_print(answer);
+    } else {
+        struct table *t = table_new(7, header);
+        json_array_foreach(json_object_get(answer, "instances"), i, e)
+        {
+            char *name = wmctl_value_text(json_object_get(e, "name"));
+            char *host = wmctl_value_text(json_object_get(e, "host"));
+            char *pid = wmctl_value_text(json_object_get(e, "pid"));
+            const char *cells[] = {
+                json_string_value(json_object_get(e, "id")),
+                name,
+                host,
+                pid,
+                json_string_value(json_object_get(e, "state")),
+                json_string_value(json_object_get(e, "last_seen")),
+                json_is_true(json_object_get(e, "self")) ? "(this one)" : "",
+            };
+            if (t)
+                table_row_add(t, cells);
+            free(name);
+            free(host);
+            free(pid);
         }
         if (t)
             table_print(t, stdout);

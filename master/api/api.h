@@ -181,6 +181,7 @@ void api_workers_route(struct api_req *rq);
 void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
+void api_instances_route(struct api_req *rq); /* route_instances.c */
 void api_topics_route(struct api_req *rq);
 /* A tenant's workers at once (tenant_workers.c).  Stops (run false) or starts
  * worker w without a request (its tenant's suspension and resumption); its

@@ -146,6 +146,12 @@ static const struct route routes[] = {
     },
     {
         .first = "v1",
+        .second = "instances",
+        .max_segments = 2,
+        .handler = api_instances_route,
+    },
+    {
+        .first = "v1",
         .second = "recover",
         .max_segments = 2,
         .handler = api_recover_route,

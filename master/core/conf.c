@@ -387,6 +387,21 @@ check_rules(const struct conf *c, char *err, size_t errlen)
                           "awaited before the next one",
                           a, b);
     }
+    if (c->instance_heartbeat_ms >= c->instance_disconnected_ms ||
+        c->instance_disconnected_ms >= c->instance_dead_ms) {
+        describe(c, "instance_disconnected_ms", a, sizeof(a));
+        describe(c,
+                 c->instance_heartbeat_ms >= c->instance_disconnected_ms
+                     ? "instance_heartbeat_ms"
+                     : "instance_dead_ms",
+                 b, sizeof(b));
+        return errbuf_set(err, errlen,
+                          "%s and %s: instance_heartbeat_ms < "
+                          "instance_disconnected_ms < instance_dead_ms, so "
+                          "that an instance is judged on several "
+                          "heartbeats",
+                          a, b);
+    }
     if (strlen(c->control_socket) >= sizeof(sun.sun_path)) {
         describe(c, "control_socket", a, sizeof(a));
         return errbuf_set(

@@ -161,6 +161,10 @@ struct conf {
     char *engines_dir;
     char *libexec_dir;
     char *instance; /* the host name when not set */
+    /* Several instances on one store (instances.h). */
+    uint64_t instance_heartbeat_ms;
+    uint64_t instance_disconnected_ms;
+    uint64_t instance_dead_ms;
 
     /* Backends. */
     int store;  /* enum conf_store */

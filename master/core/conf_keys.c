@@ -133,6 +133,9 @@
  * | `engines_dir` | path | `<sysconfdir>/workmanager/engines.d` | `WM_ENGINES_DIR` | Directory of the engine descriptor files (*.engine). |
  * | `libexec_dir` | path | `<libexecdir>/workmanager` | `WM_LIBEXEC_DIR` | Directory of the host binaries named by engine descriptors. |
  * | `instance` | string, may be empty | empty: the host name | `WM_INSTANCE` | Name of this daemon in the source of lifecycle events (urn:workmanager:INSTANCE); empty means the host name. |
+ * | `instance_heartbeat_ms` | duration (ms), 50–60000 | `1000` | `WM_INSTANCE_HEARTBEAT_MS` | With a shared store (store = nats): how often this instance writes its heartbeat and reads the others'. |
+ * | `instance_disconnected_ms` | duration (ms), 100–3600000 | `3000` | `WM_INSTANCE_DISCONNECTED_MS` | Another instance whose heartbeat has not changed for this long is disconnected. |
+ * | `instance_dead_ms` | duration (ms), 200–86400000 | `10000` | `WM_INSTANCE_DEAD_MS` | Another instance whose heartbeat has not changed for this long is dead: its heartbeat key is removed. |
  * | `log_level` | enum: debug, info, notice, warning, error | `info` | `WM_LOG_LEVEL` | Least severe level logged. |
  * | `audit_publishes` | enum: none, errors, all | `errors` | `WM_AUDIT_PUBLISHES` | Which publishes (POST /v1/topics/T/events) the audit log records: none, errors (refused ones, status 400 and above), or all; every other mutation is always recorded. |
  * | `tenant_max_workers` | integer, 0–1000000 | `0` | `WM_TENANT_MAX_WORKERS` | Workers one tenant may have; a create beyond it is answered 403 quota_exceeded; 0 = unlimited.  PATCH /v1/tenants/NAME overrides every tenant_* key for one tenant. |
@@ -964,6 +967,39 @@ const struct conf_key conf_key_table[] = {
                "(urn:workmanager:INSTANCE); empty means the host name.",
         .offset = AT(instance, char *),
         .check = conf_check_instance,
+    },
+    {
+        .name = "instance_heartbeat_ms",
+        .type = CONF_DURATION_MS,
+        .def = "1000",
+        .env = "WM_INSTANCE_HEARTBEAT_MS",
+        .doc = "With a shared store (store = nats): how often this instance "
+               "writes its heartbeat and reads the others'.",
+        .offset = AT(instance_heartbeat_ms, uint64_t),
+        .min = 50,
+        .max = 60000,
+    },
+    {
+        .name = "instance_disconnected_ms",
+        .type = CONF_DURATION_MS,
+        .def = "3000",
+        .env = "WM_INSTANCE_DISCONNECTED_MS",
+        .doc = "Another instance whose heartbeat has not changed for this "
+               "long is disconnected.",
+        .offset = AT(instance_disconnected_ms, uint64_t),
+        .min = 100,
+        .max = 3600000,
+    },
+    {
+        .name = "instance_dead_ms",
+        .type = CONF_DURATION_MS,
+        .def = "10000",
+        .env = "WM_INSTANCE_DEAD_MS",
+        .doc = "Another instance whose heartbeat has not changed for this "
+               "long is dead: its heartbeat key is removed.",
+        .offset = AT(instance_dead_ms, uint64_t),
+        .min = 200,
+        .max = 86400000,
     },
     {
         .name = "log_level",

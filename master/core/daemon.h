@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/uuid.h"
 #include "sandbox/sandbox.h"
 
 struct event_base;
@@ -34,6 +35,7 @@ struct broker;
 struct flow;
 struct grouplocks;
 struct fetcher;
+struct instances;
 
 enum daemon_recovery {
     DAEMON_RECOVERY_PENDING = 0, /* not run yet (recovery_on_start=false) */
@@ -55,6 +57,8 @@ struct daemon {
     struct grouplocks *locks;
     struct fetcher *fetcher; /* code from URLs (fetch.h) */
     char holder[160];        /* "<instance>/<boot id>": group locks' holder */
+    char instance_id[UUID_SIZE]; /* the boot id: this start's (instances.h) */
+    struct instances *instances; /* with a shared store; else NULL */
     enum daemon_recovery recovery;
     char recovery_error[512];
     unsigned recovered;      /* workers restored by the last recovery */

@@ -52,6 +52,7 @@
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
 #include "master/workers/fetch.h"
+#include "master/workers/instances.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/quota.h"
 #include "master/workers/recovery.h"
@@ -274,9 +275,9 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .queue_max = c->queue_max_events,
         .verify = flow_event_verify,
     };
-    char boot[UUID_SIZE];
-    uuid_new(boot);
-    snprintf(d->holder, sizeof d->holder, "%s/%.8s", c->instance, boot);
+    uuid_new(d->instance_id);
+    snprintf(d->holder, sizeof d->holder, "%s/%.8s", c->instance,
+             d->instance_id);
     d->broker = broker_open(&bc, d->base, err, errlen);
     if (d->broker == NULL)
         return -1;
@@ -678,6 +679,10 @@ main(int argc, char **argv)
     log_notice("workmanagerd %s started (pid %d, state %s, socket %s)",
                PACKAGE_VERSION, (int)getpid(), conf.state_dir,
                conf.control_socket);
+    if (instances_start(&d, err, sizeof err) != 0) {
+        log_err("%s", err);
+        goto out;
+    }
     if (conf.recovery_on_start)
         recovery_start(&d, on_recovered);
     else
@@ -696,6 +701,7 @@ out:
     /* Before the API and the supervisor: a fetch still running answers
      * its request and undoes its worker through them. */
     fetch_free(d.fetcher);
+    instances_stop(&d); /* its heartbeat's key removed: queued below */
     /* So do the store's writes still queued (a create's record, say),
      * while their requests exist: freeing the API frees them. */
     store_flush(d.store);

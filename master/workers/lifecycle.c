@@ -69,6 +69,13 @@ void
 lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
                      const char *subject, json_t *data)
 {
+    lifecycle_emit_infra_on(d, tenant, INFRA_TOPIC, what, subject, data);
+}
+
+void
+lifecycle_emit_infra_on(struct daemon *d, const char *tenant, const char *topic,
+                        const char *what, const char *subject, json_t *data)
+{
     char id[UUID_SIZE], at[TIMESTAMP_SIZE], type[128], source[300];
 
     if (d->broker == NULL) {
@@ -83,7 +90,7 @@ lifecycle_emit_infra(struct daemon *d, const char *tenant, const char *what,
                            "specversion", "1.0", "id", id, "type", type,
                            "source", source, "subject", subject, "time", at,
                            "datacontenttype", "application/json", "data", data);
-    emit_publish(d->broker, tenant, INFRA_TOPIC, ev);
+    emit_publish(d->broker, tenant, topic, ev);
     json_decref(ev);
 }
 

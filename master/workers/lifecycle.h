@@ -36,6 +36,11 @@ void lifecycle_emit_hops(struct daemon *d, const struct worker *w,
  * grouplock.acquired, grouplock.released, grouplock.stolen), data stolen. */
 void lifecycle_emit_infra(struct daemon *d, const char *tenant,
                           const char *what, const char *subject, json_t *data);
+/* The same on another workmanager.infra.* topic (the instances' events,
+ * instances.h: workmanager.infra.instance). */
+void lifecycle_emit_infra_on(struct daemon *d, const char *tenant,
+                             const char *topic, const char *what,
+                             const char *subject, json_t *data);
 
 /* The error event of a host exit: error_type from last_exit, signal,
  * exit_code, syscall. */

@@ -131,6 +131,7 @@ def routes(w):
         ("GET", "/v1/topics/workmanager.infra.worker/events", None),
         ("GET", "/v1/engines", None),
         ("POST", "/v1/recover", None),
+        ("GET", "/v1/instances", None),
         ("GET", "/metrics", None),
         ("GET", "/health", None),
         ("GET", "/v1/tenants", None),

@@ -522,6 +522,13 @@ test_rules(void)
                "heartbeat_timeout_ms=5000", NULL) == -1);
     CHECK(check_has_all(err, "heartbeat_timeout_ms", "heartbeat_interval_ms",
                         NULL));
+    CHECK(load(&c, no_file(), false, err, sizeof(err), "instance_dead_ms=3000",
+               NULL) == -1);
+    CHECK(check_has_all(err, "instance_disconnected_ms (3000, default)",
+                        "instance_dead_ms (3000, -o)", NULL));
+    CHECK(load(&c, no_file(), false, err, sizeof(err),
+               "instance_heartbeat_ms=5000", NULL) == -1);
+    CHECK(check_has_all(err, "instance_heartbeat_ms (5000, -o)", NULL));
     CHECK(load(&c, no_file(), false, err, sizeof(err),
                "runtime_dir=/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
