@@ -183,10 +183,20 @@ void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_instances_route(struct api_req *rq); /* route_instances.c */
 void api_topics_route(struct api_req *rq);
+/* Follows the workers' records other instances change (remote_workers.c;
+ * a shared store only): once recovery is done. */
+void api_remote_workers_start(struct daemon *d);
+/* Whether a /v1/workers operation on worker id (its create included) is in
+ * progress here (route_workers.c): its store write is not settled yet. */
+bool api_workers_in_flight(const char *id);
 /* A tenant's workers at once (tenant_workers.c).  Stops (run false) or starts
  * worker w without a request (its tenant's suspension and resumption); its
  * record follows.  -1 while an API change to it is in flight. */
 int api_workers_set_status(struct daemon *d, struct worker *w, bool run);
+/* Takes w out of this daemon (its subscription, its host, the registry),
+ * emits "deleted" (extra, stolen, may be NULL, adds to its data) and frees
+ * it; the store is the caller's business. */
+void api_workers_drop(struct daemon *d, struct worker *w, json_t *extra);
 /* Deletes every worker of tenant (its deletion); returns how many. */
 unsigned api_workers_remove_tenant(struct daemon *d, const char *tenant);
 /* How many workers tenant has. */

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 
 #include "ipc/cloudevent.h"
 #include "lib/timestamp.h"
@@ -63,6 +64,7 @@ enum op_kind {
 };
 
 struct op {
+    LIST_ENTRY(op) link; /* in ops */
     enum op_kind kind;
     struct api_req *rq;
     struct daemon *d;
@@ -93,6 +95,20 @@ struct op {
     int64_t reserved[QUOTA_N];
 };
 
+/* The operations in progress (api_workers_in_flight()). */
+static LIST_HEAD(, op) ops = LIST_HEAD_INITIALIZER(ops);
+
+bool
+api_workers_in_flight(const char *id)
+{
+    const struct op *op;
+
+    LIST_FOREACH (op, &ops, link)
+        if (op->w && strcmp(op->w->id, id) == 0)
+            return true;
+    return false;
+}
+
 /* Reserves (sign 1) or gives back (sign -1) op's share of its tenant's
  * quotas. */
 static void
@@ -107,6 +123,7 @@ op_reserve(struct op *op, int sign)
 static void
 op_free(struct op *op)
 {
+    LIST_REMOVE(op, link);
     op_reserve(op, -1);
     free(op->reserved_tenant);
     if (op->w)
@@ -388,6 +405,7 @@ op_new(struct api_req *rq, enum op_kind kind, struct worker *w)
         api_error(rq, 500, "internal", "out of memory");
         return NULL;
     }
+    LIST_INSERT_HEAD(&ops, op, link);
     op->kind = kind;
     op->rq = rq;
     op->d = rq->d;

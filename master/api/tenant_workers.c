@@ -119,15 +119,21 @@ api_workers_remove_tenant(struct daemon *d, const char *tenant)
             i++;
             continue;
         }
-        flow_detach(d->flow, w);
-        supervise_forget(d->sv, w);
         record_worker_key(w->id, key, sizeof key);
         store_delete(d->store, key, STORE_ANY_REVISION, on_tenant_write, d);
         gateway_forget(d, w);
-        registry_remove(d->registry, w);
-        lifecycle_emit(d, w, "deleted", NULL);
-        worker_free(w);
+        api_workers_drop(d, w, NULL);
         n++;
     }
     return n;
+}
+
+void
+api_workers_drop(struct daemon *d, struct worker *w, json_t *extra)
+{
+    flow_detach(d->flow, w);
+    supervise_forget(d->sv, w);
+    registry_remove(d->registry, w);
+    lifecycle_emit(d, w, "deleted", extra);
+    worker_free(w);
 }

@@ -59,6 +59,7 @@ struct daemon {
     char holder[160];        /* "<instance>/<boot id>": group locks' holder */
     char instance_id[UUID_SIZE]; /* the boot id: this start's (instances.h) */
     struct instances *instances; /* with a shared store; else NULL */
+    bool remote_followed;        /* api_remote_workers_start() ran */
     enum daemon_recovery recovery;
     char recovery_error[512];
     unsigned recovered;      /* workers restored by the last recovery */

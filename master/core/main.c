@@ -310,6 +310,12 @@ static void
 on_recovered(struct daemon *d)
 {
     gateway_state_count(d);
+    /* From now on, what other instances change reaches the registry (its
+     * first pass finds the records as recovery left them). */
+    if (d->remote_followed == false) {
+        d->remote_followed = true;
+        api_remote_workers_start(d);
+    }
     sd_notify(0, "READY=1\nSTATUS=ready");
     /* Ready first: the pool hosts start in the background. */
     supervise_pool_fill(d->sv);

@@ -371,3 +371,14 @@ store_reads(const struct store *st)
 {
     return st ? st->reads : 0;
 }
+
+int
+store_watch(struct store *st, const char *prefix, store_watch_cb cb, void *arg,
+            char *err, size_t errlen)
+{
+    if (st == NULL || prefix == NULL || cb == NULL)
+        return errbuf_set(err, errlen, "store_watch: missing argument");
+    if (st->backend->watch == NULL)
+        return 0;
+    return st->backend->watch(st, prefix, cb, arg, err, errlen);
+}

@@ -94,6 +94,11 @@ typedef int (*store_list_cb)(const char *key, enum store_status status,
                              const uint8_t *value, size_t len,
                              uint64_t revision, const char *message, void *arg);
 
+/* One change of a key under a watched prefix (store_watch()): its new
+ * value and revision, or value NULL when it was deleted. */
+typedef void (*store_watch_cb)(const char *key, const uint8_t *value,
+                               size_t len, uint64_t revision, void *arg);
+
 /* Opens the backend named by cfg->backend.  Returns NULL with a message in
  * err naming the cause (an unknown backend, an unusable state_dir). */
 struct store *store_open(const struct store_config *cfg,
@@ -146,6 +151,15 @@ int store_blob_delete(struct store *st, const char *sha256_hex,
                       store_done_cb cb, void *arg);
 
 const char *store_status_name(enum store_status status);
+
+/* Follows the keys under prefix: cb runs on the loop thread for each key
+ * as it is now, then for each change, whoever made it (this daemon's own
+ * writes come back too: compare revisions), in the order the store
+ * applied them.  For a store only this daemon writes (file) there is
+ * nothing to follow: 0, and cb never runs.  One watch per store; it ends
+ * with store_close().  -1 with a message when it cannot start. */
+int store_watch(struct store *st, const char *prefix, store_watch_cb cb,
+                void *arg, char *err, size_t errlen);
 
 /* The synchronous reads made so far (store_get(), store_list(),
  * store_blob_get()): each one blocks the caller, which with store = nats

@@ -59,6 +59,10 @@ struct store_backend {
                                   size_t errlen);
     int (*blob_delete)(struct store *st, const char *sha256_hex,
                        store_done_cb cb, void *arg);
+    /* NULL: the backend has nothing to watch (only this daemon writes it:
+     * file). */
+    int (*watch)(struct store *st, const char *prefix, store_watch_cb cb,
+                 void *arg, char *err, size_t errlen);
 };
 
 extern const struct store_backend store_file_backend;

@@ -276,6 +276,7 @@ sn_free(struct store_nats *sn)
         pthread_mutex_unlock(&sn->mu);
         pthread_join(sn->thread, NULL);
     }
+    store_nats_watch_free(sn);
     if (sn->ev != NULL)
         event_free(sn->ev);
     if (sn->efd >= 0)
@@ -571,4 +572,5 @@ const struct store_backend store_nats_backend = {
     .blob_put = sn_blob_put,
     .blob_get = sn_blob_get,
     .blob_delete = sn_blob_delete,
+    .watch = store_nats_watch,
 };

@@ -112,8 +112,8 @@ sn_key_encode(const char *key, char out[SN_KEY_MAX])
 }
 
 /* The store key of KV key k (in place: decoding only shrinks). */
-static void
-sn_key_decode(char *k)
+void
+store_nats_key_decode(char *k)
 {
     char *w = k;
 
@@ -242,7 +242,7 @@ sn_items_add(struct sn_items *it, kvEntry *e, const char *prefix)
     item.key = strdup(kvEntry_Key(e));
     if (item.key == NULL)
         return -1;
-    sn_key_decode(item.key);
+    store_nats_key_decode(item.key);
     if (strncmp(item.key, prefix, strlen(prefix)) != 0) {
         free(item.key);
         return 0;

@@ -91,6 +91,8 @@ struct store_nats {
 
     pthread_t thread;
     bool sync_ready, thread_started;
+
+    struct sn_watch *watch; /* store_nats_watch.c; NULL until one starts */
 };
 
 /* ---- store_nats_kv.c ---------------------------------------------------- */
@@ -114,5 +116,18 @@ enum store_status store_nats_blob_get(struct store_nats *sn, const char *hex,
 
 /* Runs one write (writer thread): fills op's results. */
 void store_nats_run(struct store_nats *sn, struct sn_op *op);
+
+/* The store key of KV key k, in place. */
+void store_nats_key_decode(char *k);
+
+/* ---- store_nats_watch.c ------------------------------------------------- */
+
+/* store_watch() of the nats backend: a thread of its own follows the state
+ * bucket (kvStore_WatchAll) and hands the changes under prefix to the loop
+ * through an eventfd. */
+int store_nats_watch(struct store *st, const char *prefix, store_watch_cb cb,
+                     void *arg, char *err, size_t errlen);
+/* Stops and frees the watch (its thread joined); NULL is fine. */
+void store_nats_watch_free(struct store_nats *sn);
 
 #endif /* WM_MASTER_STORE_NATS_PRIVATE_H */

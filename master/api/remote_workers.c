@@ -1,0 +1,193 @@
+/*
+ * remote_workers.c — the workers' records as other instances change them
+ * (issue 23): with a shared store (store = nats) a create, reload,
+ * rollback, tag change, start, stop, suspend, resume or delete made on any
+ * daemon reaches this one's registry through the store's watch
+ * (store_watch()), within the time the store takes to tell.
+ *
+ * A change is applied when its revision is newer than the registry's: a
+ * daemon's own writes come back through the watch too, with the revision
+ * the registry already holds, and are left alone.  A worker with an
+ * operation of the /v1/workers routes in progress here
+ * (api_workers_in_flight(), its create included) is left alone as well:
+ * that operation's compare-and-set decides, and the next change of the
+ * record brings this daemon up to date.
+ *
+ *   new record      restored as recovery restores one (its code read and
+ *                   checked; hosts start on demand), "created"
+ *   newer record    its status, versions, tags, config and limits taken;
+ *                   a new version is loaded into a running host (the hot
+ *                   reload), a new status applied; "reloaded" / "started",
+ *                   "stopped", "suspended" / "updated"
+ *   deleted         dropped here (its state and code are the deleting
+ *                   daemon's business), "deleted"
+ *
+ * Each lifecycle event says "origin": "remote".  Tenants and tokens are
+ * not followed yet: each daemon reads them at start-up.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/timestamp.h"
+#include "master/api/api.h"
+#include "master/broker/flow.h"
+#include "master/core/daemon.h"
+#include "master/core/engines.h"
+#include "master/core/log.h"
+#include "master/store/record.h"
+#include "master/store/store.h"
+#include "master/supervise/supervise.h"
+#include "master/workers/activity.h"
+#include "master/workers/lifecycle.h"
+#include "master/workers/registry.h"
+
+static json_t *
+remote(void)
+{
+    return json_pack("{s:s}", "origin", "remote");
+}
+
+static void
+on_loaded(struct worker *w, const struct ipc_result *r, const char *error_type,
+          const char *message, void *arg)
+{
+    (void)r;
+    (void)arg;
+    if (error_type != NULL)
+        activity_log(w, LOG_ERR, "version %u from another instance: %s: %s",
+                     w->version, error_type, message ? message : "");
+}
+
+/* A worker another instance created: restored as recovery does. */
+static void
+add(struct daemon *d, struct worker *w)
+{
+    char err[256];
+    const struct worker_version *v = worker_version_find(w, w->version);
+
+    w->engine = engines_find_mime(d->engines, w->mime_type);
+    w->state = w->nhistory == 0                ? WORKER_STATE_NO_CODE
+               : w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
+               : w->status == WORKER_STOPPED   ? WORKER_STATE_STOPPED
+                                               : WORKER_STATE_IDLE;
+    if (w->engine == NULL || !w->engine->available ||
+        (v == NULL && w->nhistory)) {
+        w->state = WORKER_STATE_FAILED;
+        free(w->error);
+        w->error = strdup(w->engine == NULL ? "no engine for its mime_type here"
+                          : v == NULL ? "its version is not in its history"
+                                      : "its engine is unavailable here");
+    }
+    if (registry_add(d->registry, w) != 0) {
+        log_err("worker %s from another instance: its name %s is taken here; "
+                "not added",
+                w->id, w->name);
+        worker_free(w);
+        return;
+    }
+    if (flow_attach(d->flow, w, err, sizeof err) != 0)
+        activity_log(w, LOG_ERR, "no subscription: %s", err);
+    lifecycle_emit(d, w, "created", remote());
+}
+
+/* Swaps what a record holds between w and from (from is freed after). */
+static void
+take(struct worker *w, struct worker *from)
+{
+#define SWAP(f)                                                                \
+    do {                                                                       \
+        __typeof__(w->f) t_ = w->f;                                            \
+        w->f = from->f;                                                        \
+        from->f = t_;                                                          \
+    } while (0)
+    SWAP(status);
+    SWAP(config);
+    SWAP(nconfig);
+    SWAP(tags);
+    SWAP(ntags);
+    SWAP(limits);
+    SWAP(idle_timeout_s);
+    SWAP(updated_at_ms);
+    SWAP(history);
+    SWAP(nhistory);
+    SWAP(version);
+#undef SWAP
+}
+
+static void
+change(struct daemon *d, struct worker *w, struct worker *nw, uint64_t rev)
+{
+    enum worker_status was = w->status;
+    uint32_t version = w->version;
+
+    take(w, nw);
+    worker_free(nw);
+    w->revision = rev;
+    if (w->version != version) {
+        if (w->state == WORKER_STATE_NO_CODE)
+            w->state = w->status == WORKER_RUNNING ? WORKER_STATE_IDLE
+                                                   : WORKER_STATE_STOPPED;
+        if (w->status == WORKER_RUNNING &&
+            supervise_load(d->sv, w, on_loaded, NULL) != 0)
+            activity_log(w, LOG_ERR,
+                         "version %u from another instance "
+                         "cannot be loaded now",
+                         w->version);
+        lifecycle_emit(d, w, "reloaded", remote());
+    }
+    if (w->status != was) {
+        flow_status(d->flow, w);
+        supervise_apply(d->sv, w, NULL, NULL);
+        lifecycle_emit(d, w,
+                       w->status == WORKER_RUNNING     ? "started"
+                       : w->status == WORKER_SUSPENDED ? "suspended"
+                                                       : "stopped",
+                       remote());
+    } else if (w->version == version) {
+        lifecycle_emit(d, w, "updated", remote());
+    }
+}
+
+static void
+on_change(const char *key, const uint8_t *value, size_t len, uint64_t rev,
+          void *arg)
+{
+    struct daemon *d = arg;
+    const char *id = key + strlen(RECORD_WORKERS_PREFIX);
+    struct worker *w = registry_lookup(d->registry, id);
+    char err[256];
+
+    if (w != NULL && strcmp(w->id, id) != 0)
+        w = NULL; /* a name that looks like this id: not the same worker */
+    if (api_workers_in_flight(id) || (w && (w->busy || rev <= w->revision)))
+        return;
+    if (value == NULL) {
+        if (w)
+            api_workers_drop(d, w, remote());
+        return;
+    }
+    struct worker *nw = record_worker_decode(id, value, len, err, sizeof err);
+    if (nw == NULL) {
+        log_err("worker %s from another instance: %s", id, err);
+        return;
+    }
+    nw->revision = rev;
+    if (w == NULL)
+        add(d, nw);
+    else
+        change(d, w, nw, rev);
+}
+
+void
+api_remote_workers_start(struct daemon *d)
+{
+    char err[512];
+
+    if (store_watch(d->store, RECORD_WORKERS_PREFIX, on_change, d, err,
+                    sizeof err) != 0)
+        log_err("workers changed on other instances will not be seen here "
+                "until a restart: %s",
+                err);
+}

@@ -1,0 +1,63 @@
+"""One change, every instance (issue 23): daemons sharing `store = nats`
+follow each other's changes to the workers' records through the store's
+watch (master/api/remote_workers.c): a create, stop, start, reload, tag
+change and delete made on one daemon reach the other's registry, which
+serves the worker as its own; the daemon that made a change does not apply
+it a second time as a remote one.  Polls; no assertion on how fast."""
+
+import json
+
+from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
+from wm import b64
+
+
+def remote_events(d):
+    out = []
+    for ln in d.log().splitlines():
+        i = ln.find("lifecycle: {")
+        if i >= 0:
+            ev = json.loads(ln[i + len("lifecycle: "):])
+            if ev["data"].get("origin") == "remote":
+                out.append(ev["type"].rsplit(".", 1)[1])
+    return out
+
+
+def test_changes_on_one_reach_the_other(wm_builddir, tmp_path, nats):
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats).start()
+    b = nats_daemon(wm_builddir, tmp_path / "b", nats).start()
+    try:
+        def on_b(pred, what):
+            def probe():
+                r = b.get("/v1/workers/echo1")
+                return pred(r)
+            b.wait_for(probe, what=what)
+
+        a.create(name="echo1")
+        on_b(lambda r: r.status == 200, "the create on b")
+        assert b.invoke("echo1").status == 200
+        assert a.post("/v1/workers/echo1/stop").status == 200
+        on_b(lambda r: r.json["status"] == "stopped", "the stop on b")
+        assert b.invoke("echo1").status == 409  # stopped here too
+        assert a.post("/v1/workers/echo1/start").status == 200
+        on_b(lambda r: r.json["status"] == "running", "the start on b")
+        r = a.post("/v1/workers/echo1/code",
+                   {"code": {"content": b64("echo\n")}})
+        assert r.status == 200 and r.json["version"] == 2, r
+        on_b(lambda r: r.json["version"] == 2, "the reload on b")
+        assert b.invoke("echo1").status == 200
+        assert a.put("/v1/workers/echo1/tags",
+                      {"tags": {"team": "x"}}).status == 200
+        on_b(lambda r: r.json["tags"] == {"team": "x"}, "the tags on b")
+        assert a.delete("/v1/workers/echo1").status in (200, 204)
+        on_b(lambda r: r.status == 404, "the delete on b")
+        assert remote_events(b) == ["created", "stopped", "started",
+                                    "reloaded", "updated", "deleted"]
+        assert remote_events(a) == []  # its own changes came back: ignored
+        # and the other way: a change made on b reaches a
+        b.create(name="echo2")
+        a.wait_for(lambda: a.get("/v1/workers/echo2").status == 200,
+                   what="b's create on a")
+        assert a.invoke("echo2").status == 200
+    finally:
+        assert b.stop() == 0
+        assert a.stop() == 0
