@@ -1,7 +1,7 @@
 /*
  * events_answer.c — the structured JSON of events written straight from
- * their ABI FlatBuffers (events.h: events_answer_json()), for the answers
- * of invokes and publishes.
+ * their ABI FlatBuffers (events.h: events_answer_json()), for an invoke's
+ * answer in structured or batched mode (events_http.c).
  *
  * What it writes: byte for byte what events_json_dumps() gives for
  * events_to_json() of each event (or a JSON array of them): the attributes
