@@ -89,13 +89,11 @@ base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
     return 0;
 }
 
-char *
-base64_encode(const uint8_t *in, size_t len)
+size_t
+base64_encode_into(const uint8_t *in, size_t len, char *out)
 {
-    char *out = malloc((len + 2) / 3 * 4 + 1);
     size_t n = 0;
-    if (out == NULL)
-        return NULL;
+
     for (size_t i = 0; i < len; i += 3) {
         uint32_t word = (uint32_t)in[i] << 16;
         if (i + 1 < len)
@@ -107,6 +105,15 @@ base64_encode(const uint8_t *in, size_t len)
         out[n++] = i + 1 < len ? alphabet[word >> 6 & 63] : '=';
         out[n++] = i + 2 < len ? alphabet[word & 63] : '=';
     }
-    out[n] = '\0';
+    return n;
+}
+
+char *
+base64_encode(const uint8_t *in, size_t len)
+{
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (out == NULL)
+        return NULL;
+    out[base64_encode_into(in, len, out)] = '\0';
     return out;
 }

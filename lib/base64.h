@@ -21,6 +21,10 @@ int base64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen);
 int base64_decode_into(const char *in, size_t len, uint8_t *buf,
                        size_t *outlen);
 
+/* Encodes in[0..len) into out, which has room for (len + 2) / 3 * 4
+ * bytes; returns the length written (not NUL-terminated). */
+size_t base64_encode_into(const uint8_t *in, size_t len, char *out);
+
 /* Encodes into a malloc'd NUL-terminated string, or NULL. */
 char *base64_encode(const uint8_t *in, size_t len);
 

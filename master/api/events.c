@@ -183,8 +183,8 @@ events_utf8_next(const uint8_t *s, size_t len, uint32_t *cp)
     return n;
 }
 
-static bool
-utf8_valid(const uint8_t *s, size_t len)
+bool
+events_utf8_valid(const uint8_t *s, size_t len)
 {
     uint32_t cp;
     for (size_t i = 0; i < len;) {
@@ -194,6 +194,27 @@ utf8_valid(const uint8_t *s, size_t len)
         i += n;
     }
     return true;
+}
+
+size_t
+events_utf8_fix(const uint8_t *s, size_t len, char *out)
+{
+    size_t n = 0;
+    uint32_t cp;
+
+    for (size_t i = 0; i < len;) {
+        size_t k = events_utf8_next(s + i, len - i, &cp);
+        if (k == 0) {
+            memcpy(out + n, "\xef\xbf\xbd", 3);
+            n += 3;
+            i++;
+        } else {
+            memcpy(out + n, s + i, k);
+            n += k;
+            i += k;
+        }
+    }
+    return n;
 }
 
 enum text_fault {
@@ -902,27 +923,14 @@ text_json(const char *p, size_t len)
 {
     const uint8_t *s = (const uint8_t *)p;
 
-    if (utf8_valid(s, len))
+    if (events_utf8_valid(s, len))
         return json_stringn(p, len);
     if (len > (SIZE_MAX - 1) / 3)
         return NULL;
     char *fixed = malloc(3 * len + 1);
     if (fixed == NULL)
         return NULL;
-    size_t n = 0;
-    uint32_t cp;
-    for (size_t i = 0; i < len;) {
-        size_t k = events_utf8_next(s + i, len - i, &cp);
-        if (k == 0) {
-            memcpy(fixed + n, "\xef\xbf\xbd", 3);
-            n += 3;
-            i++;
-        } else {
-            memcpy(fixed + n, s + i, k);
-            n += k;
-            i += k;
-        }
-    }
+    size_t n = events_utf8_fix(s, len, fixed);
     json_t *j = json_stringn(fixed, n);
     free(fixed);
     return j;
@@ -947,7 +955,7 @@ data_json(json_t *obj, const struct ipc_cloudevent *ce)
     if (kind == MEDIA_JSON) {
         v = json_loadb((const char *)data.ptr, data.len,
                        JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-    } else if (kind == MEDIA_TEXT && utf8_valid(data.ptr, data.len)) {
+    } else if (kind == MEDIA_TEXT && events_utf8_valid(data.ptr, data.len)) {
         v = json_stringn((const char *)data.ptr, data.len);
         if (v == NULL)
             return -1;

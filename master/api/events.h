@@ -77,6 +77,25 @@ int events_from_binary(const char *const *names, const char *const *values,
  * NULL when out of memory. */
 json_t *events_to_json(const struct ipc_cloudevent *ce);
 
+/* The answer writer (events_answer.c): the structured JSON text of
+ * evs[0..n) as events_json_dumps() writes events_to_json() of each (a JSON
+ * array of them when array, else evs[0] alone, n being 1), byte for byte,
+ * written straight from the buffers without a jansson tree.  Returns the
+ * text (length in *len; not NUL-terminated; static memory valid until the
+ * next call), or NULL for what it leaves to the jansson path (JSON data of
+ * a shape the scanner leaves to jansson, out of memory).  Counts both
+ * outcomes in events_answer_stats().  Not reentrant. */
+const char *events_answer_json(const struct ipc_cloudevent *evs, size_t n,
+                               bool array, size_t *len);
+
+/* Answers written by events_answer_json(), and those it left to the
+ * jansson path, since the start. */
+struct events_answer_counts {
+    uint64_t written;
+    uint64_t fallbacks;
+};
+void events_answer_stats(struct events_answer_counts *out);
+
 /* Binary mode out (events_binary.c).  events_header_encode() writes
  * s[0..len) percent-encoded as the HTTP binding 1.0.2 §3.1.3.2 asks
  * (space, '"', '%' and every byte outside U+0021-U+007E as %XX of its

@@ -59,5 +59,23 @@ int events_draft_finish(struct draft *d, struct ipc_fb_builder *out);
  * length, or 0 when it is not well-formed (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF). */
 size_t events_utf8_next(const uint8_t *s, size_t len, uint32_t *cp);
+/* Whether s[0..len) is well-formed UTF-8 (NUL bytes included). */
+bool events_utf8_valid(const uint8_t *s, size_t len);
+/* Writes s[0..len) into out (room for 3 * len bytes) with each byte of an
+ * ill-formed sequence replaced by U+FFFD, as a host's text is shown in
+ * JSON; returns the length written. */
+size_t events_utf8_fix(const uint8_t *s, size_t len, char *out);
+
+/* The scanner's JSON reader for the answer writer (events_answer.c):
+ * json[0..len) read as data_json() in events.c reads a host's JSON data
+ * (json_loadb() with JSON_DECODE_ANY | JSON_ALLOW_NUL), its compact text
+ * as events_json_dumps() writes that value in *text and *tlen (scratch
+ * memory, valid until the next call of this or events_scan_body()).
+ * Returns EVENTS_SCAN_OK, EVENTS_SCAN_REJECT when jansson refuses the text
+ * (the data is then shown as data_base64), or EVENTS_SCAN_FALLBACK for a
+ * shape left to jansson (events.h lists them; a repeated member name too,
+ * where jansson keeps the last value). */
+enum events_scan_result events_scan_json(const uint8_t *json, size_t len,
+                                         const char **text, size_t *tlen);
 
 #endif /* WM_MASTER_EVENTS_PRIVATE_H */

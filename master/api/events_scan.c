@@ -59,6 +59,10 @@ struct key {
 struct scan {
     const uint8_t *p, *end;
     bool batch;
+    /* events_scan_json(): a host's JSON data read as json_loadb() with
+     * JSON_DECODE_ANY | JSON_ALLOW_NUL reads it (\u0000 allowed in
+     * strings, not in names; a repeated name left to jansson). */
+    bool data;
     enum events_scan_result verdict;
     char *txt; /* decoded strings; never moves during a body */
     size_t txt_len, txt_cap;
@@ -205,15 +209,16 @@ utf8_put(char *o, uint32_t cp)
 
 /* The code point of the escape \uXXXX[\uXXXX] at p (on the 'u'), as
  * jansson reads it: a surrogate pair combined, a lone surrogate and U+0000
- * refused (-1); *used receives the bytes read after the backslash. */
+ * (unless nul: JSON_ALLOW_NUL) refused (-1); *used receives the bytes read
+ * after the backslash. */
 static int32_t
-unicode_escape(const uint8_t *p, const uint8_t *end, size_t *used)
+unicode_escape(const uint8_t *p, const uint8_t *end, bool nul, size_t *used)
 {
     if (end - p < 5)
         return -1;
     int32_t v = hex4(p + 1);
     *used = 5;
-    if (v < 0 || v == 0 || (v >= 0xdc00 && v <= 0xdfff))
+    if (v < 0 || (v == 0 && !nul) || (v >= 0xdc00 && v <= 0xdfff))
         return -1;
     if (v >= 0xd800 && v <= 0xdbff) {
         if (end - p < 11 || p[5] != '\\' || p[6] != 'u')
@@ -294,7 +299,7 @@ string_decode(struct scan *s, const char **v, size_t *vlen)
                 break;
             case 'u': {
                 size_t used;
-                int32_t u = unicode_escape(p + 1, end, &used);
+                int32_t u = unicode_escape(p + 1, end, s->data, &used);
                 if (u < 0)
                     return fail(s, EVENTS_SCAN_REJECT);
                 o += utf8_put(o, (uint32_t)u);
@@ -489,8 +494,8 @@ key_add(struct scan *s, size_t base, struct key k)
     for (size_t i = base; i < s->nkeys; i++)
         if (s->keys[i].len == k.len &&
             memcmp(key_text(s, &s->keys[i]), t, k.len) == 0)
-            return fail(s,
-                        s->batch ? EVENTS_SCAN_FALLBACK : EVENTS_SCAN_REJECT);
+            return fail(s, s->batch || s->data ? EVENTS_SCAN_FALLBACK
+                                               : EVENTS_SCAN_REJECT);
     if (!grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys))
         return fail(s, EVENTS_SCAN_FALLBACK);
     s->keys[s->nkeys++] = k;
@@ -525,6 +530,10 @@ value_json(struct scan *s, unsigned depth)
                     if (!string_decode(s, &v, &len) || !quote_out(s, v, len))
                         return false;
                     struct key k = { NULL, off, s->out_len - off };
+                    /* jansson refuses a NUL in a name even under
+                     * JSON_ALLOW_NUL. */
+                    if (memchr(v, '\0', len))
+                        return fail(s, EVENTS_SCAN_REJECT);
                     if (!key_add(s, base, k) || !expect(s, ':') ||
                         !out_put(s, ":", 1))
                         return false;
@@ -852,6 +861,33 @@ events_scan_body(const uint8_t *body, size_t len, enum events_scan_kind kind,
         counts.rejected++;
     else
         counts.fallbacks++;
+    return s->verdict;
+}
+
+enum events_scan_result
+events_scan_json(const uint8_t *json, size_t len, const char **text,
+                 size_t *tlen)
+{
+    struct scan *s = &ctx;
+
+    s->p = json;
+    s->end = json + len;
+    s->batch = false;
+    s->data = true;
+    s->verdict = EVENTS_SCAN_OK;
+    s->txt_len = 0;
+    s->out_len = 0;
+    s->nkeys = 0;
+    if (!grow((void **)&s->txt, &s->txt_cap, len + 1, 1))
+        fail(s, EVENTS_SCAN_FALLBACK);
+    else if (value_json(s, 1) && peek(s) != -1)
+        fail(s, EVENTS_SCAN_REJECT);
+    s->data = false;
+    *text = s->out;
+    *tlen = s->out_len;
+    /* out stays as it is for the caller (events_scan_body() trims it). */
+    trim((void **)&s->txt, &s->txt_cap, 1);
+    trim((void **)&s->keys, &s->keys_cap, sizeof *s->keys);
     return s->verdict;
 }
 

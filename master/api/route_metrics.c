@@ -265,6 +265,7 @@ api_metrics_route(struct api_req *rq)
     struct text t = { malloc(65536), 0, 65536, false };
     struct broker_stats bs;
     struct events_scan_counts sc;
+    struct events_answer_counts ac;
     struct broker_health bh;
     struct flow_stats ds;
     struct grouplock_stats gs;
@@ -389,6 +390,15 @@ api_metrics_route(struct api_req *rq)
         "workmanager_event_bodies_total{reader=\"jansson\",cause=\"unusual\"} "
         "%" PRIu64 "\n",
         sc.fallbacks);
+    events_answer_stats(&ac);
+    head(&t, "workmanager_event_answers_total", "counter",
+         "Structured and batched answers of events by their writer: "
+         "straight from the buffers, or the jansson path for data of a "
+         "shape the writer leaves to it.");
+    add(&t, "workmanager_event_answers_total{writer=\"direct\"} %" PRIu64 "\n",
+        ac.written);
+    add(&t, "workmanager_event_answers_total{writer=\"jansson\"} %" PRIu64 "\n",
+        ac.fallbacks);
     scalar(&t, "workmanager_events_dropped_total", "counter",
            "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",

@@ -167,6 +167,30 @@ def test_event_bodies_take_the_scanner_then_jansson(wmd):
     assert bodies(reader="jansson", cause="unusual") == unusual + 1
 
 
+
+def test_event_answers_take_the_writer_then_jansson(wmd):
+    """An invoke's answer is written straight from the outputs' buffers
+    (issue 24); data of a shape the writer leaves (a real of 17 significant
+    digits) goes to the jansson path, which writes the same bytes."""
+    def answers(writer):
+        return metric(wmd, "workmanager_event_answers_total", writer=writer)
+
+    wmd.create(name="w1")
+    direct, jansson = answers("direct"), answers("jansson")
+    r = wmd.post("/v1/workers/w1/invoke",
+                 event("x", data={"p": 19.99, "s": "caf\u00e9"}, ext="1"))
+    assert r.status == 200, r
+    assert r.json["data"] == {"p": 19.99, "s": "caf\u00e9"}, r
+    assert r.json["ext"] == "1", r
+    assert answers("direct") == direct + 1
+    assert answers("jansson") == jansson
+    r = wmd.post("/v1/workers/w1/invoke",
+                 event("y", data=[0.12345678901234567]))
+    assert r.status == 200, r
+    assert r.json["data"] == [0.12345678901234567], r
+    assert answers("jansson") == jansson + 1
+
+
 # ---- messages that say what to do ---------------------------------------
 
 

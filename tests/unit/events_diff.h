@@ -27,7 +27,7 @@
 #include "master/api/events.h"
 
 /* The jansson path's decision on body: 0 and the events in batch, or -1. */
-static int
+static inline int
 events_diff_jansson(const uint8_t *body, size_t len, enum events_scan_kind kind,
                     size_t max_events, struct events_batch *batch)
 {
@@ -52,7 +52,7 @@ events_diff_jansson(const uint8_t *body, size_t len, enum events_scan_kind kind,
 }
 
 /* Whether buffers a and b are the same event, but for ids both made up. */
-static bool
+static inline bool
 events_diff_same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
     struct ipc_cloudevent ca, cb;
@@ -76,7 +76,7 @@ events_diff_same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 
 /* Runs body through both readers.  Returns NULL when they agree (the
  * scanner's verdict in *verdict), else what differs. */
-static const char *
+static inline const char *
 events_diff_check(const uint8_t *body, size_t len, enum events_scan_kind kind,
                   size_t max_events, enum events_scan_result *verdict)
 {
