@@ -89,6 +89,8 @@ static const struct wmctl_command commands[] = {
     },
     { .name = "engines", .synopsis = "", .run = cmd_engines },
     { .name = "instances", .synopsis = "", .run = cmd_instances },
+    { .name = "export", .synopsis = "FILE", .run = cmd_export },
+    { .name = "import", .synopsis = "FILE [--replace]", .run = cmd_import },
     { .name = "health", .synopsis = "", .run = cmd_health },
     { .name = "recover", .synopsis = "", .run = cmd_recover },
     {

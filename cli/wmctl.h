@@ -127,5 +127,8 @@ int cmd_tenant(struct wmctl *ctl, int argc, char **argv);
 int cmd_token(struct wmctl *ctl, int argc, char **argv);
 /* cmd_pack.c: a local command. */
 int cmd_pack(struct wmctl *ctl, int argc, char **argv);
+/* cmd_export.c */
+int cmd_export(struct wmctl *ctl, int argc, char **argv);
+int cmd_import(struct wmctl *ctl, int argc, char **argv);
 
 #endif

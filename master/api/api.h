@@ -182,6 +182,8 @@ void api_health_route(struct api_req *rq);
 void api_engines_route(struct api_req *rq);
 void api_recover_route(struct api_req *rq);
 void api_instances_route(struct api_req *rq); /* route_instances.c */
+/* GET /v1/export, POST /v1/import (route_export.c). */
+void api_export_route(struct api_req *rq);
 void api_topics_route(struct api_req *rq);
 /* Follows the workers' records other instances change (remote_workers.c;
  * a shared store only): once recovery is done. */

@@ -146,6 +146,18 @@ static const struct route routes[] = {
     },
     {
         .first = "v1",
+        .second = "export",
+        .max_segments = 2,
+        .handler = api_export_route,
+    },
+    {
+        .first = "v1",
+        .second = "import",
+        .max_segments = 2,
+        .handler = api_export_route,
+    },
+    {
+        .first = "v1",
         .second = "instances",
         .max_segments = 2,
         .handler = api_instances_route,

@@ -132,6 +132,8 @@ def routes(w):
         ("GET", "/v1/engines", None),
         ("POST", "/v1/recover", None),
         ("GET", "/v1/instances", None),
+        ("GET", "/v1/export", None),
+        ("POST", "/v1/import", {}),
         ("GET", "/metrics", None),
         ("GET", "/health", None),
         ("GET", "/v1/tenants", None),
