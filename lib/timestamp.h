@@ -30,4 +30,7 @@ int timestamp_format(int64_t ms, char out[TIMESTAMP_SIZE]);
 /* The realtime clock in milliseconds since the epoch. */
 int64_t timestamp_now_ms(void);
 
+/* Milliseconds of CLOCK_MONOTONIC: for durations, never for dates. */
+int64_t timestamp_mono_ms(void);
+
 #endif /* WM_LIB_TIMESTAMP_H */

@@ -53,6 +53,8 @@
 
 #include "master/store/grouplock.h"
 
+#include "lib/timestamp.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -106,15 +108,6 @@ record_read(struct grouplocks *gl, const char *key,
 /* ---- requests --------------------------------------------------------- */
 
 static int64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
 realtime_ms(void *arg)
 {
     struct timespec ts;
@@ -150,7 +143,7 @@ grouplock_req_new(struct grouplocks *gl, enum gl_kind kind, grouplock_cb cb,
     r->cb = cb;
     r->arg = arg;
     r->tenant = r->group = r->names; /* "" until named */
-    r->start_ms = mono_ms();
+    r->start_ms = timestamp_mono_ms();
     return r;
 }
 
@@ -202,7 +195,7 @@ req_deliver(struct gl_req *r)
     struct grouplocks *gl = r->gl;
 
     if (r->kind == GL_REQ_ACQUIRE) {
-        int64_t waited = mono_ms() - r->start_ms;
+        int64_t waited = timestamp_mono_ms() - r->start_ms;
 
         gl->stats.waits++;
         gl->stats.wait_ms_total += waited > 0 ? (uint64_t)waited : 0;

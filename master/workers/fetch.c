@@ -29,6 +29,8 @@
 
 #include "master/workers/fetch.h"
 
+#include "lib/timestamp.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -439,14 +441,6 @@ cred_find(const struct fetcher *f, const char *host)
     return NULL;
 }
 
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One request.  On FETCH_OK, *redirect is the next URL (malloc'd) or
  * NULL when the body in h is the answer. */
 static enum fetch_status
@@ -470,7 +464,7 @@ hop_run(struct hop *h, const char *url, const struct fetch_url *u,
                     url, u->host);
     if ((st = hop_resolve(h, u, why, whylen)) != FETCH_OK)
         return st;
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - timestamp_mono_ms();
     if (left <= 0)
         goto timeout;
     if ((c = curl_easy_init()) == NULL)
@@ -562,7 +556,7 @@ static enum fetch_status
 job_fetch(struct job *j, char *why, size_t whylen)
 {
     struct fetcher *f = j->f;
-    int64_t deadline = now_ms() + (int64_t)f->timeout_ms;
+    int64_t deadline = timestamp_mono_ms() + (int64_t)f->timeout_ms;
     char *url = strdup(j->url);
     enum fetch_status st = FETCH_FAILED;
     struct hop *h = calloc(1, sizeof *h);

@@ -85,15 +85,6 @@ instance_state_of(long long age_ms, unsigned disconnected_ms, unsigned dead_ms)
     return INSTANCE_CONNECTED;
 }
 
-static int64_t
-now_ms(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static void
 emit(struct instances *in, const struct other *o, enum instance_state was)
 {
@@ -157,7 +148,7 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
     if (o->rev != revision) {
         bool first = o->rev == 0;
         o->rev = revision;
-        o->seen = now_ms();
+        o->seen = timestamp_mono_ms();
         json_decref(o->info);
         o->info = json_loadb((const char *)value, len, 0, NULL);
         if (first)
@@ -172,7 +163,7 @@ static void
 judge(struct instances *in)
 {
     const struct conf *c = in->d->conf;
-    int64_t now = now_ms();
+    int64_t now = timestamp_mono_ms();
 
     for (struct other **p = &in->others, *o; (o = *p) != NULL;) {
         enum instance_state was = o->state;
@@ -214,7 +205,7 @@ on_beat_written(enum store_status st, uint64_t revision, const char *message,
     in->writing = false;
     in->self = st == STORE_OK ? INSTANCE_CONNECTED : INSTANCE_DISCONNECTED;
     if (st == STORE_OK)
-        in->self_seen = now_ms();
+        in->self_seen = timestamp_mono_ms();
     if (in->self != was)
         log_notice("this instance is %s%s%s", instance_state_name(in->self),
                    st == STORE_OK ? "" : ": its heartbeat cannot be stored: ",
@@ -261,7 +252,7 @@ instances_start(struct daemon *d, char *err, size_t errlen)
     }
     in->d = d;
     in->self = INSTANCE_CONNECTED;
-    in->self_seen = now_ms();
+    in->self_seen = timestamp_mono_ms();
     snprintf(in->key, sizeof in->key, PREFIX "%s", d->instance_id);
     (void)gethostname(host, sizeof host - 1);
     timestamp_format(d->started_at_ms, at);
@@ -313,7 +304,7 @@ entry(const char *id, json_t *info, enum instance_state state, int64_t seen,
       bool self)
 {
     char at[TIMESTAMP_SIZE];
-    int64_t wall = timestamp_now_ms() - (now_ms() - seen);
+    int64_t wall = timestamp_now_ms() - (timestamp_mono_ms() - seen);
     json_t *o = json_object();
 
     timestamp_format(wall, at);
@@ -356,8 +347,8 @@ instances_json(struct daemon *d)
         "{s:s, s:s, s:I, s:s, s:s, s:s}", "name", d->conf->instance, "host",
         host, "pid", (json_int_t)getpid(), "started", at, "listen",
         d->conf->listen ? d->conf->listen : "", "version", PACKAGE_VERSION);
-    json_array_append_new(
-        arr, entry(d->instance_id, me, INSTANCE_CONNECTED, now_ms(), true));
+    json_array_append_new(arr, entry(d->instance_id, me, INSTANCE_CONNECTED,
+                                     timestamp_mono_ms(), true));
     json_decref(me);
     return arr;
 }

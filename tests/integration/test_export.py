@@ -6,17 +6,10 @@ is written."""
 
 import base64
 import json
-import subprocess
 
 from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
+from test_tenant_quotas import wmctl
 from wm import Daemon, b64
-
-
-def wmctl(d, *args):
-    return subprocess.run([str(d.builddir / "cli" / "wmctl"), *args],
-                          capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin",
-                               "WM_SOCKET": str(d.socket)})
 
 
 def fill(d):

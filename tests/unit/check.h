@@ -193,6 +193,29 @@ check_slurp(const char *path)
     return buf;
 }
 
+/* A whole file, malloc'd (one byte more than *len, not terminated), or
+ * NULL. */
+static inline char *
+check_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL &&
+        fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        *len = (size_t)n;
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
 /* The descriptors this process has open (the leak checks of tests that
  * open and close files, sockets and processes), or -1. */
 static inline int

@@ -115,27 +115,6 @@ diff_host_output(const char *body, size_t len, const char *name)
     ipc_fb_builder_free(&fb);
 }
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        *len = (size_t)n;
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* Every file of dir; returns the number of events read. */
 static size_t
 corpus(const char *dir)
@@ -154,7 +133,7 @@ corpus(const char *dir)
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *body = slurp(path, &len);
+        char *body = check_read_file(path, &len);
         if (body == NULL) {
             FAIL("cannot read %s", path);
             continue;

@@ -45,27 +45,6 @@ diff(const char *body, size_t len, enum events_scan_kind kind, size_t max,
     return v;
 }
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        *len = (size_t)n;
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* Every file of dir through both readers; returns the number read. */
 static unsigned
 corpus(const char *dir, unsigned *scanned_from_tests)
@@ -84,7 +63,7 @@ corpus(const char *dir, unsigned *scanned_from_tests)
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *body = slurp(path, &len);
+        char *body = check_read_file(path, &len);
         if (body == NULL) {
             FAIL("cannot read %s", path);
             continue;
