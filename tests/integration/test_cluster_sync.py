@@ -8,7 +8,7 @@ it a second time as a remote one.  Polls; no assertion on how fast."""
 import json
 
 from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
-from wm import b64
+from wm import Stream, b64, event, publish
 
 
 def remote_events(d):
@@ -58,6 +58,40 @@ def test_changes_on_one_reach_the_other(wm_builddir, tmp_path, nats):
         a.wait_for(lambda: a.get("/v1/workers/echo2").status == 200,
                    what="b's create on a")
         assert a.invoke("echo2").status == 200
+    finally:
+        assert b.stop() == 0
+        assert a.stop() == 0
+
+
+def test_a_group_across_two_daemons_never_overlaps(wm_builddir, tmp_path,
+                                                   nats):
+    """One group, its members on two daemons (b follows a's creates), each
+    daemon publishing to its own broker: the group's lock record in NATS,
+    held as a lease (token blocks, the default), lets one member of one
+    daemon process at a time, across both (issue 23's group locks
+    across instances; the test host's span:<ms> says when each ran)."""
+    fast = {"group_lock_retry_base_delay_ms": "20",
+            "redelivery_base_delay_ms": "20"}
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats, **fast).start()
+    b = nats_daemon(wm_builddir, tmp_path / "b", nats, **fast).start()
+    try:
+        a.create(topic="g", name="ga", group="lockers")
+        a.create(topic="g", name="gb", group="lockers")
+        b.wait_for(lambda: b.get("/v1/workers/gb").status == 200,
+                   what="the members on b")
+        outs = [Stream(d, "span.out") for d in (a, b)]
+        for d, tag in ((a, "a"), (b, "b")):
+            r = publish(d, "g", [event("span", id_=f"{tag}{i}", do="span:15")
+                                 for i in range(8)])
+            assert r.status == 202, r
+        got = outs[0].wait(8, timeout=60) + outs[1].wait(8, timeout=60)
+        spans = sorted((e["data"]["start_ns"], e["data"]["end_ns"])
+                       for e in got)
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            assert e1 <= s2, f"overlap: {spans}"
+        assert len(got) == 16, got
+        for o in outs:
+            o.close()
     finally:
         assert b.stop() == 0
         assert a.stop() == 0
