@@ -8,7 +8,7 @@ it a second time as a remote one.  Polls; no assertion on how fast."""
 import json
 
 from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
-from wm import Stream, b64, event, publish
+from wm import Stream, b64, event, metric, publish
 
 
 def remote_events(d):
@@ -95,3 +95,38 @@ def test_a_group_across_two_daemons_never_overlaps(wm_builddir, tmp_path,
     finally:
         assert b.stop() == 0
         assert a.stop() == 0
+
+
+def test_a_dead_daemons_group_lock_is_taken_over(wm_builddir, tmp_path,
+                                                 nats):
+    """The daemon holding a group's lock dies (kill -9) in the middle of an
+    event: the other waits while the record is fresh, then takes the lock
+    over once it is older than lock_max_age_ms (the stale-lock rule), and
+    its own events of the group are processed."""
+    # b's attempts back off from 100 ms, doubling, 10 times at most: they
+    # outlast the stale period (fewer would nack its events with
+    # lock_contention while a's record is still fresh, as designed)
+    quick = {"lock_max_age_ms": "1500", "message_timeout_ms": "1000",
+             "group_lock_retry_base_delay_ms": "100",
+             "group_lock_max_retries": "10",
+             "redelivery_base_delay_ms": "20"}
+    a = nats_daemon(wm_builddir, tmp_path / "a", nats, **quick).start()
+    b = nats_daemon(wm_builddir, tmp_path / "b", nats, **quick).start()
+    try:
+        a.create(topic="g", name="ga", group="lockers")
+        b.wait_for(lambda: b.get("/v1/workers/ga").status == 200,
+                   what="the member on b")
+        assert publish(a, "g", [event("span", id_="long",
+                                      do="span:900")]).status == 202
+        a.wait_for(lambda: metric(a, "workmanager_grouplock_acquired_total")
+                   >= 1, what="a's lease")
+        a.proc.kill()
+        a.proc.wait()
+        out = Stream(b, "span.out")
+        assert publish(b, "g", [event("span", id_=f"b{i}", do="span:5")
+                                for i in range(3)]).status == 202
+        assert len(out.wait(3, timeout=30)) == 3
+        assert metric(b, "workmanager_grouplock_stolen_total") >= 1
+        out.close()
+    finally:
+        assert b.stop() == 0
