@@ -63,28 +63,6 @@ struct instances {
     struct other *others;
 };
 
-static const char *const state_names[] = {
-    [INSTANCE_CONNECTED] = "connected",
-    [INSTANCE_DISCONNECTED] = "disconnected",
-    [INSTANCE_DEAD] = "dead",
-};
-
-const char *
-instance_state_name(enum instance_state s)
-{
-    return state_names[s];
-}
-
-enum instance_state
-instance_state_of(long long age_ms, unsigned disconnected_ms, unsigned dead_ms)
-{
-    if (age_ms >= (long long)dead_ms)
-        return INSTANCE_DEAD;
-    if (age_ms >= (long long)disconnected_ms)
-        return INSTANCE_DISCONNECTED;
-    return INSTANCE_CONNECTED;
-}
-
 static void
 emit(struct instances *in, const struct other *o, enum instance_state was)
 {
