@@ -22,8 +22,13 @@
  *   deleted         dropped here (its state and code are the deleting
  *                   daemon's business), "deleted"
  *
- * Each lifecycle event says "origin": "remote".  Tenants and tokens are
- * not followed yet: each daemon reads them at start-up.
+ * Each lifecycle event says "origin": "remote".
+ *
+ * Tokens and tenants follow too (api_tokens_remote(),
+ * api_tenants_remote()): a record written replaces its entry, a record
+ * deleted removes it, and a token revoked since start never comes back
+ * (a put the watch brings after the delete stays out).  So a token made or
+ * revoked on one instance is made or revoked on all.
  */
 #include "config.h"
 
@@ -32,6 +37,7 @@
 
 #include "lib/timestamp.h"
 #include "master/api/api.h"
+#include "master/api/tokens.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
@@ -155,9 +161,22 @@ on_change(const char *key, const uint8_t *value, size_t len, uint64_t rev,
           void *arg)
 {
     struct daemon *d = arg;
-    const char *id = key + strlen(RECORD_WORKERS_PREFIX);
-    struct worker *w = registry_lookup(d->registry, id);
+    const char *id;
+    struct worker *w;
     char err[256];
+
+    if (strncmp(key, API_TOKENS_PREFIX, strlen(API_TOKENS_PREFIX)) == 0) {
+        api_tokens_remote(key, value, len);
+        return;
+    }
+    if (strncmp(key, API_TENANTS_PREFIX, strlen(API_TENANTS_PREFIX)) == 0) {
+        api_tenants_remote(key, value, len);
+        return;
+    }
+    if (strncmp(key, RECORD_WORKERS_PREFIX, strlen(RECORD_WORKERS_PREFIX)))
+        return; /* state, locks, heartbeats: not this module's */
+    id = key + strlen(RECORD_WORKERS_PREFIX);
+    w = registry_lookup(d->registry, id);
 
     if (w != NULL && strcmp(w->id, id) != 0)
         w = NULL; /* a name that looks like this id: not the same worker */
@@ -185,8 +204,8 @@ api_remote_workers_start(struct daemon *d)
 {
     char err[512];
 
-    if (store_watch(d->store, RECORD_WORKERS_PREFIX, on_change, d, err,
-                    sizeof err) != 0)
+    if (store_watch(d->store, "workmanager/", on_change, d, err, sizeof err) !=
+        0)
         log_err("workers changed on other instances will not be seen here "
                 "until a restart: %s",
                 err);

@@ -48,7 +48,7 @@
 #include "master/workers/registry.h"
 #include "master/workers/worker.h"
 
-#define KEY_PREFIX "workmanager/tenants/"
+#define KEY_PREFIX API_TENANTS_PREFIX
 
 struct tenant {
     LIST_ENTRY(tenant) link;
@@ -135,6 +135,19 @@ api_tenants_load(struct store *st, char *err, size_t errlen)
     return store_list(st, KEY_PREFIX, on_listed, NULL, err, errlen) == STORE_OK
                ? 0
                : -1;
+}
+
+void
+api_tenants_remote(const char *key, const uint8_t *value, size_t len)
+{
+    struct tenant *t = tenant_find(key + strlen(KEY_PREFIX));
+
+    if (t != NULL) {
+        LIST_REMOVE(t, link);
+        tenant_free(t);
+    }
+    if (value != NULL)
+        (void)on_listed(key, STORE_OK, value, len, 0, NULL, NULL);
 }
 
 void

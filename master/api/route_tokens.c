@@ -38,7 +38,7 @@
 #include "master/core/log.h"
 #include "master/store/store.h"
 
-#define KEY_PREFIX "workmanager/tokens/"
+#define KEY_PREFIX API_TOKENS_PREFIX
 #define ID_HEX 16
 #define SECRET_HEX 64
 /* The longest expiry: ten years. */
@@ -56,6 +56,52 @@ struct token {
 };
 
 static LIST_HEAD(, token) tokens = LIST_HEAD_INITIALIZER(tokens);
+
+/* The ids revoked since start (here or on another instance sharing the
+ * store): a record of one that the store's watch brings back late (a put
+ * queued before the delete) is never taken in again, so a revocation
+ * holds at once (api_tokens_remote()). */
+struct revoked {
+    struct revoked *next;
+    char id[ID_HEX + 1];
+};
+static struct revoked *revoked;
+
+static bool
+is_revoked(const char *id)
+{
+    for (const struct revoked *r = revoked; r; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return true;
+    return false;
+}
+
+static void
+note_revoked(const char *id)
+{
+    struct revoked *r;
+
+    if (is_revoked(id) || (r = calloc(1, sizeof *r)) == NULL)
+        return;
+    snprintf(r->id, sizeof r->id, "%s", id);
+    r->next = revoked;
+    revoked = r;
+}
+
+/* Takes the token of id out of the table (a no-op when absent). */
+static void
+drop_id(const char *id)
+{
+    struct token *t, *next;
+
+    for (t = LIST_FIRST(&tokens); t != NULL; t = next) {
+        next = LIST_NEXT(t, link);
+        if (strcmp(t->id, id) == 0) {
+            LIST_REMOVE(t, link);
+            free(t);
+        }
+    }
+}
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -146,12 +192,34 @@ api_tokens_load(struct store *st, char *err, size_t errlen)
 }
 
 void
+api_tokens_remote(const char *key, const uint8_t *value, size_t len)
+{
+    const char *id = key + strlen(KEY_PREFIX);
+    struct token *t;
+
+    if (value == NULL) {
+        note_revoked(id);
+        drop_id(id);
+        return;
+    }
+    if (is_revoked(id) || (t = token_from_record(value, len)) == NULL)
+        return;
+    drop_id(t->id); /* replaced: one entry per id */
+    LIST_INSERT_HEAD(&tokens, t, link);
+}
+
+void
 api_tokens_free(void)
 {
     struct token *t;
     while ((t = LIST_FIRST(&tokens)) != NULL) {
         LIST_REMOVE(t, link);
         free(t);
+    }
+    while (revoked) {
+        struct revoked *r = revoked;
+        revoked = r->next;
+        free(r);
     }
 }
 
@@ -201,6 +269,7 @@ on_created(enum store_status st, uint64_t revision, const char *message,
         api_error(pd->rq, 500, "internal", "the store failed: %s", message);
         free(pd->t);
     } else {
+        drop_id(pd->t->id); /* the store's watch may have brought it */
         LIST_INSERT_HEAD(&tokens, pd->t, link);
         log_notice("tokens: %s created token %s for %s/%s",
                    pd->rq->principal.name, pd->t->id, pd->t->tenant,
@@ -357,6 +426,7 @@ revoke(struct daemon *d, struct token *t, struct api_req *rq)
 
     snprintf(key, sizeof key, KEY_PREFIX "%s", t->id);
     LIST_REMOVE(t, link);
+    note_revoked(t->id);
     log_notice("tokens: token %s of %s/%s revoked by %s", t->id, t->tenant,
                roles_name(t->role),
                rq ? rq->principal.name

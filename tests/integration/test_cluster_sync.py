@@ -130,3 +130,45 @@ def test_a_dead_daemons_group_lock_is_taken_over(wm_builddir, tmp_path,
         out.close()
     finally:
         assert b.stop() == 0
+
+
+def test_tokens_and_tenants_follow(wm_builddir, tmp_path, nats):
+    """A tenant and a token made on a work on b at once; the token revoked
+    on a is refused on b (401), and never comes back there."""
+    from test_tenants_scope import Tcp
+    from wm import free_port
+
+    ports = {}
+    ds = []
+    for name in ("a", "b"):
+        ports[name] = free_port()
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "token").write_text("x" * 40 + "\n")
+        ds.append(nats_daemon(wm_builddir, tmp_path / name, nats,
+                              listen=f"127.0.0.1:{ports[name]}").start())
+    a, b = ds
+    try:
+        assert a.post("/v1/tenants", {"name": "acme"}).status == 201
+        a.create(name="w1", tenant="acme")
+        r = a.post("/v1/tokens", {"tenant": "acme", "role": "reader"})
+        assert r.status == 201, r
+        reader = Tcp(ports["b"], r.json["token"])
+        b.wait_for(lambda: reader.request("GET", "/v1/workers/w1")[0] == 200,
+                   what="a's token working on b")
+        assert b.get("/v1/tenants/acme").status == 200
+        assert a.delete(f"/v1/tokens/{r.json['id']}").status == 200
+        b.wait_for(lambda: reader.request("GET", "/v1/workers/w1")[0] == 401,
+                   what="the revocation on b")
+        assert r.json["id"] not in {
+            t["id"] for t in b.get("/v1/tokens").json["tokens"]}
+        # one entry per token, on the daemon that made it too
+        r2 = a.post("/v1/tokens", {"tenant": "acme", "role": "reader"})
+        assert r2.status == 201, r2
+        a.wait_for(lambda: r2.json["id"] in {
+            t["id"] for t in b.get("/v1/tokens").json["tokens"]},
+            what="the second token on b")
+        ids = [t["id"] for t in a.get("/v1/tokens").json["tokens"]]
+        assert ids.count(r2.json["id"]) == 1, ids
+    finally:
+        assert b.stop() == 0
+        assert a.stop() == 0
