@@ -13,8 +13,9 @@
  * that operation's compare-and-set decides, and the next change of the
  * record brings this daemon up to date.
  *
- *   new record      restored as recovery restores one (its code read and
- *                   checked; hosts start on demand), "created"
+ *   new record      restored by recovery's own path (recovery_restore_one():
+ *                   its code read and checked, its engine and isolation
+ *                   allowed here; hosts start on demand), "created"
  *   newer record    its status, versions, tags, config and limits taken;
  *                   a new version is loaded into a running host (the hot
  *                   reload), a new status applied; "reloaded" / "started",
@@ -40,13 +41,13 @@
 #include "master/api/tokens.h"
 #include "master/broker/flow.h"
 #include "master/core/daemon.h"
-#include "master/core/engines.h"
 #include "master/core/log.h"
 #include "master/store/record.h"
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
 #include "master/workers/lifecycle.h"
+#include "master/workers/recovery.h"
 #include "master/workers/registry.h"
 
 static json_t *
@@ -64,38 +65,6 @@ on_loaded(struct worker *w, const struct ipc_result *r, const char *error_type,
     if (error_type != NULL)
         activity_log(w, LOG_ERR, "version %u from another instance: %s: %s",
                      w->version, error_type, message ? message : "");
-}
-
-/* A worker another instance created: restored as recovery does. */
-static void
-add(struct daemon *d, struct worker *w)
-{
-    char err[256];
-    const struct worker_version *v = worker_version_find(w, w->version);
-
-    w->engine = engines_find_mime(d->engines, w->mime_type);
-    w->state = w->nhistory == 0                ? WORKER_STATE_NO_CODE
-               : w->status == WORKER_SUSPENDED ? WORKER_STATE_SUSPENDED
-               : w->status == WORKER_STOPPED   ? WORKER_STATE_STOPPED
-                                               : WORKER_STATE_IDLE;
-    if (w->engine == NULL || !w->engine->available ||
-        (v == NULL && w->nhistory)) {
-        w->state = WORKER_STATE_FAILED;
-        free(w->error);
-        w->error = strdup(w->engine == NULL ? "no engine for its mime_type here"
-                          : v == NULL ? "its version is not in its history"
-                                      : "its engine is unavailable here");
-    }
-    if (registry_add(d->registry, w) != 0) {
-        log_err("worker %s from another instance: its name %s is taken here; "
-                "not added",
-                w->id, w->name);
-        worker_free(w);
-        return;
-    }
-    if (flow_attach(d->flow, w, err, sizeof err) != 0)
-        activity_log(w, LOG_ERR, "no subscription: %s", err);
-    lifecycle_emit(d, w, "created", remote());
 }
 
 /* Swaps what a record holds between w and from (from is freed after). */
@@ -187,16 +156,18 @@ on_change(const char *key, const uint8_t *value, size_t len, uint64_t rev,
             api_workers_drop(d, w, remote());
         return;
     }
+    if (w == NULL) {
+        /* another instance created it: restored as recovery does */
+        if ((w = recovery_restore_one(d, id, value, len, rev, NULL)) != NULL)
+            lifecycle_emit(d, w, "created", remote());
+        return;
+    }
     struct worker *nw = record_worker_decode(id, value, len, err, sizeof err);
     if (nw == NULL) {
         log_err("worker %s from another instance: %s", id, err);
         return;
     }
-    nw->revision = rev;
-    if (w == NULL)
-        add(d, nw);
-    else
-        change(d, w, nw, rev);
+    change(d, w, nw, rev);
 }
 
 void

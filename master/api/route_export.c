@@ -58,7 +58,6 @@ struct out {
     char *buf;
     size_t len, cap;
     bool oom;
-    struct daemon *d;
     /* the blobs the workers' histories name (hex, deduplicated) */
     char (*shas)[STORE_SHA256_HEX];
     size_t nshas, capshas;
@@ -151,7 +150,7 @@ on_key(const char *key, enum store_status status, const uint8_t *value,
 
 static void export(struct api_req *rq)
 {
-    struct out o = { .d = rq->d };
+    struct out o = { 0 };
     char err[256], at[TIMESTAMP_SIZE];
     enum store_status st;
 
@@ -160,7 +159,7 @@ static void export(struct api_req *rq)
                            "format", FORMAT, "created", at, "from",
                            rq->d->conf->instance));
     /* the keys into a second buffer, so the blobs come first */
-    struct out keys = { .d = rq->d };
+    struct out keys = { 0 };
     st = store_list(rq->d->store, "", on_key, &keys, err, sizeof err);
     o.shas = keys.shas;
     o.nshas = keys.nshas;

@@ -102,7 +102,7 @@ unreadable_worker(const char *id)
 }
 
 static void
-fail_worker(struct recovery *rc, struct worker *w, const char *why)
+fail_worker(struct worker *w, const char *why)
 {
     free(w->error);
     w->error = strdup(why);
@@ -114,7 +114,6 @@ fail_worker(struct recovery *rc, struct worker *w, const char *why)
     w->last_exit.at_ms = timestamp_now_ms();
     activity_error_note(w, "load_error", why, NULL);
     activity_log(w, LOG_ERR, "recovery: %s", why);
-    rc->failed++;
 }
 
 /* Whether w can run on this daemon as it is now configured: its engine
@@ -153,68 +152,84 @@ runnable_here(const struct daemon *d, const struct worker *w, char *err,
     return true;
 }
 
-static void
-restore(struct recovery *rc, struct entry *e)
+struct worker *
+recovery_restore_one(struct daemon *d, const char *id, const uint8_t *value,
+                     size_t len, uint64_t revision, const char *message)
 {
-    struct daemon *d = rc->d;
     char err[512];
     struct worker *w;
 
-    if (registry_lookup(d->registry, e->id))
-        return; /* already known: a second recovery leaves it alone */
-    if (e->value) {
-        w = record_worker_decode(e->id, e->value, e->len, err, sizeof err);
+    if (registry_lookup(d->registry, id))
+        return NULL; /* already known: a second recovery leaves it alone */
+    if (value) {
+        w = record_worker_decode(id, value, len, err, sizeof err);
     } else {
         w = NULL;
-        snprintf(err, sizeof err, "%s", e->message);
+        snprintf(err, sizeof err, "%s", message ? message : "unreadable");
     }
     bool ok = w != NULL;
-    if (w == NULL && (w = unreadable_worker(e->id)) == NULL)
-        return;
-    w->revision = e->revision;
+    if (w == NULL && (w = unreadable_worker(id)) == NULL)
+        return NULL;
+    w->revision = revision;
     w->state = WORKER_STATE_IDLE;
     if (!ok) {
-        fail_worker(rc, w, err);
+        fail_worker(w, err);
     } else if (w->nhistory == 0) {
         /* Created without code (stopped, version 0): no blob to check. */
         w->engine = engines_find_mime(d->engines, w->mime_type);
-        if (!runnable_here(d, w, err, sizeof err)) {
-            fail_worker(rc, w, err);
-        } else {
+        if (!runnable_here(d, w, err, sizeof err))
+            fail_worker(w, err);
+        else
             w->state = WORKER_STATE_NO_CODE;
-            rc->ok++;
-        }
     } else {
         const struct worker_version *v = worker_version_find(w, w->version);
         uint8_t *code = NULL;
-        size_t len;
-        enum store_status st =
-            store_blob_get(d->store, v->sha256, &code, &len, err, sizeof err);
+        size_t clen;
+        enum store_status st = v ? store_blob_get(d->store, v->sha256, &code,
+                                                  &clen, err, sizeof err)
+                                 : STORE_CORRUPT;
         free(code);
         w->engine = engines_find_mime(d->engines, w->mime_type);
-        if (st != STORE_OK) {
-            fail_worker(rc, w, err);
+        if (v == NULL) {
+            snprintf(err, sizeof err, "version %u is not in its history",
+                     w->version);
+            fail_worker(w, err);
+        } else if (st != STORE_OK) {
+            fail_worker(w, err);
         } else if (!runnable_here(d, w, err, sizeof err)) {
-            fail_worker(rc, w, err);
-        } else {
-            if (w->status == WORKER_SUSPENDED)
-                w->state = WORKER_STATE_SUSPENDED;
-            else if (w->status == WORKER_STOPPED)
-                w->state = WORKER_STATE_STOPPED;
-            rc->ok++;
+            fail_worker(w, err);
+        } else if (w->status == WORKER_SUSPENDED) {
+            w->state = WORKER_STATE_SUSPENDED;
+        } else if (w->status == WORKER_STOPPED) {
+            w->state = WORKER_STATE_STOPPED;
         }
     }
     if (registry_add(d->registry, w) != 0) {
         log_err("recovery: worker %s: its name %s is taken; not restored",
                 w->id, w->name);
         worker_free(w);
-        return;
+        return NULL;
     }
     char aerr[256];
     if (flow_attach(d->flow, w, aerr, sizeof aerr) != 0)
         activity_log(w, LOG_ERR, "recovery: no subscription: %s", aerr);
     if (w->state == WORKER_STATE_FAILED)
         lifecycle_emit_exit(d, w);
+    return w;
+}
+
+static void
+restore(struct recovery *rc, struct entry *e)
+{
+    struct worker *w = recovery_restore_one(rc->d, e->id, e->value, e->len,
+                                            e->revision, e->message);
+
+    if (w == NULL)
+        return;
+    if (w->state == WORKER_STATE_FAILED)
+        rc->failed++;
+    else
+        rc->ok++;
 }
 
 static void
