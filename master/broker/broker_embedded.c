@@ -34,8 +34,8 @@
  * that queued them, so subscribers may ack or nack inside their delivery
  * callback.  Live subscriptions (SSE) are called inside broker_publish().
  *
- * The NATS JetStream backend will take the same interface; when it lands,
- * broker_open() grows a table of backend operations (as store.c has).
+ * The operations table at the end is what broker.c dispatches to
+ * (broker_backend.h); the NATS backend is broker_nats*.c.
  */
 #include "config.h"
 
@@ -57,6 +57,9 @@
 #include "master/broker/journal.h"
 #include "master/core/log.h"
 
+static const struct broker_ops broker_embedded_ops;
+static void eb_close(struct broker *bb);
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static uint64_t
@@ -72,7 +75,7 @@ hash2(const char *a, const char *b)
 }
 
 static struct topic *
-topic_find(struct broker *b, const char *tenant, const char *topic)
+topic_find(struct ebroker *b, const char *tenant, const char *topic)
 {
     struct topic *t = b->buckets[hash2(tenant, topic) & (b->nbuckets - 1)];
     for (; t; t = t->next)
@@ -82,7 +85,7 @@ topic_find(struct broker *b, const char *tenant, const char *topic)
 }
 
 static int
-topics_grow(struct broker *b)
+topics_grow(struct ebroker *b)
 {
     size_t n = b->nbuckets * 2;
     struct topic **nb = calloc(n, sizeof *nb);
@@ -104,7 +107,7 @@ topics_grow(struct broker *b)
 }
 
 static struct topic *
-topic_get(struct broker *b, const char *tenant, const char *topic)
+topic_get(struct ebroker *b, const char *tenant, const char *topic)
 {
     struct topic *t = topic_find(b, tenant, topic);
     if (t)
@@ -183,7 +186,7 @@ dsub_backlog(const struct dsub *ds)
 
 /* Appends m's record (a first one, or its compaction rewrite). */
 static int
-journal_msg(struct broker *b, struct msg *m, uint64_t origin,
+journal_msg(struct ebroker *b, struct msg *m, uint64_t origin,
             journal_done_cb cb, void *arg)
 {
     struct brec_writer w = { 0 };
@@ -219,7 +222,7 @@ journal_msg(struct broker *b, struct msg *m, uint64_t origin,
 
 /* Appends a SETTLE (count 0) or COUNT record of d. */
 static void
-journal_dl(struct broker *b, const struct dl *d, bool settle)
+journal_dl(struct ebroker *b, const struct dl *d, bool settle)
 {
     struct brec_writer w = { 0 };
     uint8_t buf[128];
@@ -245,7 +248,7 @@ journal_dl(struct broker *b, const struct dl *d, bool settle)
 /* ---- messages and deliveries ----------------------------------------- */
 
 static void
-msg_free(struct broker *b, struct msg *m)
+msg_free(struct ebroker *b, struct msg *m)
 {
     if (m->lsn)
         journal_release(b->j, m->lsn);
@@ -256,11 +259,11 @@ msg_free(struct broker *b, struct msg *m)
     free(m);
 }
 
-static void sub_kick(struct broker_sub *s);
+static void sub_kick(struct esub *s);
 
 /* Settles d for good (ack or drop): journaled, unlinked, freed. */
 static void
-dl_settle(struct broker *b, struct dl *d)
+dl_settle(struct ebroker *b, struct dl *d)
 {
     struct msg *m = d->m;
     struct dsub *ds = d->ds;
@@ -300,7 +303,7 @@ dl_settle(struct broker *b, struct dl *d)
 }
 
 static struct dl *
-dl_new(struct broker *b, struct msg *m, struct dsub *ds, uint32_t count)
+dl_new(struct ebroker *b, struct msg *m, struct dsub *ds, uint32_t count)
 {
     struct dl *d = calloc(1, sizeof *d);
     if (d == NULL)
@@ -323,7 +326,7 @@ dl_new(struct broker *b, struct msg *m, struct dsub *ds, uint32_t count)
 }
 
 static struct msg *
-msg_new(struct broker *b, struct topic *t, const uint8_t *ev, size_t len)
+msg_new(struct ebroker *b, struct topic *t, const uint8_t *ev, size_t len)
 {
     struct msg *m = calloc(1, sizeof *m);
     if (m == NULL)
@@ -348,9 +351,9 @@ msg_new(struct broker *b, struct topic *t, const uint8_t *ev, size_t len)
 static void
 on_kick(evutil_socket_t fd, short what, void *arg)
 {
-    struct broker_sub *s = arg;
+    struct esub *s = arg;
     struct dsub *ds = s->ds;
-    struct broker *b = s->b;
+    struct ebroker *b = s->b;
 
     (void)fd;
     (void)what;
@@ -362,7 +365,7 @@ on_kick(evutil_socket_t fd, short what, void *arg)
         ds->nqueued--;
         d->where = DL_OUT;
         ds->nout++;
-        d->pub.sub = s;
+        d->pub.sub = &s->head;
         d->pub.id = ++b->next_delivery_id;
         b->st.delivered++;
         /* The callback may unsubscribe s (freeing it): stop if so. */
@@ -375,15 +378,15 @@ on_kick(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-sub_kick(struct broker_sub *s)
+sub_kick(struct esub *s)
 {
     if (s->ds && s->mode == BROKER_SUB_ACTIVE && !TAILQ_EMPTY(&s->ds->queue) &&
         s->ds->nout < s->max_inflight)
         event_active(s->kick, EV_TIMEOUT, 1);
 }
 
-void
-broker_ack(struct broker_delivery *pub)
+static void
+eb_ack(struct broker_delivery *pub)
 {
     struct dl *d = (struct dl *)pub;
 
@@ -417,7 +420,7 @@ static void
 redeliver(struct broker_delivery *pub, uint32_t delay_ms, bool counted)
 {
     struct dl *d = (struct dl *)pub;
-    struct broker *b = d->b;
+    struct ebroker *b = d->b;
     struct dsub *ds = d->ds;
 
     if (d->where != DL_OUT && d->where != DL_ORPHAN)
@@ -451,14 +454,14 @@ redeliver(struct broker_delivery *pub, uint32_t delay_ms, bool counted)
         sub_kick(ds->active);
 }
 
-void
-broker_nack(struct broker_delivery *d, uint32_t delay_ms)
+static void
+eb_nack(struct broker_delivery *d, uint32_t delay_ms)
 {
     redeliver(d, delay_ms, true);
 }
 
-void
-broker_release(struct broker_delivery *d, uint32_t delay_ms)
+static void
+eb_release(struct broker_delivery *d, uint32_t delay_ms)
 {
     redeliver(d, delay_ms, false);
 }
@@ -466,13 +469,12 @@ broker_release(struct broker_delivery *d, uint32_t delay_ms)
 /* ---- publishing ------------------------------------------------------- */
 
 static void
-deliver_live(struct broker_sub *s, struct topic *t, const uint8_t *ev,
-             size_t len)
+deliver_live(struct esub *s, struct topic *t, const uint8_t *ev, size_t len)
 {
     struct broker_delivery d;
 
     memset(&d, 0, sizeof d);
-    d.sub = s;
+    d.sub = &s->head;
     d.event = ev;
     d.len = len;
     d.tenant = t->tenant;
@@ -484,7 +486,7 @@ deliver_live(struct broker_sub *s, struct topic *t, const uint8_t *ev,
 
 /* Unlinks and frees a message that was never journaled. */
 static void
-msg_unpublish(struct broker *b, struct msg *m)
+msg_unpublish(struct ebroker *b, struct msg *m)
 {
     while (m->dls) {
         struct dl *d = m->dls;
@@ -503,10 +505,10 @@ msg_unpublish(struct broker *b, struct msg *m)
 
 /* The first durable subscription of t that takes new events, keeps its
  * oldest (not drop_oldest) and cannot queue n more; NULL when none. */
-static struct broker_sub *
-full_sub(const struct broker *b, const struct topic *t, size_t n)
+static struct esub *
+full_sub(const struct ebroker *b, const struct topic *t, size_t n)
 {
-    struct broker_sub *s;
+    struct esub *s;
 
     if (t == NULL)
         return NULL;
@@ -517,14 +519,15 @@ full_sub(const struct broker *b, const struct topic *t, size_t n)
     return NULL;
 }
 
-int
-broker_admit(struct broker *b, const char *tenant, const char *topic, size_t n,
-             struct broker_sub **full)
+static int
+eb_admit(struct broker *bb, const char *tenant, const char *topic, size_t n,
+         struct broker_sub **full)
 {
-    struct broker_sub *s = full_sub(b, topic_find(b, tenant, topic), n);
+    struct ebroker *b = (struct ebroker *)bb;
+    struct esub *s = full_sub(b, topic_find(b, tenant, topic), n);
 
     if (full)
-        *full = s;
+        *full = &s->head;
     if (s == NULL)
         return 0;
     errno = EAGAIN;
@@ -536,7 +539,7 @@ broker_admit(struct broker *b, const char *tenant, const char *topic, size_t n,
  * as dropped.  It is taken out of the queue first (counted out, as an
  * orphan would be) so that the callback cannot free it under us. */
 static void
-sub_drop_oldest(struct broker *b, struct broker_sub *s)
+sub_drop_oldest(struct ebroker *b, struct esub *s)
 {
     struct dsub *ds = s->ds;
     struct dl *d = TAILQ_FIRST(&ds->queue); /* the new event at least */
@@ -548,21 +551,21 @@ sub_drop_oldest(struct broker *b, struct broker_sub *s)
     ds->hold++;
     b->st.overflowed++;
     if (s->spec.overflow)
-        s->spec.overflow(s, d->m->ev, d->m->len, s->spec.arg);
+        s->spec.overflow(&s->head, d->m->ev, d->m->len, s->spec.arg);
     dl_settle(b, d); /* kicks the subscription, if it is still there */
     ds->hold--;
     dsub_free_if_unused(ds);
 }
 
-int
-broker_publish(struct broker *b, const char *tenant, const char *topic,
-               const uint8_t *event, size_t len, broker_publish_cb cb,
-               void *arg)
+static int
+eb_publish(struct broker *bb, const char *tenant, const char *topic,
+           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
 {
+    struct ebroker *b = (struct ebroker *)bb;
     struct topic *t = topic_find(b, tenant, topic);
     uint64_t gen;
     struct msg *m = NULL;
-    struct broker_sub *s, *next;
+    struct esub *s, *next;
     uint64_t lsn;
 
     /* Backpressure (broker.h): refused whole before anything is queued. */
@@ -636,7 +639,7 @@ nomem:
 /* ---- subscribing ------------------------------------------------------ */
 
 static void
-sub_free(struct broker_sub *s)
+sub_free(struct esub *s)
 {
     if (s->kick)
         event_free(s->kick);
@@ -646,14 +649,16 @@ sub_free(struct broker_sub *s)
     free(s);
 }
 
-struct broker_sub *
-broker_subscribe(struct broker *b, const struct broker_sub_spec *spec)
+static struct broker_sub *
+eb_subscribe(struct broker *bb, const struct broker_sub_spec *spec)
 {
-    struct broker_sub *s = calloc(1, sizeof *s);
+    struct ebroker *b = (struct ebroker *)bb;
+    struct esub *s = calloc(1, sizeof *s);
     bool wild = strcmp(spec->topic, "*") == 0 || strcmp(spec->tenant, "*") == 0;
 
     if (s == NULL)
         return NULL;
+    s->head.b = &b->head;
     s->b = b;
     s->spec = *spec;
     s->tenant = strdup(spec->tenant);
@@ -669,7 +674,7 @@ broker_subscribe(struct broker *b, const struct broker_sub_spec *spec)
     s->max_inflight = spec->max_inflight ? spec->max_inflight : 1;
     if (wild) {
         LIST_INSERT_HEAD(&b->wild, s, link);
-        return s;
+        return &s->head;
     }
     if ((s->t = topic_get(b, spec->tenant, spec->topic)) == NULL)
         goto fail;
@@ -686,22 +691,26 @@ broker_subscribe(struct broker *b, const struct broker_sub_spec *spec)
     LIST_INSERT_HEAD(&s->t->subs, s, link);
     if (s->ds)
         sub_kick(s);
-    return s;
+    return &s->head;
 fail:
     sub_free(s);
     return NULL;
 }
 
-void
-broker_sub_set_mode(struct broker_sub *s, enum broker_sub_mode mode)
+static void
+eb_sub_set_mode(struct broker_sub *ss, enum broker_sub_mode mode)
 {
+    struct esub *s = (struct esub *)ss;
+
     s->mode = mode;
     sub_kick(s);
 }
 
-void
-broker_sub_set_max_inflight(struct broker_sub *s, unsigned n)
+static void
+eb_sub_set_max_inflight(struct broker_sub *ss, unsigned n)
 {
+    struct esub *s = (struct esub *)ss;
+
     s->max_inflight = n ? n : 1;
     sub_kick(s);
 }
@@ -709,7 +718,7 @@ broker_sub_set_max_inflight(struct broker_sub *s, unsigned n)
 /* Drops every delivery of ds that is not out; out ones become orphans,
  * settled (as dropped) by their holder's ack or nack. */
 static void
-dsub_drop(struct broker *b, struct dsub *ds)
+dsub_drop(struct ebroker *b, struct dsub *ds)
 {
     struct dl *d;
     ds->hold++;
@@ -741,10 +750,11 @@ dsub_drop(struct broker *b, struct dsub *ds)
     ds->hold--;
 }
 
-void
-broker_unsubscribe(struct broker_sub *s, bool keep)
+static void
+eb_unsubscribe(struct broker_sub *ss, bool keep)
 {
-    struct broker *b = s->b;
+    struct esub *s = (struct esub *)ss;
+    struct ebroker *b = s->b;
 
     LIST_REMOVE(s, link);
     if (s->ds) {
@@ -757,22 +767,26 @@ broker_unsubscribe(struct broker_sub *s, bool keep)
     sub_free(s);
 }
 
-size_t
-broker_sub_backlog(const struct broker_sub *s)
+static size_t
+eb_sub_backlog(const struct broker_sub *ss)
 {
+    const struct esub *s = (const struct esub *)ss;
+
     return s->ds ? dsub_backlog(s->ds) : 0;
 }
 
-const char *
-broker_sub_name(const struct broker_sub *s)
+static const char *
+eb_sub_name(const struct broker_sub *ss)
 {
+    const struct esub *s = (const struct esub *)ss;
+
     return s->name;
 }
 
 /* ---- replay, compaction, recovery ------------------------------------ */
 
 static struct msg *
-origin_find(struct broker *b, uint64_t origin, size_t *pos)
+origin_find(struct ebroker *b, uint64_t origin, size_t *pos)
 {
     size_t lo = 0, hi = b->norigin;
     while (lo < hi) {
@@ -799,7 +813,7 @@ msg_dl(struct msg *m, const char *name)
 }
 
 static int
-replay_msg(struct broker *b, uint64_t lsn, struct brec_reader *r)
+replay_msg(struct ebroker *b, uint64_t lsn, struct brec_reader *r)
 {
     char tenant[256], topic[256];
     uint64_t origin = brec_reader_uint(r, 8);
@@ -885,7 +899,7 @@ static int
 on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
           size_t len, void *arg)
 {
-    struct broker *b = arg;
+    struct ebroker *b = arg;
     struct brec_reader r = { payload, len, 0, false };
     char name[256];
 
@@ -921,7 +935,7 @@ on_replay(uint64_t lsn, uint8_t type, unsigned flags, const uint8_t *payload,
 static void
 on_compact(uint64_t below, void *arg)
 {
-    struct broker *b = arg;
+    struct ebroker *b = arg;
     struct msg *m;
     size_t moved = 0;
     uint64_t live = 0;
@@ -951,9 +965,10 @@ on_compact(uint64_t below, void *arg)
     log_debug("broker: journal compaction moved %zu pending events", moved);
 }
 
-size_t
-broker_purge(struct broker *b, const char *tenant, const char *topic)
+static size_t
+eb_purge(struct broker *bb, const char *tenant, const char *topic)
 {
+    struct ebroker *b = (struct ebroker *)bb;
     size_t dropped = 0;
     for (size_t i = 0; i < b->nbuckets; i++)
         for (struct topic *t = b->buckets[i]; t; t = t->next)
@@ -976,39 +991,35 @@ broker_purge(struct broker *b, const char *tenant, const char *topic)
     return dropped;
 }
 
-void
-broker_recovered(struct broker *b)
+static void
+eb_recovered(struct broker *bb)
 {
-    (void)broker_purge(b, NULL, NULL); /* each logged */
+    struct ebroker *b = (struct ebroker *)bb;
+
+    (void)eb_purge(&b->head, NULL, NULL); /* each logged */
 }
 
 /* ---- open, close, stats ---------------------------------------------- */
 
 struct journal *
-broker_journal(const struct broker *b)
+broker_journal(const struct ebroker *b)
 {
     return b->j;
 }
 
 struct broker *
-broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
-            size_t errlen)
+broker_embedded_open(const struct broker_config *cfg, struct event_base *base,
+                     char *err, size_t errlen)
 {
     char dir[4096];
-    struct broker *b;
+    struct ebroker *b;
 
-    if (strcmp(cfg->backend, "embedded") != 0) {
-        errbuf_set(err, errlen,
-                   "broker %s is not available in this build (only "
-                   "embedded)",
-                   cfg->backend);
-        return NULL;
-    }
     b = calloc(1, sizeof *b);
     if (b == NULL) {
         errbuf_set(err, errlen, "out of memory");
         return NULL;
     }
+    b->head.ops = &broker_embedded_ops;
     b->base = base;
     b->verify = cfg->verify;
     b->queue_max = cfg->queue_max ? cfg->queue_max : 10000;
@@ -1050,15 +1061,16 @@ broker_open(const struct broker_config *cfg, struct event_base *base, char *err,
         log_info("broker: %" PRIu64 " pending deliveries of %" PRIu64
                  " events recovered from the journal",
                  b->st.recovered, b->nmsgs);
-    return b;
+    return &b->head;
 fail:
-    broker_close(b);
+    eb_close(&b->head);
     return NULL;
 }
 
-void
-broker_close(struct broker *b)
+static void
+eb_close(struct broker *bb)
 {
+    struct ebroker *b = (struct ebroker *)bb;
     struct msg *m;
 
     if (b == NULL)
@@ -1081,7 +1093,7 @@ broker_close(struct broker *b)
         struct topic *t, *tn;
         for (t = b->buckets[i]; t; t = tn) {
             tn = t->next;
-            struct broker_sub *s;
+            struct esub *s;
             while ((s = LIST_FIRST(&t->subs)) != NULL) {
                 LIST_REMOVE(s, link);
                 sub_free(s);
@@ -1096,7 +1108,7 @@ broker_close(struct broker *b)
             free(t);
         }
     }
-    struct broker_sub *s;
+    struct esub *s;
     while ((s = LIST_FIRST(&b->wild)) != NULL) {
         LIST_REMOVE(s, link);
         sub_free(s);
@@ -1107,9 +1119,10 @@ broker_close(struct broker *b)
     free(b);
 }
 
-void
-broker_stats(const struct broker *b, struct broker_stats *out)
+static void
+eb_stats(const struct broker *bb, struct broker_stats *out)
 {
+    const struct ebroker *b = (const struct ebroker *)bb;
     struct journal_stats js;
 
     *out = b->st;
@@ -1118,3 +1131,25 @@ broker_stats(const struct broker *b, struct broker_stats *out)
     out->journal_segments = js.segments;
     out->journal_live = js.live_records;
 }
+
+static const struct broker_ops broker_embedded_ops = {
+    .name = "embedded",
+    .close = eb_close,
+    .publish = eb_publish,
+    .admit = eb_admit,
+    .subscribe = eb_subscribe,
+    .set_mode = eb_sub_set_mode,
+    .set_max_inflight = eb_sub_set_max_inflight,
+    .unsubscribe = eb_unsubscribe,
+    .ack = eb_ack,
+    .nack = eb_nack,
+    .release = eb_release,
+    .recovered = eb_recovered,
+    .purge = eb_purge,
+    .stats = eb_stats,
+    .tenant_backlog = eb_tenant_backlog,
+    .health = eb_health,
+    .set_storage_hook = eb_set_storage_hook,
+    .sub_backlog = eb_sub_backlog,
+    .sub_name = eb_sub_name,
+};

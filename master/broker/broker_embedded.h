@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "master/broker/broker.h"
+#include "master/broker/broker_backend.h"
 
 struct event;
 struct journal;
@@ -41,7 +41,7 @@ struct msg {
 
 struct dl {
     struct broker_delivery pub; /* first: broker_ack() casts back */
-    struct broker *b;
+    struct ebroker *b;
     struct msg *m;
     struct dsub *ds;
     struct dl *next_in_msg;
@@ -58,13 +58,14 @@ struct dsub {
     char *name;
     struct dl_list queue;
     size_t nqueued, ndelayed, nout;
-    struct broker_sub *active;
+    struct esub *active;
     unsigned hold; /* a delivery loop works on it: not freed */
 };
 
-struct broker_sub {
-    LIST_ENTRY(broker_sub) link; /* t->subs, or b->wild */
-    struct broker *b;
+struct esub {
+    struct broker_sub head; /* first: broker.c's view */
+    LIST_ENTRY(esub) link;  /* t->subs, or b->wild */
+    struct ebroker *b;
     struct topic *t; /* NULL for a wildcard live subscription */
     struct dsub *ds; /* durable only */
     struct broker_sub_spec spec;
@@ -77,7 +78,7 @@ struct broker_sub {
     uint64_t queued_gen; /* the last publish that queued for it */
 };
 
-LIST_HEAD(sub_list, broker_sub);
+LIST_HEAD(sub_list, esub);
 
 struct topic {
     struct topic *next; /* hash chain */
@@ -90,7 +91,8 @@ struct topic {
 
 TAILQ_HEAD(msg_list, msg);
 
-struct broker {
+struct ebroker {
+    struct broker head; /* first: broker.c's view */
     struct event_base *base;
     struct journal *j;
     uint32_t queue_max;
@@ -123,12 +125,20 @@ struct tenant_backlog {
 
 /* tenant's account in b, made (zero) when absent; NULL when out of
  * memory. */
-struct tenant_backlog *tenant_backlog_get(struct broker *b, const char *tenant);
+struct tenant_backlog *tenant_backlog_get(struct ebroker *b,
+                                          const char *tenant);
 
 /* Counts a msg of len bytes stored (sign 1) or freed (-1) in a. */
 void tenant_backlog_add(struct tenant_backlog *a, int sign, size_t len);
 
 /* Frees every account of b (its close). */
-void tenant_backlog_free_all(struct broker *b);
+void tenant_backlog_free_all(struct ebroker *b);
+
+/* ---- broker_storage.c, broker_tenant.c: their operations ------------- */
+
+void eb_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg);
+void eb_health(const struct broker *b, struct broker_health *out);
+void eb_tenant_backlog(const struct broker *b, const char *tenant,
+                       uint64_t *events, uint64_t *bytes);
 
 #endif /* WM_MASTER_BROKER_EMBEDDED_H */

@@ -6,10 +6,10 @@
 #ifndef WM_MASTER_BROKER_PRIVATE_H
 #define WM_MASTER_BROKER_PRIVATE_H
 
-struct broker;
+struct ebroker;
 struct journal;
 
 /* The journal of an embedded broker (broker_embedded.c). */
-struct journal *broker_journal(const struct broker *b);
+struct journal *broker_journal(const struct ebroker *b);
 
 #endif /* WM_MASTER_BROKER_PRIVATE_H */

@@ -17,19 +17,22 @@
 
 #include <stdio.h>
 
-#include "master/broker/broker.h"
+#include "master/broker/broker_embedded.h"
 #include "master/broker/broker_private.h"
 #include "master/broker/journal.h"
 
 void
-broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg)
+eb_set_storage_hook(struct broker *bb, broker_storage_cb cb, void *arg)
 {
+    struct ebroker *b = (struct ebroker *)bb;
+
     journal_set_state_hook(broker_journal(b), cb, arg);
 }
 
 void
-broker_health(const struct broker *b, struct broker_health *out)
+eb_health(const struct broker *bb, struct broker_health *out)
 {
+    const struct ebroker *b = (const struct ebroker *)bb;
     struct journal_health h;
 
     journal_health(broker_journal(b), &h);

@@ -20,11 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master/broker/broker.h"
 #include "master/broker/broker_embedded.h"
 
 static struct tenant_backlog *
-find(const struct broker *b, const char *tenant)
+find(const struct ebroker *b, const char *tenant)
 {
     for (struct tenant_backlog *a = b->accts; a; a = a->next)
         if (strcmp(a->tenant, tenant) == 0)
@@ -33,7 +32,7 @@ find(const struct broker *b, const char *tenant)
 }
 
 struct tenant_backlog *
-tenant_backlog_get(struct broker *b, const char *tenant)
+tenant_backlog_get(struct ebroker *b, const char *tenant)
 {
     struct tenant_backlog *a = find(b, tenant);
 
@@ -62,7 +61,7 @@ tenant_backlog_add(struct tenant_backlog *a, int sign, size_t len)
 }
 
 void
-tenant_backlog_free_all(struct broker *b)
+tenant_backlog_free_all(struct ebroker *b)
 {
     struct tenant_backlog *a;
 
@@ -74,9 +73,10 @@ tenant_backlog_free_all(struct broker *b)
 }
 
 void
-broker_tenant_backlog(const struct broker *b, const char *tenant,
-                      uint64_t *events, uint64_t *bytes)
+eb_tenant_backlog(const struct broker *bb, const char *tenant, uint64_t *events,
+                  uint64_t *bytes)
 {
+    const struct ebroker *b = (const struct ebroker *)bb;
     const struct tenant_backlog *a = find(b, tenant);
 
     *events = a ? a->events : 0;
