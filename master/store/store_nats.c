@@ -38,6 +38,7 @@
 
 #include "lib/errbuf.h"
 #include "lib/thread.h"
+#include "master/core/nats_link.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -50,11 +51,6 @@
 
 #include <event2/event.h>
 
-/* How long connecting to one server may take (ms), and how often a lost
- * connection is retried. */
-#define SN_CONNECT_MS 2000
-#define SN_RECONNECT_MS 500
-#define SN_MAX_URLS 16
 /* The most bytes of a blob per message: below nats-server's default
  * max_payload (1 MiB), with room for the headers. */
 #define SN_CHUNK_MAX (512 * 1024)
@@ -317,87 +313,6 @@ sn_set(const char *s)
     return s != NULL && s[0] != '\0';
 }
 
-/* The options: servers, credentials, TLS, timeouts. */
-static int
-sn_options(struct store_nats *sn, const struct store_config *cfg, char *err,
-           size_t errlen)
-{
-    const char *urls[SN_MAX_URLS];
-    char *list = strdup(sn->url), *save = NULL;
-    bool tls = sn_set(cfg->nats_ca_file) || sn_set(cfg->nats_cert_file);
-    const char *what, *file = "";
-    natsStatus s;
-    int n = 0;
-
-    if (list == NULL)
-        return errbuf_set(err, errlen, "nats store: out of memory");
-    for (char *u = strtok_r(list, ", \t", &save); u != NULL;
-         u = strtok_r(NULL, ", \t", &save)) {
-        if (n == SN_MAX_URLS) {
-            free(list);
-            return errbuf_set(err, errlen,
-                              "nats_url: more than %d servers; list the "
-                              "cluster's seeds only",
-                              SN_MAX_URLS);
-        }
-        if (strncmp(u, "tls://", 6) == 0)
-            tls = true;
-        urls[n++] = u;
-    }
-    s = natsOptions_Create(&sn->opts);
-    if (s == NATS_OK)
-        s = natsOptions_SetServers(sn->opts, urls, n);
-    free(list);
-    if (s == NATS_OK)
-        s = natsOptions_SetName(sn->opts, "workmanagerd");
-    if (s == NATS_OK)
-        s = natsOptions_SetTimeout(sn->opts, SN_CONNECT_MS);
-    if (s == NATS_OK)
-        s = natsOptions_SetSendAsap(sn->opts, true);
-    if (s == NATS_OK)
-        s = natsOptions_SetMaxReconnect(sn->opts, -1);
-    if (s == NATS_OK)
-        s = natsOptions_SetReconnectWait(sn->opts, SN_RECONNECT_MS);
-    what = "NATS options";
-    if (s == NATS_OK && sn_set(cfg->nats_user)) {
-        what = "nats_user";
-        s = natsOptions_SetUserInfo(sn->opts, cfg->nats_user,
-                                    cfg->nats_password);
-    }
-    if (s == NATS_OK && sn_set(cfg->nats_token)) {
-        what = "nats_token";
-        s = natsOptions_SetToken(sn->opts, cfg->nats_token);
-    }
-    if (s == NATS_OK && sn_set(cfg->nats_creds_file)) {
-        what = "nats_creds_file";
-        file = cfg->nats_creds_file;
-        s = natsOptions_SetUserCredentialsFromFiles(sn->opts, file, NULL);
-    }
-    if (s == NATS_OK && tls) {
-        what = "NATS TLS";
-        file = "";
-        s = natsOptions_SetSecure(sn->opts, true);
-    }
-    if (s == NATS_OK && sn_set(cfg->nats_ca_file)) {
-        what = "nats_ca_file";
-        file = cfg->nats_ca_file;
-        s = natsOptions_LoadCATrustedCertificates(sn->opts, file);
-    }
-    if (s == NATS_OK && sn_set(cfg->nats_cert_file)) {
-        what = "nats_cert_file";
-        file = cfg->nats_cert_file;
-        s = natsOptions_LoadCertificatesChain(
-            sn->opts, file,
-            sn_set(cfg->nats_key_file) ? cfg->nats_key_file : file);
-    }
-    if (s != NATS_OK) {
-        store_nats_fail(err, errlen, s, "%s%s%s", what,
-                        file[0] != '\0' ? " " : "", file);
-        return -1;
-    }
-    return 0;
-}
-
 /* Binds bucket, creating it when missing. */
 static int
 sn_bucket(struct store_nats *sn, const struct store_config *cfg,
@@ -433,20 +348,20 @@ sn_connect(struct store_nats *sn, const struct store_config *cfg, char *err,
     jsOptions jo;
     natsStatus s;
 
-    if (sn_options(sn, cfg, err, errlen) != 0)
-        return -1;
-    s = natsConnection_Connect(&sn->nc, sn->opts);
-    if (s != NATS_OK) {
-        char why[512];
+    struct nats_link_config lc = {
+        .url = sn->url,
+        .user = cfg->nats_user,
+        .password = cfg->nats_password,
+        .token = cfg->nats_token,
+        .creds_file = cfg->nats_creds_file,
+        .ca_file = cfg->nats_ca_file,
+        .cert_file = cfg->nats_cert_file,
+        .key_file = cfg->nats_key_file,
+        .who = "nats store",
+    };
 
-        store_nats_fail(why, sizeof why, s, "no answer");
-        errbuf_set(err, errlen,
-                   "cannot connect to NATS at %s: %s; is nats-server "
-                   "running there (with JetStream, -js), and are nats_url, "
-                   "the credentials and the TLS files right?",
-                   sn->url, why + strlen("no answer: "));
+    if (nats_link_connect(&lc, &sn->opts, &sn->nc, err, errlen) != 0)
         return -1;
-    }
     jsOptions_Init(&jo);
     jo.Wait = SN_WAIT_MS;
     s = natsConnection_JetStream(&sn->js, sn->nc, &jo);

@@ -32,6 +32,7 @@
 #include "master/store/store_nats_private.h"
 
 #include "lib/errbuf.h"
+#include "master/core/nats_link.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -54,19 +55,12 @@ enum store_status
 store_nats_fail(char *err, size_t errlen, natsStatus s, const char *fmt, ...)
 {
     char what[1024];
-    const char *last = nats_GetLastError(NULL);
-    const char *text = natsStatus_GetText(s);
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    /* libnats's last error often repeats the status text after its
-     * source position: then the status text says it all. */
-    if (last != NULL && last[0] != '\0' && strstr(last, text) == NULL)
-        errbuf_set(err, errlen, "%s: %s (%s)", what, text, last);
-    else
-        errbuf_set(err, errlen, "%s: %s", what, text);
+    nats_link_fail(err, errlen, s, "%s", what);
     return STORE_IO;
 }
 
