@@ -126,9 +126,10 @@ struct publish {
     json_t *ids;
 };
 
-/* Answers a publish the journal did not store: error is its errno, or
- * EIO for "the journal cannot write now", whose cause broker_health()
- * has. */
+/* Answers a publish the broker did not store: error is its errno, or
+ * EIO for "the journal cannot write now" (503 storage_unavailable) or
+ * "NATS is not reachable now" (503 broker_unavailable), whose cause
+ * broker_health() has. */
 static void
 refuse_unstored(struct api_req *rq, int error, json_t *extra)
 {
@@ -136,7 +137,23 @@ refuse_unstored(struct api_req *rq, int error, json_t *extra)
     struct broker_health h;
 
     broker_health(rq->d->broker, &h);
-    if (!h.writable) {
+    if (h.remote && error != ENOSPC) {
+        api_reply_header(rq, "Retry-After", "1");
+        if (!h.writable) {
+            timestamp_format(h.since * 1000, since);
+            api_error_extra(rq, 503, "broker_unavailable", extra,
+                            "the broker cannot store events since %s: %s; "
+                            "the daemon goes on by itself once it is "
+                            "reachable",
+                            since, h.message);
+        } else {
+            api_error_extra(rq, 503, "broker_unavailable", extra,
+                            "the broker did not confirm that it stored the "
+                            "event (%s); publish it again: one stored "
+                            "already is not stored twice",
+                            strerror(error));
+        }
+    } else if (!h.writable) {
         timestamp_format(h.since * 1000, since);
         api_error_storage(rq, h.error, extra,
                           "the journal cannot write since %s: %s", since,

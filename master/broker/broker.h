@@ -77,8 +77,10 @@ struct event_base;
 struct broker;
 struct broker_sub;
 
+struct nats_link_config;
+
 struct broker_config {
-    const char *backend; /* "embedded" */
+    const char *backend; /* "embedded" or "nats" */
     const char
         *state_dir; /* embedded: the journal lives in <state_dir>/journal */
     int fsync;      /* enum journal_fsync (always, batch, off) */
@@ -90,6 +92,18 @@ struct broker_config {
      * drops it (logged).  NULL accepts every event (tests of the broker
      * alone, whose events are not CloudEvents). */
     int (*verify)(const uint8_t *event, size_t len);
+    /* nats (broker_nats*.c): the connection, the names' prefix (NULL or
+     * "": "wm"), the stream's replicas (0: 1) and storage, how long a
+     * delivery may go unacknowledged before JetStream delivers it again
+     * (0: 30 s).  JetStream's count of deliveries is the flow's, which
+     * dead-letters an event after max_redeliveries however its deliveries
+     * ended (a crash of its instance included), so the consumers set no
+     * MaxDeliver of their own. */
+    const struct nats_link_config *nats;
+    const char *nats_prefix;
+    unsigned nats_replicas;
+    int nats_memory;
+    uint32_t nats_ack_wait_ms;
 };
 
 /* One delivery, valid until it is settled (live ones: during the
@@ -233,6 +247,8 @@ struct broker_health {
     uint64_t failures;   /* times it stopped writing */
     uint64_t recoveries; /* times it wrote again */
     char message[320];   /* while not writable: the file and the error */
+    bool remote;         /* a broker the daemon reaches over the network
+                            (nats): not writable means not reachable */
 };
 void broker_health(const struct broker *b, struct broker_health *out);
 

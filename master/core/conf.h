@@ -178,6 +178,8 @@ struct conf {
     char *nats_cert_file;  /* "": no client certificate */
     char *nats_key_file;   /* "": the key is in nats_cert_file */
     unsigned nats_kv_replicas;
+    unsigned nats_stream_replicas;
+    unsigned nats_ack_wait_ms;
     int nats_storage; /* enum conf_nats_storage */
     char *nats_bucket_prefix;
     int journal_fsync; /* enum conf_fsync */

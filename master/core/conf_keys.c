@@ -63,7 +63,9 @@
  * | `nats_cert_file` | path, may be empty | empty | `WM_NATS_CERT_FILE` | PEM client certificate (chain) presented to NATS; set, the connection uses TLS. |
  * | `nats_key_file` | path, may be empty | empty | `WM_NATS_KEY_FILE` | PEM private key of nats_cert_file. |
  * | `nats_kv_replicas` | integer, 1–5 | `1` | `WM_NATS_KV_REPLICAS` | Replicas of the JetStream KV buckets the nats store creates (3 in a 3-node cluster). |
- * | `nats_storage` | enum: file, memory | `file` | `WM_NATS_STORAGE` | Storage of the KV buckets the nats store creates: file (survives a server restart) or memory. |
+ * | `nats_stream_replicas` | integer, 1–5 | `1` | `WM_NATS_STREAM_REPLICAS` | Replicas of the JetStream stream the nats broker creates (3 in a 3-node cluster). |
+ * | `nats_ack_wait_ms` | integer, 1000–3600000 | `30000` | `WM_NATS_ACK_WAIT_MS` | How long an event delivered to an instance by the nats broker may go unacknowledged (its instance gone) before JetStream delivers it again. |
+ * | `nats_storage` | enum: file, memory | `file` | `WM_NATS_STORAGE` | Storage of the KV buckets the nats store creates and of the nats broker's stream: file (survives a server restart) or memory. |
  * | `nats_bucket_prefix` | string | `wm` | `WM_NATS_BUCKET_PREFIX` | Prefix of the nats store's KV buckets (PREFIX_state, PREFIX_blobs); one prefix per system sharing a NATS account. |
  * | `journal_fsync` | enum: always, batch, off | `batch` | `WM_JOURNAL_FSYNC` | Durability of accepted events: always (fdatasync before answering, shared by concurrent publishes), batch (written before answering, fdatasync within 100 ms), off (never fdatasync). |
  * | `journal_max_bytes` | size (bytes), 1048576–1099511627776 | `1GiB` | `WM_JOURNAL_MAX_BYTES` | Disk budget of the broker's journal; when reached, publishes answer 503 until deliveries drain it. |

@@ -43,6 +43,7 @@
 #include "master/core/daemon.h"
 #include "master/core/engines.h"
 #include "master/core/log.h"
+#include "master/core/nats_link.h"
 #include "master/core/privdrop.h"
 #include "master/core/tenant_meter.h"
 #include "master/core/tokenfile.h"
@@ -82,13 +83,15 @@ backends_check(const struct conf *c, char *err, size_t errlen)
 {
     char origin[320]; /* conf_origin_format(): "file PATH:LINE" */
 
-    if (c->broker == CONF_BROKER_NATS) {
+    if (c->broker == CONF_BROKER_NATS && c->store != CONF_STORE_NATS) {
         conf_origin_format(c, "broker", origin, sizeof origin);
         snprintf(err, errlen,
-                 "broker = nats (%s): the NATS JetStream broker is not "
-                 "available yet; use broker = embedded (supported: "
-                 "broker = embedded with store = file%s)",
-                 origin, store_nats_available() ? " or store = nats" : "");
+                 "broker = nats (%s) needs store = nats: the instances that "
+                 "share a NATS broker share their workers, locks and "
+                 "instances through it too (supported: broker = embedded "
+                 "with store = file or store = nats, broker = nats with "
+                 "store = nats)",
+                 origin);
         return -1;
     }
     if (c->store == CONF_STORE_NATS && !store_nats_available()) {
@@ -264,6 +267,17 @@ static int
 messages_open(struct daemon *d, char *err, size_t errlen)
 {
     const struct conf *c = d->conf;
+    struct nats_link_config nl = {
+        .url = c->nats_url,
+        .user = c->nats_user,
+        .password = c->nats_password,
+        .token = c->nats_token,
+        .creds_file = c->nats_creds_file,
+        .ca_file = c->nats_ca_file,
+        .cert_file = c->nats_cert_file,
+        .key_file = c->nats_key_file,
+        .who = "nats broker",
+    };
     struct broker_config bc = {
         .backend = c->broker == CONF_BROKER_NATS ? "nats" : "embedded",
         .state_dir = c->state_dir,
@@ -274,6 +288,11 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .journal_segment_bytes = c->journal_segment_bytes,
         .queue_max = c->queue_max_events,
         .verify = flow_event_verify,
+        .nats = &nl,
+        .nats_prefix = c->nats_bucket_prefix,
+        .nats_replicas = c->nats_stream_replicas,
+        .nats_memory = c->nats_storage == CONF_NATS_STORAGE_MEMORY,
+        .nats_ack_wait_ms = c->nats_ack_wait_ms,
     };
     uuid_new(d->instance_id);
     snprintf(d->holder, sizeof d->holder, "%s/%.8s", c->instance,

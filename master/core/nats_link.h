@@ -3,7 +3,8 @@
  * (nats_url, credentials, TLS files), for the backends that speak to
  * NATS: the nats store (master/store/store_nats*.c) and the nats broker
  * (master/broker/broker_nats*.c), each with a connection of its own.
- * Built with libnats only (WM_NATS).
+ * The functions are built with libnats only (WM_NATS); the settings are
+ * there in every build.
  *
  * The connection reconnects by itself, without limit, every half second,
  * with SendAsap (libnats otherwise holds writes for about a millisecond).
@@ -16,14 +17,15 @@
 
 #include <stddef.h>
 
-#include <nats/nats.h>
-
 struct nats_link_config {
     const char *url; /* comma-separated servers of one cluster */
     const char *user, *password, *token, *creds_file;
     const char *ca_file, *cert_file, *key_file; /* "" or NULL: none */
     const char *who; /* the caller, in messages: "nats store" */
 };
+
+#ifdef WM_NATS
+#include <nats/nats.h>
 
 /* Connects; on failure returns -1 with a message in err naming the URL
  * and what to check, and *opts / *nc NULL. */
@@ -34,5 +36,7 @@ int nats_link_connect(const struct nats_link_config *cfg, natsOptions **opts,
  * -1. */
 int nats_link_fail(char *err, size_t errlen, natsStatus s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+#endif /* WM_NATS */
 
 #endif /* WM_MASTER_CORE_NATS_LINK_H */

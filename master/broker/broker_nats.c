@@ -1,0 +1,462 @@
+/*
+ * broker_nats.c — the `nats` broker backend (broker = nats, DESIGN §9):
+ * the topics' events in one NATS JetStream stream, each durable
+ * subscription a durable pull consumer that every instance of the daemon
+ * binds, so that an event is processed once per subscription across all
+ * of them (broker_nats_private.h has the names and says which file does
+ * what).
+ *
+ * Open connects (nats_link.h: an unreachable server fails the open with a
+ * message naming the URL), creates the stream or updates its settings,
+ * and subscribes the instance's inbox.  Once open, the broker keeps
+ * serving while NATS is away: publishes fail at once (EIO, and
+ * broker_health() says "not connected": the API answers 503
+ * broker_unavailable, never a false 202), deliveries pause (the storage
+ * hook tells the flow), and libnats reconnects by itself; on its return
+ * every subscription pulls again.
+ *
+ * What differs from the embedded backend (broker.h):
+ *   - a publish is durable once JetStream's PubAck says so (replicated
+ *     when the stream has replicas); the event's id is its Nats-Msg-Id,
+ *     so a publish retried within two minutes is stored once;
+ *   - broker_admit() accepts: the stream's limits refuse instead, and the
+ *     backlog quotas (broker_tenant_backlog()) count nothing;
+ *   - a stopped subscription (BROKER_SUB_CLOSED) keeps its consumer, which
+ *     keeps receiving events: they wait for the worker's start;
+ *   - a delivery's count is JetStream's: a delivery released by the flow
+ *     is held here (told in progress) and keeps its count, but one that
+ *     was pulled and not handed on before a crash counts once more;
+ *   - broker_recovered() and broker_purge() drop nothing: a deleted
+ *     worker's consumer is deleted by its unsubscribe, and another
+ *     instance may be using a consumer this one does not know yet.
+ */
+#include "config.h"
+
+#include "master/broker/broker_nats_private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "lib/errbuf.h"
+#include "lib/uuid.h"
+#include "master/core/log.h"
+#include "master/core/nats_link.h"
+
+static const struct broker_ops broker_nats_ops;
+
+int64_t
+bn_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the connection's state ------------------------------------------ */
+
+bool
+bn_connected(struct broker_nats *b)
+{
+    bool up = natsConnection_Status(b->nc) == NATS_CONN_STATUS_CONNECTED;
+
+    if (up == b->connected)
+        return up;
+    b->connected = up;
+    b->health.writable = up;
+    if (!up) {
+        b->health.error = EIO;
+        b->health.since = (int64_t)time(NULL);
+        b->health.failures++;
+        snprintf(b->health.message, sizeof b->health.message,
+                 "not connected to NATS at %s (reconnecting every 0.5 s)",
+                 b->url);
+        log_err("broker: %s", b->health.message);
+    } else {
+        b->health.error = 0;
+        b->health.recoveries++;
+        b->health.message[0] = '\0';
+        log_notice("broker: connected to NATS at %s again", b->url);
+        bn_sub_reconnected(b);
+    }
+    if (b->storage_cb)
+        b->storage_cb(up, b->storage_arg);
+    return up;
+}
+
+/* ---- libnats's threads → the loop ------------------------------------ */
+
+/* On a libnats thread: queue m for the loop. */
+static void
+on_message(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
+{
+    struct broker_nats *b = arg;
+    bool wake = false;
+
+    (void)nc;
+    (void)sub;
+    pthread_mutex_lock(&b->mu);
+    if (b->qn == b->qcap) {
+        size_t cap = b->qcap ? b->qcap * 2 : 256;
+        natsMsg **q = realloc(b->q, cap * sizeof *q);
+        if (q == NULL) {
+            pthread_mutex_unlock(&b->mu);
+            natsMsg_Destroy(m); /* a pull or a PubAck times out */
+            return;
+        }
+        b->q = q;
+        b->qcap = cap;
+    }
+    wake = b->qn == 0;
+    b->q[b->qn++] = m;
+    pthread_mutex_unlock(&b->mu);
+    if (wake) {
+        uint64_t one = 1;
+        ssize_t w = write(b->efd, &one, sizeof one);
+        (void)w; /* a full counter wakes the loop all the same */
+    }
+}
+
+static void
+dispatch(struct broker_nats *b, natsMsg *m)
+{
+    const char *subj = natsMsg_GetSubject(m);
+    size_t pl = strlen(b->inbox_prefix);
+
+    if (strncmp(subj, b->inbox_prefix, pl) == 0 && subj[pl] == 'p' &&
+        subj[pl + 1] == '.') {
+        bn_puback(b, strtoull(subj + pl + 2, NULL, 10), m);
+        natsMsg_Destroy(m);
+        return;
+    }
+    bn_sub_message(b, m); /* takes m */
+}
+
+static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct broker_nats *b = arg;
+    uint64_t n;
+    natsMsg **q;
+    size_t qn;
+
+    (void)what;
+    if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        log_warning("broker: eventfd: %s", strerror(errno));
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        q = b->q;
+        qn = b->qn;
+        b->q = NULL;
+        b->qn = b->qcap = 0;
+        pthread_mutex_unlock(&b->mu);
+        if (qn == 0)
+            break;
+        for (size_t i = 0; i < qn; i++)
+            dispatch(b, q[i]);
+        free(q);
+    }
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct broker_nats *b = arg;
+    int64_t now = bn_now_ms();
+
+    (void)fd;
+    (void)what;
+    bn_connected(b);
+    bn_pub_expire(b, false);
+    bn_sub_tick(b, now);
+}
+
+/* ---- open and close -------------------------------------------------- */
+
+/* Creates the stream, or brings an existing one to these settings. */
+static int
+stream_ensure(struct broker_nats *b, const struct broker_config *cfg, char *err,
+              size_t errlen)
+{
+    char subjects[80];
+    const char *list[1] = { subjects };
+    jsStreamConfig sc;
+    jsOptions jo;
+    jsErrCode code = 0;
+    jsCtx *js = NULL;
+    natsStatus s;
+
+    snprintf(subjects, sizeof subjects, "%s.ev.>", b->prefix);
+    jsOptions_Init(&jo);
+    jo.Wait = 5000;
+    s = natsConnection_JetStream(&js, b->nc, &jo);
+    if (s != NATS_OK)
+        return nats_link_fail(err, errlen, s, "nats broker: JetStream at %s",
+                              b->url);
+    jsStreamConfig_Init(&sc);
+    sc.Name = b->stream;
+    sc.Description = "workmanager: the topics' events";
+    sc.Subjects = list;
+    sc.SubjectsLen = 1;
+    sc.Retention = js_InterestPolicy;
+    sc.Storage = cfg->nats_memory ? js_MemoryStorage : js_FileStorage;
+    sc.Replicas = cfg->nats_replicas ? (int64_t)cfg->nats_replicas : 1;
+    sc.Duplicates = (int64_t)120 * 1000000000;
+    sc.Discard = js_DiscardNew;
+    s = js_AddStream(NULL, js, &sc, NULL, &code);
+    if (s != NATS_OK && code == JSStreamNameExistErr)
+        s = js_UpdateStream(NULL, js, &sc, NULL, &code);
+    jsCtx_Destroy(js);
+    if (s != NATS_OK)
+        return nats_link_fail(err, errlen, s,
+                              "nats broker: stream %s at %s (JetStream code "
+                              "%d; does the server run JetStream, "
+                              "nats-server -js, may this user use it, and "
+                              "does an existing stream of that name allow "
+                              "these settings?)",
+                              b->stream, b->url, (int)code);
+    return 0;
+}
+
+static void
+bn_free(struct broker_nats *b)
+{
+    if (b->inbox)
+        natsSubscription_Destroy(b->inbox);
+    if (b->live_all)
+        natsSubscription_Destroy(b->live_all);
+    if (b->nc) {
+        natsConnection_Close(b->nc);
+        natsConnection_Destroy(b->nc);
+    }
+    natsOptions_Destroy(b->opts);
+    /* No handler runs once the connection is closed. */
+    for (size_t i = 0; i < b->qn; i++)
+        natsMsg_Destroy(b->q[i]);
+    free(b->q);
+    bn_sub_free_all(b);
+    bn_pub_free(b);
+    if (b->wake)
+        event_free(b->wake);
+    if (b->tick)
+        event_free(b->tick);
+    if (b->efd >= 0)
+        close(b->efd);
+    if (b->mu_ready)
+        pthread_mutex_destroy(&b->mu);
+    free(b->url);
+    free(b->prefix);
+    free(b->stream);
+    free(b->inbox_prefix);
+    free(b);
+}
+
+static void
+bn_close(struct broker *bb)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+
+    /* What was settled goes out before the connection closes; what is
+     * not answered yet fails (its callers answer 503). */
+    if (b->nc && bn_connected(b))
+        natsConnection_FlushTimeout(b->nc, 1000);
+    bn_pub_expire(b, true);
+    bn_free(b);
+}
+
+struct broker *
+broker_nats_open(const struct broker_config *cfg, struct event_base *base,
+                 char *err, size_t errlen)
+{
+    struct broker_nats *b = calloc(1, sizeof *b);
+    char inst[UUID_SIZE], subj[160];
+    natsStatus s;
+
+    if (b == NULL || cfg->nats == NULL) {
+        free(b);
+        errbuf_set(err, errlen, "nats broker: %s",
+                   b ? "no connection settings" : "out of memory");
+        return NULL;
+    }
+    b->head.ops = &broker_nats_ops;
+    b->base = base;
+    b->efd = -1;
+    b->verify = cfg->verify;
+    b->ack_wait_ms = cfg->nats_ack_wait_ms ? cfg->nats_ack_wait_ms : 30000;
+    b->max_deliver = -1; /* broker.h: the flow's count is the limit */
+    b->health.writable = true;
+    b->health.remote = true;
+    b->connected = true;
+    b->pub_head_seq = 1;
+    LIST_INIT(&b->subs);
+    TAILQ_INIT(&b->out);
+    STAILQ_INIT(&b->held);
+    uuid_new(inst);
+    b->url = strdup(cfg->nats->url);
+    b->prefix = strdup(
+        cfg->nats_prefix && cfg->nats_prefix[0] ? cfg->nats_prefix : "wm");
+    if (b->url == NULL || b->prefix == NULL ||
+        asprintf(&b->stream, "%s_events", b->prefix) < 0 ||
+        asprintf(&b->inbox_prefix, "_WM.%s.%.8s.", b->prefix, inst) < 0) {
+        b->stream = b->inbox_prefix = NULL;
+        errbuf_set(err, errlen, "nats broker: out of memory");
+        goto fail;
+    }
+    if (pthread_mutex_init(&b->mu, NULL) != 0) {
+        errbuf_set(err, errlen, "nats broker: mutex: %s", strerror(errno));
+        goto fail;
+    }
+    b->mu_ready = true;
+    b->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (b->efd < 0) {
+        errbuf_set(err, errlen, "nats broker: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    b->wake = event_new(base, b->efd, EV_READ | EV_PERSIST, on_wake, b);
+    b->tick = event_new(base, -1, EV_PERSIST, on_tick, b);
+    if (b->wake == NULL || b->tick == NULL || event_add(b->wake, NULL) != 0) {
+        errbuf_set(err, errlen, "nats broker: cannot register its events");
+        goto fail;
+    }
+    if (nats_link_connect(cfg->nats, &b->opts, &b->nc, err, errlen) != 0 ||
+        stream_ensure(b, cfg, err, errlen) != 0)
+        goto fail;
+    snprintf(subj, sizeof subj, "%s>", b->inbox_prefix);
+    s = natsConnection_Subscribe(&b->inbox, b->nc, subj, on_message, b);
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(b->inbox, -1, -1);
+    if (s != NATS_OK) {
+        nats_link_fail(err, errlen, s, "nats broker: subscribing %s", subj);
+        goto fail;
+    }
+    struct timeval tv = { 0, BN_TICK_MS * 1000 };
+    event_add(b->tick, &tv);
+    log_info("broker: NATS JetStream at %s, stream %s", b->url, b->stream);
+    return &b->head;
+fail:
+    bn_free(b);
+    return NULL;
+}
+
+/* Subscribes every event subject for the live subscriptions (SSE), while
+ * one exists; the loop picks each one's topics. */
+int
+bn_live_need(struct broker_nats *b, bool need)
+{
+    char subj[80];
+
+    if (need && b->live_all == NULL) {
+        snprintf(subj, sizeof subj, "%s.ev.>", b->prefix);
+        if (natsConnection_Subscribe(&b->live_all, b->nc, subj, on_message,
+                                     b) != NATS_OK) {
+            b->live_all = NULL;
+            errno = EIO;
+            return -1;
+        }
+        natsSubscription_SetPendingLimits(b->live_all, -1, -1);
+    } else if (!need && b->live_all != NULL) {
+        natsSubscription_Unsubscribe(b->live_all);
+        natsSubscription_Destroy(b->live_all);
+        b->live_all = NULL;
+    }
+    return 0;
+}
+
+/* ---- what the backend says about itself ------------------------------ */
+
+static int
+bn_admit(struct broker *bb, const char *tenant, const char *topic, size_t n,
+         struct broker_sub **full)
+{
+    (void)bb;
+    (void)tenant;
+    (void)topic;
+    (void)n;
+    if (full)
+        *full = NULL;
+    return 0;
+}
+
+static void
+bn_recovered(struct broker *bb)
+{
+    (void)bb;
+}
+
+static size_t
+bn_purge(struct broker *bb, const char *tenant, const char *topic)
+{
+    (void)bb;
+    (void)tenant;
+    (void)topic;
+    return 0;
+}
+
+static void
+bn_stats(const struct broker *bb, struct broker_stats *out)
+{
+    const struct broker_nats *b = (const struct broker_nats *)bb;
+    const struct bn_sub *s;
+
+    *out = b->st;
+    out->pending = 0;
+    LIST_FOREACH (s, &b->subs, link)
+        out->pending += s->nwaiting + s->nout + s->ndelayed;
+}
+
+static void
+bn_tenant_backlog(const struct broker *bb, const char *tenant, uint64_t *events,
+                  uint64_t *bytes)
+{
+    (void)bb;
+    (void)tenant;
+    *events = 0;
+    *bytes = 0;
+}
+
+static void
+bn_health(const struct broker *bb, struct broker_health *out)
+{
+    const struct broker_nats *b = (const struct broker_nats *)bb;
+
+    *out = b->health;
+}
+
+static void
+bn_set_storage_hook(struct broker *bb, broker_storage_cb cb, void *arg)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+
+    b->storage_cb = cb;
+    b->storage_arg = arg;
+}
+
+static const struct broker_ops broker_nats_ops = {
+    .name = "nats",
+    .close = bn_close,
+    .publish = bn_publish,
+    .admit = bn_admit,
+    .subscribe = bn_subscribe,
+    .set_mode = bn_set_mode,
+    .set_max_inflight = bn_set_max_inflight,
+    .unsubscribe = bn_unsubscribe,
+    .ack = bn_ack,
+    .nack = bn_nack,
+    .release = bn_release,
+    .recovered = bn_recovered,
+    .purge = bn_purge,
+    .stats = bn_stats,
+    .tenant_backlog = bn_tenant_backlog,
+    .health = bn_health,
+    .set_storage_hook = bn_set_storage_hook,
+    .sub_backlog = bn_sub_backlog,
+    .sub_name = bn_sub_name,
+};

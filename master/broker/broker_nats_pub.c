@@ -1,0 +1,318 @@
+/*
+ * broker_nats_pub.c — publishes of the `nats` broker and what waits on
+ * them (broker_nats_private.h).
+ *
+ * A publish is a core NATS message to the topic's subject with a reply
+ * subject of the instance's inbox (p.<seq>): JetStream answers it with a
+ * PubAck once the event is stored (on a quorum of the stream's replicas),
+ * or with an error.  Publishes are numbered in the order they are made and
+ * finished in that order: a PubAck that comes early waits for the ones
+ * before it.  A publish's callback says the first failure since the last
+ * callback, so that the API's batch (one callback, on its last event)
+ * never answers 202 while one of its events was refused.  A publish with
+ * no answer within BN_PUBACK_MS fails (EIO): it may still be stored, and
+ * a retry of it by the client is then a duplicate that JetStream drops by
+ * its Nats-Msg-Id (tenant/topic/hash of the source/the event's id).
+ *
+ * Settlements after outputs.  The message flow publishes a job's outputs
+ * (or its dead letter) and then acknowledges its input, counting on the
+ * outputs being stored first (the embedded journal writes in order).
+ * Here an ack waits until every publish made before it is finished, and
+ * becomes a "-NAK" (deliver again) when one made since its delivery
+ * arrived failed: an input is never acknowledged over a lost output.
+ */
+#include "config.h"
+
+#include "master/broker/broker_nats_private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/cloudevent.h"
+#include "master/core/log.h"
+
+/* ---- names ----------------------------------------------------------- */
+
+static size_t
+enc_token(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (; *s != '\0'; s++) {
+        if (*s == '.') {
+            if (n + 3 >= size)
+                return size;
+            memcpy(out + n, "=2E", 3);
+            n += 3;
+        } else {
+            if (n + 1 >= size)
+                return size;
+            out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+int
+bn_subject(const struct broker_nats *b, const char *tenant, const char *topic,
+           char *buf, size_t size)
+{
+    char t[256], p[1024];
+
+    if (enc_token(tenant, t, sizeof t) >= sizeof t ||
+        enc_token(topic, p, sizeof p) >= sizeof p)
+        return -1;
+    int n = snprintf(buf, size, "%s.ev.%s.%s", b->prefix, t, p);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+static uint64_t
+fnv64(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The event's Nats-Msg-Id: tenant/topic/hash of its source/its id (the
+ * id hashed too when it holds bytes a header cannot). */
+static void
+msg_id(const char *tenant, const char *topic, const uint8_t *event, char *buf,
+       size_t size)
+{
+    struct ipc_cloudevent ce;
+    bool plain = true;
+
+    ipc_cloudevent_decode_trusted(event, &ce);
+    for (size_t i = 0; i < ce.id.len && plain; i++)
+        plain = (uint8_t)ce.id.ptr[i] > 0x20 && (uint8_t)ce.id.ptr[i] < 0x7f;
+    if (plain && ce.id.len <= 200)
+        snprintf(buf, size, "%s/%s/%016" PRIx64 "/%.*s", tenant, topic,
+                 fnv64(ce.source.ptr, ce.source.len), (int)ce.id.len,
+                 ce.id.ptr);
+    else
+        snprintf(buf, size, "%s/%s/%016" PRIx64 "/#%016" PRIx64, tenant, topic,
+                 fnv64(ce.source.ptr, ce.source.len),
+                 fnv64(ce.id.ptr, ce.id.len));
+}
+
+/* ---- the ring of publishes awaiting their answer --------------------- */
+
+static struct bn_pub *
+pub_at(struct broker_nats *b, uint64_t seq)
+{
+    return &b->pubs[(b->pub_start + (seq - b->pub_head_seq)) % b->pub_cap];
+}
+
+static int
+pub_grow(struct broker_nats *b)
+{
+    size_t cap = b->pub_cap ? b->pub_cap * 2 : 1024;
+    struct bn_pub *p = malloc(cap * sizeof *p);
+
+    if (p == NULL)
+        return -1;
+    for (size_t i = 0; i < b->pub_n; i++)
+        p[i] = b->pubs[(b->pub_start + i) % b->pub_cap];
+    free(b->pubs);
+    b->pubs = p;
+    b->pub_cap = cap;
+    b->pub_start = 0;
+    return 0;
+}
+
+static void
+send_ack(struct broker_nats *b, const char *reply, uint64_t mark)
+{
+    bool failed = b->pub_failed > mark;
+
+    natsConnection_PublishString(b->nc, reply, failed ? "-NAK" : "+ACK");
+    if (failed)
+        log_warning("broker: an event is delivered again: an output "
+                    "published while it was processed was not stored");
+}
+
+/* Sends the settlements whose publishes are all finished. */
+static void
+held_flush(struct broker_nats *b)
+{
+    struct bn_held *h;
+
+    while ((h = STAILQ_FIRST(&b->held)) != NULL && h->after < b->pub_head_seq) {
+        STAILQ_REMOVE_HEAD(&b->held, link);
+        send_ack(b, h->reply, h->mark);
+        free(h->reply);
+        free(h);
+    }
+}
+
+/* Finishes the oldest publishes that are answered, in order. */
+static void
+pub_pop(struct broker_nats *b)
+{
+    while (b->pub_n > 0 && b->pubs[b->pub_start].done) {
+        struct bn_pub e = b->pubs[b->pub_start];
+        uint64_t seq = b->pub_head_seq;
+
+        b->pub_start = (b->pub_start + 1) % b->pub_cap;
+        b->pub_n--;
+        b->pub_head_seq++;
+        if (e.error) {
+            b->pub_carry = e.error;
+            b->pub_failed = seq;
+        }
+        if (e.cb) {
+            int error = e.error ? e.error : b->pub_carry;
+            b->pub_carry = 0;
+            e.cb(error, e.arg); /* may publish: the ring may move */
+        }
+    }
+    held_flush(b);
+}
+
+int
+bn_publish(struct broker *bb, const char *tenant, const char *topic,
+           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+    char subj[1400], reply[128], id[512];
+    natsMsg *m = NULL;
+    natsStatus s;
+
+    if (!bn_connected(b)) {
+        errno = EIO;
+        return -1;
+    }
+    if (bn_subject(b, tenant, topic, subj, sizeof subj) != 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (b->pub_n == b->pub_cap && pub_grow(b) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    uint64_t seq = b->pub_issued + 1;
+    snprintf(reply, sizeof reply, "%sp.%" PRIu64, b->inbox_prefix, seq);
+    msg_id(tenant, topic, event, id, sizeof id);
+    s = natsMsg_Create(&m, subj, reply, (const char *)event, (int)len);
+    if (s == NATS_OK)
+        s = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+    if (s == NATS_OK)
+        s = natsConnection_PublishMsg(b->nc, m);
+    natsMsg_Destroy(m);
+    if (s != NATS_OK) {
+        log_warning("broker: publish to %s: %s", subj, natsStatus_GetText(s));
+        errno = s == NATS_NO_MEMORY ? ENOMEM : EIO;
+        return -1;
+    }
+    b->pub_issued = seq;
+    b->pub_n++;
+    *pub_at(b, seq) = (struct bn_pub){
+        .cb = cb,
+        .arg = arg,
+        .sent_ms = bn_now_ms(),
+    };
+    b->st.published++;
+    return 0;
+}
+
+/* The errno of an error answer: a full stream is ENOSPC (the API's
+ * backlog_full), anything else EIO. */
+static int
+answer_error(const char *data, const char **why)
+{
+    const char *d = strstr(data, "\"description\":\"");
+
+    *why = d ? d + strlen("\"description\":\"") : data;
+    if (strstr(data, "maximum messages") || strstr(data, "maximum bytes") ||
+        strstr(data, "insufficient resources"))
+        return ENOSPC;
+    return EIO;
+}
+
+void
+bn_puback(struct broker_nats *b, uint64_t seq, natsMsg *m)
+{
+    const char *status = NULL, *data = natsMsg_GetData(m), *why = "";
+    int error = 0;
+
+    if (seq < b->pub_head_seq || seq > b->pub_issued)
+        return; /* expired already */
+    if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status != NULL) {
+        error = EIO;
+        why =
+            strcmp(status, "503") == 0 ? "no JetStream stream answers" : status;
+    } else if (data == NULL || strstr(data, "\"error\"") != NULL) {
+        error = data ? answer_error(data, &why) : EIO;
+    }
+    if (error)
+        log_warning("broker: JetStream refused a publish: %.200s", why);
+    struct bn_pub *p = pub_at(b, seq);
+    p->done = true;
+    p->error = error;
+    pub_pop(b);
+}
+
+void
+bn_pub_expire(struct broker_nats *b, bool all)
+{
+    int64_t now = bn_now_ms();
+    uint64_t n = 0;
+
+    for (uint64_t seq = b->pub_head_seq; seq <= b->pub_issued; seq++) {
+        struct bn_pub *p = pub_at(b, seq);
+        if (!all && now - p->sent_ms < BN_PUBACK_MS)
+            break;
+        if (!p->done) {
+            p->done = true;
+            p->error = EIO;
+            n++;
+        }
+    }
+    if (n > 0) {
+        log_warning("broker: %" PRIu64 " publish(es) to NATS at %s not "
+                    "answered%s: failed",
+                    n, b->url, all ? " at close" : " within 5 s");
+        pub_pop(b);
+    }
+}
+
+void
+bn_settle_ack(struct broker_nats *b, const char *reply, uint64_t mark)
+{
+    if (b->pub_issued < b->pub_head_seq) {
+        send_ack(b, reply, mark);
+        return;
+    }
+    struct bn_held *p = malloc(sizeof *p);
+    if (p == NULL || (p->reply = strdup(reply)) == NULL) {
+        free(p);
+        return; /* not acknowledged: delivered again after AckWait */
+    }
+    p->after = b->pub_issued;
+    p->mark = mark;
+    STAILQ_INSERT_TAIL(&b->held, p, link);
+}
+
+void
+bn_pub_free(struct broker_nats *b)
+{
+    struct bn_held *h;
+
+    while ((h = STAILQ_FIRST(&b->held)) != NULL) {
+        STAILQ_REMOVE_HEAD(&b->held, link);
+        free(h->reply);
+        free(h);
+    }
+    free(b->pubs);
+    b->pubs = NULL;
+    b->pub_n = b->pub_cap = 0;
+}

@@ -1,0 +1,766 @@
+/*
+ * broker_nats_sub.c — subscriptions of the `nats` broker
+ * (broker_nats_private.h).
+ *
+ * A durable subscription is a durable pull consumer of the events stream,
+ * named from (tenant, topic, name), so that every instance subscribing the
+ * same name binds the same consumer and JetStream spreads its events over
+ * them: each is delivered to one instance at a time, and delivered again
+ * (to any) when it is not acknowledged within AckWait (nats_ack_wait_ms),
+ * nacked, or its instance died.  The consumer is created (or found) by a
+ * JetStream API request answered in the inbox; until then nothing is
+ * pulled.
+ *
+ * Pulls.  One pull request at a time per subscription, for as many events
+ * as it has room for (max_inflight less what it holds); a new one goes out
+ * when the last is over (filled, or expired at the server after
+ * BN_PULL_EXPIRES_MS) and half the room is free, or nothing is held.
+ * Received events wait in the subscription while it is paused and are
+ * handed on (the deliver callback) while it is active, from a deferred
+ * event, never inside the call that made room.
+ *
+ * Settlement: ack (broker_nats_pub.c: after the publishes made before
+ * it), nack ("-NAK" with its delay: JetStream delivers it again, counting
+ * one more), release (held here, told in progress, then handed on again
+ * with the same count), term for an event that fails the check.  A
+ * delivery held longer than a third of AckWait is told in progress
+ * ("+WPI") so that a slow handler does not get its event delivered twice.
+ *
+ * Live subscriptions (SSE) share one core subscription of every event
+ * subject while any exists; they see events published on any instance.
+ */
+#include "config.h"
+
+#include "master/broker/broker_nats_private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "master/core/log.h"
+
+/* The most events a consumer lets out unacknowledged, all instances
+ * together. */
+#define BN_MAX_ACK_PENDING 20000
+#define BN_RETRY_MS 2000
+
+static void kick(struct broker_nats *b);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t
+fnv64_3(const char *a, const char *b, const char *c)
+{
+    const char *parts[3] = { a, b, c };
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = parts[i]; *p; p++) {
+            h ^= (uint8_t)*p;
+            h *= 0x100000001b3ull;
+        }
+        h ^= '\n';
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void
+api_request(struct broker_nats *b, const char *subj, const char *reply,
+            const char *body)
+{
+    natsStatus s = natsConnection_PublishRequest(b->nc, subj, reply, body,
+                                                 (int)strlen(body));
+
+    if (s != NATS_OK)
+        log_warning("broker: request %s: %s", subj, natsStatus_GetText(s));
+}
+
+/* The delivery count in a JetStream ack subject: $JS.ACK.<stream>.
+ * <consumer>.<delivered>.<sseq>... (9 tokens), or with a domain and an
+ * account hash before the stream (12). */
+static uint32_t
+ack_count(const char *reply)
+{
+    const char *tok[13];
+    int n = 0;
+
+    if (reply == NULL)
+        return 1;
+    tok[n++] = reply;
+    for (const char *p = reply; *p && n < 13; p++)
+        if (*p == '.')
+            tok[n++] = p + 1;
+    if (n < 9)
+        return 1;
+    unsigned long c = strtoul(tok[n >= 12 ? 6 : 4], NULL, 10);
+    return c == 0 ? 1 : c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+}
+
+/* ---- subscriptions' lives --------------------------------------------- */
+
+static void
+sub_maybe_free(struct bn_sub *s)
+{
+    if (!s->gone || s->nout > 0 || s->ndelayed > 0 || s->hold > 0)
+        return;
+    LIST_REMOVE(s, link);
+    if (!s->live)
+        s->b->by_id[s->id] = NULL;
+    free(s->tenant);
+    free(s->topic);
+    free(s->name);
+    free(s);
+}
+
+static void
+dl_free(struct bn_dl *dl)
+{
+    if (dl->timer)
+        event_free(dl->timer);
+    natsMsg_Destroy(dl->m);
+    free(dl->ev);
+    free(dl);
+}
+
+static void
+dl_reply(struct broker_nats *b, struct bn_dl *dl, const char *what)
+{
+    const char *reply = natsMsg_GetReply(dl->m);
+
+    if (reply != NULL)
+        natsConnection_PublishString(b->nc, reply, what);
+}
+
+static void
+consumer_create(struct bn_sub *s)
+{
+    struct broker_nats *b = s->b;
+    char subj[256], reply[160], filter[1400], *body = NULL;
+
+    if (bn_subject(b, s->tenant, s->topic, filter, sizeof filter) != 0)
+        return;
+    snprintf(subj, sizeof subj, "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s",
+             b->stream, s->consumer);
+    snprintf(reply, sizeof reply, "%sc.%" PRIu32, b->inbox_prefix, s->id);
+    if (asprintf(&body,
+                 "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\","
+                 "\"description\":\"workmanager %s/%s/%s\","
+                 "\"deliver_policy\":\"new\",\"ack_policy\":\"explicit\","
+                 "\"ack_wait\":%" PRIu64 ",\"max_deliver\":%d,"
+                 "\"filter_subject\":\"%s\",\"max_ack_pending\":%d,"
+                 "\"replay_policy\":\"instant\"}}",
+                 b->stream, s->consumer, s->tenant, s->topic, s->name,
+                 (uint64_t)b->ack_wait_ms * 1000000, b->max_deliver, filter,
+                 BN_MAX_ACK_PENDING) < 0)
+        return;
+    s->creating = true;
+    s->create_after_ms = bn_now_ms() + BN_RETRY_MS * 3;
+    api_request(b, subj, reply, body);
+    free(body);
+}
+
+static void
+on_created(struct bn_sub *s, natsMsg *m)
+{
+    const char *data = natsMsg_GetData(m), *status = NULL;
+
+    s->creating = false;
+    log_debug("broker: consumer %s: %.200s", s->consumer, data ? data : "");
+    if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status) {
+        log_warning("broker: consumer %s of %s/%s (%s): no answer from "
+                    "JetStream (status %s); trying again",
+                    s->consumer, s->tenant, s->topic, s->name, status);
+        s->create_after_ms = bn_now_ms() + BN_RETRY_MS;
+        return;
+    }
+    if (data != NULL && strstr(data, "\"error\"") != NULL &&
+        strstr(data, "already") == NULL) {
+        log_warning("broker: consumer %s of %s/%s (%s): %.300s; trying "
+                    "again",
+                    s->consumer, s->tenant, s->topic, s->name, data);
+        s->create_after_ms = bn_now_ms() + BN_RETRY_MS;
+        return;
+    }
+    s->created = true;
+    kick(s->b);
+}
+
+/* Asks for more events when there is room (see Pulls). */
+static void
+pull(struct bn_sub *s)
+{
+    struct broker_nats *b = s->b;
+    size_t held = s->nwaiting + s->nout + s->ndelayed;
+    char subj[256], reply[160], body[96];
+
+    if (s->live || s->gone || !s->created || s->req != 0 ||
+        s->mode != BROKER_SUB_ACTIVE || !b->connected ||
+        held >= s->max_inflight)
+        return;
+    size_t room = s->max_inflight - held;
+    if (held > 0 && room < (s->max_inflight + 1) / 2)
+        return;
+    s->req = ++s->req_next ? s->req_next : ++s->req_next;
+    s->req_left = (uint32_t)room;
+    s->req_sent_ms = bn_now_ms();
+    snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", b->stream,
+             s->consumer);
+    snprintf(reply, sizeof reply, "%sd.%" PRIu32 ".%" PRIu32, b->inbox_prefix,
+             s->id, s->req);
+    snprintf(body, sizeof body, "{\"batch\":%zu,\"expires\":%" PRIu64 "}", room,
+             (uint64_t)BN_PULL_EXPIRES_MS * 1000000);
+    log_debug("broker: pull %s %s", reply, body);
+    api_request(b, subj, reply, body);
+}
+
+/* Hands waiting events on while the subscription is active. */
+static void
+deliver_some(struct bn_sub *s)
+{
+    struct broker_nats *b = s->b;
+    struct bn_dl *dl;
+
+    s->hold++;
+    while (!s->gone && s->mode == BROKER_SUB_ACTIVE && b->connected &&
+           s->nout < s->max_inflight &&
+           (dl = TAILQ_FIRST(&s->waiting)) != NULL) {
+        TAILQ_REMOVE(&s->waiting, dl, link);
+        s->nwaiting--;
+        dl->where = BN_OUT;
+        s->nout++;
+        TAILQ_INSERT_TAIL(&b->out, dl, link);
+        b->st.delivered++;
+        s->spec.deliver(&dl->pub, s->spec.arg);
+    }
+    s->hold--;
+    pull(s);
+    sub_maybe_free(s);
+}
+
+static void
+on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct broker_nats *b = arg;
+    struct bn_sub *s, *next;
+
+    (void)fd;
+    (void)what;
+    for (s = LIST_FIRST(&b->subs); s != NULL; s = next) {
+        s->hold++;
+        if (!s->live)
+            deliver_some(s);
+        next = LIST_NEXT(s, link);
+        s->hold--;
+        sub_maybe_free(s);
+    }
+}
+
+static void
+kick(struct broker_nats *b)
+{
+    if (b->kick == NULL) {
+        b->kick = event_new(b->base, -1, 0, on_kick, b);
+        if (b->kick == NULL)
+            return;
+    }
+    event_active(b->kick, 0, 0);
+}
+
+struct broker_sub *
+bn_subscribe(struct broker *bb, const struct broker_sub_spec *spec)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+    struct bn_sub *s;
+
+    if (!spec->live) {
+        LIST_FOREACH (s, &b->subs, link)
+            if (!s->live && !s->gone && strcmp(s->tenant, spec->tenant) == 0 &&
+                strcmp(s->topic, spec->topic) == 0 &&
+                strcmp(s->name, spec->name) == 0) {
+                errno = EEXIST;
+                return NULL;
+            }
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->head.b = bb;
+    s->b = b;
+    s->spec = *spec;
+    s->live = spec->live;
+    s->tenant = strdup(spec->tenant);
+    s->topic = strdup(spec->topic);
+    s->name = strdup(spec->name ? spec->name : "");
+    s->mode = BROKER_SUB_ACTIVE;
+    s->max_inflight = spec->max_inflight ? spec->max_inflight : 1;
+    TAILQ_INIT(&s->waiting);
+    if (s->tenant == NULL || s->topic == NULL || s->name == NULL)
+        goto fail;
+    s->spec.tenant = s->tenant;
+    s->spec.topic = s->topic;
+    s->spec.name = s->name;
+    if (s->live) {
+        if (bn_live_need(b, true) != 0)
+            goto fail;
+        b->nlive++;
+        LIST_INSERT_HEAD(&b->subs, s, link);
+        return &s->head;
+    }
+    if (b->nids % 64 == 0) {
+        struct bn_sub **ids = realloc(b->by_id, (b->nids + 64) * sizeof *ids);
+        if (ids == NULL)
+            goto fail;
+        b->by_id = ids;
+    }
+    s->id = b->nids++;
+    b->by_id[s->id] = s;
+    snprintf(s->consumer, sizeof s->consumer, "%s_%016" PRIx64, b->prefix,
+             fnv64_3(s->tenant, s->topic, s->name));
+    LIST_INSERT_HEAD(&b->subs, s, link);
+    if (b->connected)
+        consumer_create(s);
+    return &s->head;
+fail:
+    free(s->tenant);
+    free(s->topic);
+    free(s->name);
+    free(s);
+    errno = ENOMEM;
+    return NULL;
+}
+
+void
+bn_set_mode(struct broker_sub *ss, enum broker_sub_mode mode)
+{
+    struct bn_sub *s = (struct bn_sub *)ss;
+
+    s->mode = mode;
+    if (mode == BROKER_SUB_ACTIVE)
+        kick(s->b);
+}
+
+void
+bn_set_max_inflight(struct broker_sub *ss, unsigned n)
+{
+    struct bn_sub *s = (struct bn_sub *)ss;
+
+    s->max_inflight = n ? n : 1;
+    kick(s->b);
+}
+
+void
+bn_unsubscribe(struct broker_sub *ss, bool keep)
+{
+    struct bn_sub *s = (struct bn_sub *)ss;
+    struct broker_nats *b = s->b;
+    struct bn_dl *dl;
+
+    s->gone = true;
+    s->keep = keep;
+    if (s->live) {
+        if (--b->nlive == 0)
+            bn_live_need(b, false);
+        sub_maybe_free(s);
+        return;
+    }
+    /* What it holds goes back to the consumer, for another instance or
+     * its next subscribe. */
+    while ((dl = TAILQ_FIRST(&s->waiting)) != NULL) {
+        TAILQ_REMOVE(&s->waiting, dl, link);
+        s->nwaiting--;
+        if (keep)
+            dl_reply(b, dl, "-NAK");
+        dl_free(dl);
+    }
+    if (!keep) {
+        char subj[256], reply[160];
+
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.DELETE.%s.%s", b->stream,
+                 s->consumer);
+        snprintf(reply, sizeof reply, "%sx", b->inbox_prefix);
+        api_request(b, subj, reply, "");
+        log_info("broker: consumer %s of %s/%s (%s) deleted", s->consumer,
+                 s->tenant, s->topic, s->name);
+    }
+    sub_maybe_free(s);
+}
+
+/* ---- settlement ------------------------------------------------------- */
+
+/* Takes dl off the out list; frees it and maybe its subscription. */
+static void
+settled(struct bn_dl *dl)
+{
+    struct bn_sub *s = dl->s;
+
+    TAILQ_REMOVE(&s->b->out, dl, link);
+    s->nout--;
+    dl_free(dl);
+    kick(s->b);
+    sub_maybe_free(s);
+}
+
+void
+bn_ack(struct broker_delivery *d)
+{
+    struct bn_dl *dl = (struct bn_dl *)d;
+    struct bn_sub *s = dl->s;
+    const char *reply = natsMsg_GetReply(dl->m);
+
+    if (reply != NULL && !(s->gone && !s->keep)) {
+        bn_settle_ack(s->b, reply, dl->pub_mark);
+        s->b->st.acked++;
+    }
+    settled(dl);
+}
+
+void
+bn_nack(struct broker_delivery *d, uint32_t delay_ms)
+{
+    struct bn_dl *dl = (struct bn_dl *)d;
+    struct bn_sub *s = dl->s;
+    char what[64];
+
+    if (!(s->gone && !s->keep)) {
+        snprintf(what, sizeof what, "-NAK {\"delay\":%" PRIu64 "}",
+                 (uint64_t)delay_ms * 1000000);
+        dl_reply(s->b, dl, what);
+        s->b->st.nacked++;
+    }
+    settled(dl);
+}
+
+static void
+on_released(evutil_socket_t fd, short what, void *arg)
+{
+    struct bn_dl *dl = arg;
+    struct bn_sub *s = dl->s;
+
+    (void)fd;
+    (void)what;
+    s->ndelayed--;
+    TAILQ_REMOVE(&s->b->out, dl, link);
+    if (s->gone) {
+        if (s->keep)
+            dl_reply(s->b, dl, "-NAK");
+        dl_free(dl);
+        sub_maybe_free(s);
+        return;
+    }
+    dl->where = BN_WAITING;
+    TAILQ_INSERT_HEAD(&s->waiting, dl, link);
+    s->nwaiting++;
+    kick(s->b);
+}
+
+void
+bn_release(struct broker_delivery *d, uint32_t delay_ms)
+{
+    struct bn_dl *dl = (struct bn_dl *)d;
+    struct bn_sub *s = dl->s;
+    struct timeval tv = { delay_ms / 1000, (delay_ms % 1000) * 1000 };
+
+    if (s->gone) {
+        if (s->keep)
+            dl_reply(s->b, dl, "-NAK");
+        settled(dl);
+        return;
+    }
+    if (dl->timer == NULL)
+        dl->timer = evtimer_new(s->b->base, on_released, dl);
+    if (dl->timer == NULL) {
+        dl_reply(s->b, dl, "-NAK");
+        settled(dl);
+        return;
+    }
+    s->nout--;
+    dl->where = BN_DELAYED;
+    s->ndelayed++;
+    evtimer_add(dl->timer, &tv);
+}
+
+size_t
+bn_sub_backlog(const struct broker_sub *ss)
+{
+    const struct bn_sub *s = (const struct bn_sub *)ss;
+
+    return s->nwaiting + s->nout + s->ndelayed;
+}
+
+const char *
+bn_sub_name(const struct broker_sub *ss)
+{
+    return ((const struct bn_sub *)ss)->name;
+}
+
+/* ---- messages --------------------------------------------------------- */
+
+/* m's event, checked and copied aligned; NULL when it fails the check. */
+static uint8_t *
+event_copy(struct broker_nats *b, natsMsg *m, size_t *len)
+{
+    int n = natsMsg_GetDataLength(m);
+    uint8_t *ev;
+
+    if (n <= 0 || (ev = malloc((size_t)n)) == NULL)
+        return NULL;
+    memcpy(ev, natsMsg_GetData(m), (size_t)n);
+    if (b->verify && b->verify(ev, (size_t)n) != 0) {
+        free(ev);
+        return NULL;
+    }
+    *len = (size_t)n;
+    return ev;
+}
+
+static void
+on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
+{
+    const char *status = NULL;
+    struct bn_dl *dl;
+
+    if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status) {
+        /* 404 no messages, 408 expired, 409 too many waiting...: the
+         * request is over. */
+        if (s != NULL && req == s->req && strcmp(status, "100") != 0) {
+            s->req = 0;
+            pull(s);
+        }
+        natsMsg_Destroy(m);
+        return;
+    }
+    if (s == NULL || s->gone) {
+        if (natsMsg_GetReply(m) != NULL)
+            natsConnection_PublishString(b->nc, natsMsg_GetReply(m), "-NAK");
+        natsMsg_Destroy(m);
+        return;
+    }
+    /* Events do not say which pull asked for them: they count against the
+     * current one. */
+    if (s->req != 0 && s->req_left > 0 && --s->req_left == 0)
+        s->req = 0;
+    dl = calloc(1, sizeof *dl);
+    if (dl == NULL) {
+        natsMsg_Destroy(m); /* delivered again after AckWait */
+        return;
+    }
+    dl->s = s;
+    dl->m = m;
+    dl->ev = event_copy(b, m, &dl->pub.len);
+    if (dl->ev == NULL) {
+        log_err("broker: an event of %s/%s from NATS fails the check: "
+                "dropped (+TERM)",
+                s->tenant, s->topic);
+        dl_reply(b, dl, "+TERM");
+        dl_free(dl);
+        return;
+    }
+    dl->pub.sub = &s->head;
+    dl->pub.event = dl->ev;
+    dl->pub.tenant = s->tenant;
+    dl->pub.topic = s->topic;
+    dl->pub.count = ack_count(natsMsg_GetReply(m));
+    dl->pub.id = ++b->next_delivery_id;
+    dl->touched_ms = bn_now_ms();
+    dl->pub_mark = b->pub_issued;
+    dl->where = BN_WAITING;
+    TAILQ_INSERT_TAIL(&s->waiting, dl, link);
+    s->nwaiting++;
+    deliver_some(s);
+}
+
+/* Decodes a subject token in place ("=2E" is "."). */
+static void
+dec_token(char *t)
+{
+    char *w = t;
+
+    for (char *r = t; *r; r++) {
+        if (r[0] == '=' && r[1] == '2' && r[2] == 'E') {
+            *w++ = '.';
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+static void
+on_live(struct broker_nats *b, natsMsg *m)
+{
+    char subj[1400], *tenant, *topic;
+    struct broker_delivery d;
+    uint8_t *ev = NULL;
+    struct bn_sub *s;
+    size_t len = 0, pl = strlen(b->prefix);
+
+    snprintf(subj, sizeof subj, "%s", natsMsg_GetSubject(m));
+    if (strncmp(subj, b->prefix, pl) != 0 || strncmp(subj + pl, ".ev.", 4))
+        goto out;
+    tenant = subj + pl + 4;
+    if ((topic = strchr(tenant, '.')) == NULL)
+        goto out;
+    *topic++ = '\0';
+    dec_token(tenant);
+    dec_token(topic);
+    LIST_FOREACH (s, &b->subs, link) {
+        if (!s->live || s->gone ||
+            (strcmp(s->tenant, "*") != 0 && strcmp(s->tenant, tenant) != 0) ||
+            (strcmp(s->topic, "*") != 0 && strcmp(s->topic, topic) != 0))
+            continue;
+        if (ev == NULL && (ev = event_copy(b, m, &len)) == NULL)
+            goto out;
+        memset(&d, 0, sizeof d);
+        d.sub = &s->head;
+        d.event = ev;
+        d.len = len;
+        d.tenant = tenant;
+        d.topic = topic;
+        d.count = 1;
+        d.id = ++b->next_delivery_id;
+        s->spec.deliver(&d, s->spec.arg);
+    }
+out:
+    free(ev);
+    natsMsg_Destroy(m);
+}
+
+/* The subscription whose consumer a JetStream ack subject names (the
+ * token after the stream's), or NULL. */
+static struct bn_sub *
+sub_of_ack(struct broker_nats *b, const char *reply)
+{
+    const char *tok[12];
+    int n = 0;
+    struct bn_sub *s;
+
+    tok[n++] = reply;
+    for (const char *p = reply; *p && n < 12; p++)
+        if (*p == '.')
+            tok[n++] = p + 1;
+    if (n < 9)
+        return NULL;
+    const char *c = tok[n >= 12 ? 5 : 3];
+    size_t len = strcspn(c, ".");
+    LIST_FOREACH (s, &b->subs, link)
+        if (!s->live && strncmp(s->consumer, c, len) == 0 &&
+            s->consumer[len] == '\0')
+            return s;
+    return NULL;
+}
+
+void
+bn_sub_message(struct broker_nats *b, natsMsg *m)
+{
+    const char *subj = natsMsg_GetSubject(m), *reply = natsMsg_GetReply(m);
+    size_t pl = strlen(b->inbox_prefix);
+    char *end;
+
+    if (strncmp(subj, b->inbox_prefix, pl) != 0) {
+        /* A pulled event keeps its subject; its ack subject names its
+         * consumer.  Anything else is a live one. */
+        if (reply != NULL && strncmp(reply, "$JS.ACK.", 8) == 0)
+            on_pulled(b, sub_of_ack(b, reply), 0, m);
+        else
+            on_live(b, m);
+        return;
+    }
+    char kind = subj[pl];
+    unsigned long id = strtoul(subj + pl + 2, &end, 10);
+    struct bn_sub *s =
+        subj[pl + 1] == '.' && id < b->nids ? b->by_id[id] : NULL;
+    if (kind == 'd') {
+        /* a status of a pull request: 408 expired, 404... */
+        uint32_t req = *end == '.' ? (uint32_t)strtoul(end + 1, NULL, 10) : 0;
+        on_pulled(b, s, req, m);
+        return;
+    }
+    if (kind == 'c' && s != NULL && !s->gone)
+        on_created(s, m);
+    natsMsg_Destroy(m);
+}
+
+/* ---- the tick ------------------------------------------------------- */
+
+static void
+keep_in_progress(struct broker_nats *b, struct bn_dl *dl, int64_t now)
+{
+    if (now - dl->touched_ms >= (int64_t)b->ack_wait_ms / 3) {
+        dl_reply(b, dl, "+WPI");
+        dl->touched_ms = now;
+    }
+}
+
+void
+bn_sub_tick(struct broker_nats *b, int64_t now)
+{
+    struct bn_sub *s;
+    struct bn_dl *dl;
+
+    if (!b->connected)
+        return;
+    TAILQ_FOREACH (dl, &b->out, link)
+        if (!(dl->s->gone && !dl->s->keep))
+            keep_in_progress(b, dl, now);
+    LIST_FOREACH (s, &b->subs, link) {
+        if (s->live || s->gone)
+            continue;
+        TAILQ_FOREACH (dl, &s->waiting, link)
+            keep_in_progress(b, dl, now);
+        if (!s->created) {
+            if (now >= s->create_after_ms)
+                consumer_create(s);
+            continue;
+        }
+        if (s->req != 0 &&
+            now - s->req_sent_ms > BN_PULL_EXPIRES_MS + BN_RETRY_MS)
+            s->req = 0; /* its answer was lost */
+        pull(s);
+    }
+}
+
+void
+bn_sub_reconnected(struct broker_nats *b)
+{
+    struct bn_sub *s;
+
+    LIST_FOREACH (s, &b->subs, link) {
+        s->req = 0;
+        if (!s->created)
+            s->create_after_ms = 0;
+    }
+    kick(b);
+}
+
+void
+bn_sub_free_all(struct broker_nats *b)
+{
+    struct bn_sub *s;
+    struct bn_dl *dl;
+
+    while ((dl = TAILQ_FIRST(&b->out)) != NULL) {
+        TAILQ_REMOVE(&b->out, dl, link);
+        dl_free(dl);
+    }
+    while ((s = LIST_FIRST(&b->subs)) != NULL) {
+        LIST_REMOVE(s, link);
+        while ((dl = TAILQ_FIRST(&s->waiting)) != NULL) {
+            TAILQ_REMOVE(&s->waiting, dl, link);
+            dl_free(dl);
+        }
+        free(s->tenant);
+        free(s->topic);
+        free(s->name);
+        free(s);
+    }
+    free(b->by_id);
+    b->by_id = NULL;
+    if (b->kick)
+        event_free(b->kick);
+}
