@@ -107,9 +107,9 @@ broker_release(struct broker_delivery *d, uint32_t delay_ms)
 }
 
 void
-broker_recovered(struct broker *b)
+broker_recovered(struct broker *b, broker_known_cb known, void *arg)
 {
-    b->ops->recovered(b);
+    b->ops->recovered(b, known, arg);
 }
 
 size_t

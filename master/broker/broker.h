@@ -202,9 +202,18 @@ void broker_nack(struct broker_delivery *d, uint32_t delay_ms);
  * it is not counted, nor journaled. */
 void broker_release(struct broker_delivery *d, uint32_t delay_ms);
 
+/* Whether a durable subscription name of (tenant, topic) still belongs to
+ * a worker (broker_recovered()). */
+typedef bool (*broker_known_cb)(const char *tenant, const char *topic,
+                                const char *name, void *arg);
+
 /* Recovery is over: backlogs of durable names that did not subscribe again
- * (their worker is gone) are dropped, counted in the log. */
-void broker_recovered(struct broker *b);
+ * (their worker is gone) are dropped, counted in the log.  The nats
+ * backend asks known() instead, of the consumers of its stream made before
+ * it opened (another instance may be making one for a worker this one has
+ * not seen yet): with several instances, only the holder of the recovery
+ * lease calls it (master/workers/recovery_lease.h). */
+void broker_recovered(struct broker *b, broker_known_cb known, void *arg);
 
 /* Drops the backlogs (journaled as settled) that no subscription of
  * (tenant, topic) holds: what waits for a durable name that is not

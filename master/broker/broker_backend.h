@@ -34,7 +34,7 @@ struct broker_ops {
     void (*ack)(struct broker_delivery *d);
     void (*nack)(struct broker_delivery *d, uint32_t delay_ms);
     void (*release)(struct broker_delivery *d, uint32_t delay_ms);
-    void (*recovered)(struct broker *b);
+    void (*recovered)(struct broker *b, broker_known_cb known, void *arg);
     size_t (*purge)(struct broker *b, const char *tenant, const char *topic);
     void (*stats)(const struct broker *b, struct broker_stats *out);
     void (*tenant_backlog)(const struct broker *b, const char *tenant,

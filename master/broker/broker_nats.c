@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "lib/errbuf.h"
 #include "lib/uuid.h"
@@ -296,6 +297,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     b->health.remote = true;
     b->connected = true;
     b->pub_head_seq = 1;
+    b->opened_s = (int64_t)time(NULL);
     LIST_INIT(&b->subs);
     TAILQ_INIT(&b->out);
     STAILQ_INIT(&b->held);
@@ -385,10 +387,107 @@ bn_admit(struct broker *bb, const char *tenant, const char *topic, size_t n,
     return 0;
 }
 
-static void
-bn_recovered(struct broker *bb)
+/* The unix time of an RFC 3339 timestamp ("2026-11-29T02:52:46.66Z"),
+ * to the second; 0 when unreadable. */
+static int64_t
+rfc3339_s(const char *t)
 {
-    (void)bb;
+    struct tm tm;
+
+    memset(&tm, 0, sizeof tm);
+    if (t == NULL || strptime(t, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+        return 0;
+    return (int64_t)timegm(&tm);
+}
+
+/* One page of the stream's consumers: deletes those of this system
+ * ("workmanager tenant/topic/name" descriptions) made before the broker
+ * opened whose name known() disowns.  Returns how many the page held,
+ * -1 on failure. */
+static int
+purge_page(struct broker_nats *b, int offset, broker_known_cb known, void *arg,
+           size_t *deleted)
+{
+    char subj[256], body[64], what[600];
+    natsMsg *reply = NULL;
+    json_t *root, *list, *c;
+    size_t i;
+    int n;
+
+    snprintf(subj, sizeof subj, "$JS.API.CONSUMER.LIST.%s", b->stream);
+    snprintf(body, sizeof body, "{\"offset\":%d}", offset);
+    if (natsConnection_RequestString(&reply, b->nc, subj, body, 5000) !=
+        NATS_OK)
+        return -1;
+    root = json_loads(natsMsg_GetData(reply), 0, NULL);
+    natsMsg_Destroy(reply);
+    list = json_object_get(root, "consumers");
+    if (!json_is_array(list)) {
+        json_decref(root);
+        return -1;
+    }
+    n = (int)json_array_size(list);
+    json_array_foreach(list, i, c)
+    {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *desc = json_string_value(
+            json_object_get(json_object_get(c, "config"), "description"));
+        const char *created = json_string_value(json_object_get(c, "created"));
+        char *tenant, *topic, *sub;
+
+        if (name == NULL || desc == NULL ||
+            strncmp(desc, "workmanager ", 12) != 0 ||
+            rfc3339_s(created) >= b->opened_s)
+            continue;
+        snprintf(what, sizeof what, "%s", desc + 12);
+        tenant = what;
+        if ((topic = strchr(tenant, '/')) == NULL)
+            continue;
+        *topic++ = '\0';
+        if ((sub = strchr(topic, '/')) == NULL)
+            continue;
+        *sub++ = '\0';
+        if (known(tenant, topic, sub, arg))
+            continue;
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.DELETE.%s.%s", b->stream,
+                 name);
+        if (natsConnection_RequestString(&reply, b->nc, subj, "", 5000) ==
+            NATS_OK) {
+            natsMsg_Destroy(reply);
+            (*deleted)++;
+            log_notice("broker: consumer %s of %s/%s (%s) deleted: no "
+                       "worker has it any more",
+                       name, tenant, topic, sub);
+        }
+    }
+    json_decref(root);
+    return n;
+}
+
+static void
+bn_recovered(struct broker *bb, broker_known_cb known, void *arg)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+    size_t deleted = 0;
+    int offset = 0, n;
+
+    if (known == NULL || !bn_connected(b))
+        return;
+    /* Deleting shifts the pages: read from the start until a page
+     * deletes nothing. */
+    for (int pages = 0; pages < 1000; pages++) {
+        size_t before = deleted;
+        n = purge_page(b, offset, known, arg, &deleted);
+        if (n <= 0)
+            break;
+        offset = deleted > before ? offset : offset + n;
+    }
+    if (n < 0)
+        log_warning("broker: the consumers of stream %s could not be "
+                    "listed: those of deleted workers stay",
+                    b->stream);
+    log_info("broker: recovery: %zu consumer(s) of deleted workers deleted",
+             deleted);
 }
 
 static size_t

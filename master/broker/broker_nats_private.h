@@ -138,6 +138,7 @@ struct broker_nats {
     natsSubscription *inbox, *live_all;
     char *url, *prefix, *stream, *inbox_prefix; /* "_WM.P.<instance>." */
     uint32_t ack_wait_ms;
+    int64_t opened_s; /* unix time of the open (broker_recovered()) */
     int max_deliver;
     int (*verify)(const uint8_t *event, size_t len);
 

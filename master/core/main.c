@@ -57,6 +57,7 @@
 #include "master/workers/lifecycle.h"
 #include "master/workers/quota.h"
 #include "master/workers/recovery.h"
+#include "master/workers/recovery_lease.h"
 #include "master/workers/registry.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
@@ -727,6 +728,8 @@ out:
      * its request and undoes its worker through them. */
     fetch_free(d.fetcher);
     instances_stop(&d); /* its heartbeat's key removed: queued below */
+    if (d.store)
+        recovery_lease_release(&d); /* queued below too */
     /* So do the store's writes still queued (a create's record, say),
      * while their requests exist: freeing the API frees them. */
     store_flush(d.store);

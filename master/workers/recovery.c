@@ -26,6 +26,7 @@
 #include "master/store/store.h"
 #include "master/workers/activity.h"
 #include "master/workers/lifecycle.h"
+#include "master/workers/recovery_lease.h"
 #include "master/workers/registry.h"
 
 /* Workers restored per loop turn: each is a blob read and a hash, so a
@@ -47,6 +48,7 @@ struct recovery {
     size_t n, cap, next;
     struct event *ev;
     unsigned ok, failed;
+    bool leader; /* holds the recovery lease (recovery_lease.h) */
 };
 
 static struct recovery *running;
@@ -232,13 +234,40 @@ restore(struct recovery *rc, struct entry *e)
         rc->ok++;
 }
 
+/* Whether a subscription name of (tenant, topic) belongs to a worker of
+ * the registry (every record is there, failed ones too): its id, or
+ * "group:<group>" of one of its groups. */
+static bool
+known(const char *tenant, const char *topic, const char *name, void *arg)
+{
+    struct daemon *d = arg;
+
+    if (strncmp(name, "group:", 6) != 0) {
+        struct worker *w = registry_lookup(d->registry, name);
+        return w != NULL && strcmp(w->id, name) == 0;
+    }
+    for (size_t i = 0; i < registry_count(d->registry); i++) {
+        struct worker *w = registry_at(d->registry, i);
+        if (w->group != NULL && strcmp(w->group, name + 6) == 0 &&
+            strcmp(w->tenant, tenant) == 0 && strcmp(w->topic, topic) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void
 finish(struct recovery *rc)
 {
     struct daemon *d = rc->d;
+    struct broker_health bh;
+
     d->recovery = DAEMON_RECOVERY_DONE;
-    /* Backlogs nobody claimed belong to workers that are gone. */
-    broker_recovered(d->broker);
+    /* Backlogs nobody claimed belong to workers that are gone: the
+     * embedded broker's are this instance's own; a shared broker's are
+     * dropped by the lease's holder only. */
+    broker_health(d->broker, &bh);
+    if (!bh.remote || rc->leader)
+        broker_recovered(d->broker, known, d);
     d->recovered = rc->ok;
     d->recovery_fails = rc->failed;
     log_notice("recovery: %u workers restored, %u failed", rc->ok, rc->failed);
@@ -284,18 +313,25 @@ slice(evutil_socket_t fd, short what, void *arg)
         finish(rc);
 }
 
-int
-recovery_start(struct daemon *d, void (*done)(struct daemon *d))
+/* The lease decided: list the records and restore them. */
+static void
+on_lease(bool leader, const char *holder, void *arg)
 {
+    struct recovery *rc = arg;
+    struct daemon *d = rc->d;
     char err[512];
-    if (running)
-        return -1;
-    struct recovery *rc = calloc(1, sizeof *rc);
-    if (rc == NULL)
-        return -1;
-    rc->d = d;
-    rc->done = done;
-    d->recovery = DAEMON_RECOVERY_RUNNING;
+
+    rc->leader = leader;
+    if (d->conf->store == CONF_STORE_NATS) {
+        if (leader)
+            log_notice("recovery: this instance (%s) holds the recovery "
+                       "lease %s",
+                       holder, RECOVERY_LEASE_KEY);
+        else
+            log_notice("recovery: the recovery lease %s is %s's: the "
+                       "broker's recovery is left to it",
+                       RECOVERY_LEASE_KEY, holder);
+    }
     if (store_list(d->store, RECORD_WORKERS_PREFIX, collect, rc, err,
                    sizeof err) != STORE_OK) {
         log_err("recovery: the store cannot be read: %s", err);
@@ -307,18 +343,34 @@ recovery_start(struct daemon *d, void (*done)(struct daemon *d))
             free(rc->entries[i].message);
         }
         free(rc->entries);
+        void (*done)(struct daemon *) = rc->done;
+        running = NULL;
         free(rc);
         if (done)
             done(d);
-        return 0;
+        return;
     }
     log_info("recovery: %zu worker records", rc->n);
-    running = rc;
     rc->ev = event_new(d->base, -1, 0, slice, rc);
     if (rc->ev == NULL) {
         finish(rc);
-        return -1;
+        return;
     }
     next_slice(rc);
+}
+
+int
+recovery_start(struct daemon *d, void (*done)(struct daemon *d))
+{
+    if (running)
+        return -1;
+    struct recovery *rc = calloc(1, sizeof *rc);
+    if (rc == NULL)
+        return -1;
+    rc->d = d;
+    rc->done = done;
+    d->recovery = DAEMON_RECOVERY_RUNNING;
+    running = rc;
+    recovery_lease_take(d, on_lease, rc);
     return 0;
 }

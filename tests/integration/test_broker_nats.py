@@ -13,7 +13,7 @@ import threading
 import time
 
 from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
-from wm import Stream, event, publish
+from wm import Stream, event, metric, publish
 
 
 def broker_daemon(builddir, tmp, nats, **opts):
@@ -158,4 +158,117 @@ def test_nats_down_means_503_then_the_backlog_drains(wm_builddir, tmp_path,
         h = a.get("/health")
         assert h.status == 200, h
     finally:
+        assert a.stop() == 0
+
+
+def test_a_group_on_two_daemons_processes_each_event_once(wm_builddir,
+                                                          tmp_path, nats):
+    """One group, its member running on both daemons, events published
+    through both: the group's consumer gives each event to one daemon, the
+    group's lock (a record in NATS) lets one process at a time across
+    both: every event once, no two spans overlapping."""
+    fast = {"group_lock_retry_base_delay_ms": "20",
+            "redelivery_base_delay_ms": "20"}
+    a = broker_daemon(wm_builddir, tmp_path / "a", nats, **fast).start()
+    b = broker_daemon(wm_builddir, tmp_path / "b", nats, **fast).start()
+    try:
+        a.create(topic="g", name="ga", group="lockers")
+        b.wait_for(lambda: b.get("/v1/workers/ga").status == 200,
+                   what="the member on b")
+        time.sleep(0.5)
+        out = Stream(a, "span.out")
+        for d, tag in ((a, "a"), (b, "b")):
+            r = publish(d, "g", [event("span", id_=f"{tag}{i}", do="span:10")
+                                 for i in range(10)])
+            assert r.status == 202, r
+        got = out.wait(20, timeout=60)
+        time.sleep(1)  # a duplicate would show now
+        got = out.events()
+        assert sorted(e["id"] for e in got) == sorted(
+            [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)])
+        spans = sorted((e["data"]["start_ns"], e["data"]["end_ns"])
+                       for e in got)
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            assert e1 <= s2, f"overlap: {spans}"
+        assert processed(a, "ga") + processed(b, "ga") == 20
+        out.close()
+    finally:
+        assert b.stop() == 0
+        assert a.stop() == 0
+
+
+def test_a_frozen_holders_output_is_fenced(wm_builddir, tmp_path, nats):
+    """The daemon holding a group's lock is frozen (SIGSTOP) in the middle
+    of an event: the other takes the stale lock over and the event once
+    its ack wait is over, and publishes its output; the frozen one, resumed,
+    finishes the event under its old token: its output is refused (stale),
+    so the output goes out once.  On resuming, the frozen daemon may see
+    its event's deadline (message_timeout_ms, which must be below
+    lock_max_age_ms) pass before it reads the host's result: then it
+    publishes nothing either, and the scenario is run again (three times
+    at most) until the stale write is seen refused."""
+    quick = {"lock_max_age_ms": "4000", "message_timeout_ms": "3000",
+             "nats_ack_wait_ms": "2000",
+             "group_lock_retry_base_delay_ms": "100",
+             "group_lock_max_retries": "10",
+             "redelivery_base_delay_ms": "20"}
+    a = broker_daemon(wm_builddir, tmp_path / "a", nats, **quick).start()
+    b = broker_daemon(wm_builddir, tmp_path / "b", nats, **quick).start()
+    frozen = None
+    fenced = 0
+    try:
+        a.create(topic="g", name="ga", group="lockers")
+        b.wait_for(lambda: b.get("/v1/workers/ga").status == 200,
+                   what="the member on b")
+        time.sleep(0.5)
+        out = {d: Stream(d, "slow.out") for d in (a, b)}
+        for attempt in range(3):
+            x = f"x{attempt}"
+            acquired = {d: metric(d, "workmanager_grouplock_acquired_total")
+                        for d in (a, b)}
+            stolen = {d: metric(d, "workmanager_grouplock_stolen_total")
+                      for d in (a, b)}
+            stale = {d: metric(d, "workmanager_grouplock_stale_writes_total")
+                     for d in (a, b)}
+            late = {d: d.log().count("had no Result within") for d in (a, b)}
+            r = publish(a, "g", event("slow", id_=x, do="sleep:2500"))
+            assert r.status == 202, r
+
+            def holder():
+                for d, o in ((a, b), (b, a)):
+                    if metric(d, "workmanager_grouplock_acquired_total") > \
+                            acquired[d]:
+                        return d, o
+                return None
+            frozen, other = a.wait_for(holder, what="a holder")
+            frozen.proc.send_signal(signal.SIGSTOP)
+            other.wait_for(lambda: metric(
+                other, "workmanager_grouplock_stolen_total") > stolen[other],
+                timeout=30, what="the stale lock taken over")
+            live = out[other]
+            other.wait_for(lambda: x in [e["id"] for e in live.events()],
+                           timeout=30, what="the output of the survivor")
+            frozen.proc.send_signal(signal.SIGCONT)
+            f = frozen
+
+            def refused():
+                return metric(f, "workmanager_grouplock_stale_writes"
+                              "_total") > stale[f]
+            f.wait_for(lambda: refused() or
+                       f.log().count("had no Result within") > late[f],
+                       timeout=30, what="the frozen holder's event over")
+            frozen = None
+            time.sleep(1)
+            ids = [e["id"] for e in live.events()]
+            assert ids.count(x) == 1, ids  # never twice
+            if refused():
+                fenced += 1
+                break
+        assert fenced, "the stale write was never reached in 3 attempts"
+        for s_ in out.values():
+            s_.close()
+    finally:
+        if frozen is not None:
+            frozen.proc.send_signal(signal.SIGCONT)
+        assert b.stop() == 0
         assert a.stop() == 0

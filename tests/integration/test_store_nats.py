@@ -193,13 +193,13 @@ def test_unreachable_nats_stops_start_up_naming_the_url(wm_builddir,
 
 def test_broker_nats_is_refused_saying_what_is_supported(wm_builddir,
                                                           tmp_path):
-    """broker = nats is not built yet: exit 2 (no restart helps), saying
-    so and which combinations run."""
+    """broker = nats with the file store: exit 2 (no restart helps),
+    saying which combinations run."""
     p = _run_to_exit(Daemon(wm_builddir, tmp_path,
                             options={"broker": "nats"}))
     assert p.returncode == 2, p
-    assert "broker = nats (-o): the NATS JetStream broker is not available " \
-        "yet; use broker = embedded" in p.stderr, p.stderr
+    assert "broker = nats (-o) needs store = nats" in p.stderr, p.stderr
+    assert "broker = nats with store = nats)" in p.stderr, p.stderr
 
 
 def test_version_says_whether_nats_is_built(wm_builddir):

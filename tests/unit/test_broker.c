@@ -413,7 +413,7 @@ test_restart(void)
         else
             CHECK(strcmp(r.text[i], "e3") == 0);
     }
-    broker_recovered(b);
+    broker_recovered(b, NULL, NULL);
     struct broker_stats st;
     broker_stats(b, &st);
     CHECK_EQ(st.pending, 0);
@@ -487,7 +487,7 @@ test_drops(void)
     REQUIRE(b);
     broker_stats(b, &st);
     CHECK_EQ(st.recovered, 2); /* only "unclaimed"'s two */
-    broker_recovered(b);       /* ... and nobody claims them */
+    broker_recovered(b, NULL, NULL);       /* ... and nobody claims them */
     broker_stats(b, &st);
     CHECK_EQ(st.pending, 0);
     CHECK_EQ(st.dropped, 2);
@@ -707,7 +707,7 @@ test_tenant_backlog(void)
     CHECK_EQ(ev, 1);
     CHECK_EQ(by, 5);
     REQUIRE(sub(b, "q", "w1", &r, false));
-    broker_recovered(b); /* w2 is gone: its share is dropped */
+    broker_recovered(b, NULL, NULL); /* w2 is gone: its share is dropped */
     spin(20);
     REQUIRE(r.n == 1);
     broker_ack(r.d[0]);
