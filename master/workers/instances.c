@@ -70,6 +70,17 @@ emit(struct instances *in, const struct other *o, enum instance_state was)
                              o->info ? json_object_get(o->info, "name") : NULL,
                              "state", instance_state_name(o->state), "previous",
                              instance_state_name(was));
+    /* A dead instance's events: JetStream gives them to the others once
+     * their ack wait is over (the embedded broker's are its own). */
+    if (data && o->state == INSTANCE_DEAD &&
+        in->d->conf->broker == CONF_BROKER_NATS) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "its unacknowledged events go to the other instances "
+                 "within nats_ack_wait_ms (%u ms) of their delivery",
+                 in->d->conf->nats_ack_wait_ms);
+        json_object_set_new(data, "events", json_string(why));
+    }
     log_notice("instance %s (%s) is %s (was %s)", o->id,
                o->info ? json_string_value(json_object_get(o->info, "name"))
                        : "?",

@@ -79,11 +79,16 @@ def test_a_killed_daemons_events_are_processed_by_the_other(wm_builddir,
     stream of the outputs: live subscriptions see every instance's
     events), by the survivor for what the dead one had taken (after
     nats_ack_wait_ms); duplicates are bounded by what the dead one had
-    pulled (its subscription's window)."""
-    opts = {"nats_ack_wait_ms": "2000"}
-    a = broker_daemon(wm_builddir, tmp_path / "a", nats, **opts).start()
-    b = broker_daemon(wm_builddir, tmp_path / "b", nats, **opts).start()
+    pulled (its subscription's window).  The survivor's event saying the
+    dead one is dead says where its events go."""
+    opts = {"nats_ack_wait_ms": "2000", "instance_heartbeat_ms": "100",
+            "instance_disconnected_ms": "500", "instance_dead_ms": "1500"}
+    a = broker_daemon(wm_builddir, tmp_path / "a", nats, instance="a",
+                      **opts).start()
+    b = broker_daemon(wm_builddir, tmp_path / "b", nats, instance="b",
+                      **opts).start()
     try:
+        infra = Stream(b, "workmanager.infra.instance")
         a.create(name="slow", topic="t")
         b.wait_for(lambda: b.get("/v1/workers/slow").status == 200,
                    what="the worker on b")
@@ -109,6 +114,14 @@ def test_a_killed_daemons_events_are_processed_by_the_other(wm_builddir,
         dups = len(out.events()) - len(seen())
         assert 0 <= dups <= 1024, dups  # the worker's pull window at most
         out.close()
+
+        def dead():
+            return [e for e in infra.events()
+                    if e["type"].endswith(".instance.dead")
+                    and e["data"]["name"] == "a"]
+        b.wait_for(dead, what="a seen dead")
+        assert "nats_ack_wait_ms (2000 ms)" in dead()[0]["data"]["events"]
+        infra.close()
     finally:
         assert b.stop() == 0
 
