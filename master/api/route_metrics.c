@@ -403,6 +403,11 @@ api_metrics_route(struct api_req *rq)
            "Pending events dropped with their deleted subscriber.", bs.dropped);
     scalar(&t, "workmanager_events_pending", "gauge",
            "Deliveries not settled yet.", bs.pending);
+    scalar(&t, "workmanager_events_exhausted_total", "counter",
+           "Events the NATS broker stopped delivering after "
+           "nats_max_deliver unsettled deliveries (dead-lettered with "
+           "reason timeout).",
+           bs.exhausted);
     scalar(&t, "workmanager_store_reads_total", "counter",
            "Synchronous reads of the state store (records, lists, code "
            "blobs): with store = nats, each is a round trip on the "

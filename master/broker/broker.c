@@ -143,6 +143,12 @@ broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg)
     b->ops->set_storage_hook(b, cb, arg);
 }
 
+void
+broker_set_exhausted_hook(struct broker *b, broker_exhausted_cb cb, void *arg)
+{
+    b->ops->set_exhausted_hook(b, cb, arg);
+}
+
 size_t
 broker_sub_backlog(const struct broker_sub *s)
 {

@@ -96,14 +96,17 @@ struct broker_config {
      * "": "wm"), the stream's replicas (0: 1) and storage, how long a
      * delivery may go unacknowledged before JetStream delivers it again
      * (0: 30 s).  JetStream's count of deliveries is the flow's, which
-     * dead-letters an event after max_redeliveries however its deliveries
-     * ended (a crash of its instance included), so the consumers set no
-     * MaxDeliver of their own. */
+     * dead-letters an event whose delivery fails after max_redeliveries
+     * however the earlier ones ended (a crash of its instance included). */
     const struct nats_link_config *nats;
     const char *nats_prefix;
     unsigned nats_replicas;
     int nats_memory;
     uint32_t nats_ack_wait_ms;
+    /* Deliveries of an event after which JetStream stops delivering it
+     * (the consumers' MaxDeliver; 0: no limit); it is then handed to the
+     * exhausted hook, from the max-deliveries advisory. */
+    uint32_t nats_max_deliver;
 };
 
 /* One delivery, valid until it is settled (live ones: during the
@@ -237,6 +240,7 @@ struct broker_stats {
     uint64_t journal_segments;
     uint64_t journal_live;
     uint64_t recovered; /* unsettled deliveries found in the journal */
+    uint64_t exhausted; /* nats: events JetStream stopped delivering */
 };
 void broker_stats(const struct broker *b, struct broker_stats *out);
 
@@ -266,6 +270,17 @@ void broker_health(const struct broker *b, struct broker_health *out);
  * not yet handed on (their settlements could not be stored). */
 typedef void (*broker_storage_cb)(bool writable, void *arg);
 void broker_set_storage_hook(struct broker *b, broker_storage_cb cb, void *arg);
+
+/* An event the backend stopped delivering to a subscription after
+ * deliveries that all ended without a settlement (nats: JetStream's
+ * MaxDeliver, nats_max_deliver, reached while the instances holding it
+ * died or were cut off; the embedded backend never calls it).  The owner
+ * dead-letters it; the buffer is valid during the call only. */
+typedef void (*broker_exhausted_cb)(const char *tenant, const char *topic,
+                                    const uint8_t *event, size_t len,
+                                    uint32_t deliveries, void *arg);
+void broker_set_exhausted_hook(struct broker *b, broker_exhausted_cb cb,
+                               void *arg);
 
 /* The length of a durable subscription's queue (waiting, delayed and out). */
 size_t broker_sub_backlog(const struct broker_sub *s);

@@ -41,6 +41,8 @@ struct broker_ops {
                            uint64_t *events, uint64_t *bytes);
     void (*health)(const struct broker *b, struct broker_health *out);
     void (*set_storage_hook)(struct broker *b, broker_storage_cb cb, void *arg);
+    void (*set_exhausted_hook)(struct broker *b, broker_exhausted_cb cb,
+                               void *arg);
     size_t (*sub_backlog)(const struct broker_sub *s);
     const char *(*sub_name)(const struct broker_sub *s);
 };

@@ -1136,6 +1136,16 @@ eb_stats(const struct broker *bb, struct broker_stats *out)
     out->journal_live = js.live_records;
 }
 
+/* Its journal keeps every event until it is settled: nothing is ever
+ * exhausted here. */
+static void
+eb_set_exhausted_hook(struct broker *bb, broker_exhausted_cb cb, void *arg)
+{
+    (void)bb;
+    (void)cb;
+    (void)arg;
+}
+
 static const struct broker_ops broker_embedded_ops = {
     .name = "embedded",
     .close = eb_close,
@@ -1154,6 +1164,7 @@ static const struct broker_ops broker_embedded_ops = {
     .tenant_backlog = eb_tenant_backlog,
     .health = eb_health,
     .set_storage_hook = eb_set_storage_hook,
+    .set_exhausted_hook = eb_set_exhausted_hook,
     .sub_backlog = eb_sub_backlog,
     .sub_name = eb_sub_name,
 };

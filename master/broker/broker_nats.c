@@ -26,9 +26,17 @@
  *   - a delivery's count is JetStream's: a delivery released by the flow
  *     is held here (told in progress) and keeps its count, but one that
  *     was pulled and not handed on before a crash counts once more;
- *   - broker_recovered() and broker_purge() drop nothing: a deleted
- *     worker's consumer is deleted by its unsubscribe, and another
- *     instance may be using a consumer this one does not know yet.
+ *   - broker_recovered() deletes the consumers no worker names (only the
+ *     recovery lease's holder calls it, and only for consumers made
+ *     before this broker opened: another instance may be making one for
+ *     a worker this one has not seen yet); broker_purge() drops nothing
+ *     (a deleted worker's consumer goes with its unsubscribe);
+ *   - an event delivered nats_max_deliver times without a settlement
+ *     (instances that died holding it) is no longer delivered: the
+ *     max-deliveries advisory, taken by one instance (a queue group),
+ *     hands the stored event to the exhausted hook, which dead-letters
+ *     it.  The flow dead-letters failing deliveries itself before that,
+ *     after max_redeliveries, counting JetStream's deliveries.
  */
 #include "config.h"
 
@@ -46,6 +54,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "lib/base64.h"
 #include "lib/errbuf.h"
 #include "lib/uuid.h"
 #include "master/core/log.h"
@@ -126,6 +135,89 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
     }
 }
 
+/* ---- dead letters from the max-deliveries advisory ------------------- */
+
+/* The stored event of stream sequence seq, decoded, checked: *tenant,
+ * *topic and *event malloc'd; -1 (logged) when it cannot be had. */
+static int
+stored_event(struct broker_nats *b, uint64_t seq, char **tenant, char **topic,
+             uint8_t **event, size_t *len)
+{
+    char subj[256], body[64], t[256], p[1024];
+    natsMsg *reply = NULL;
+    json_t *root, *msg;
+    const char *s, *d;
+    int rc = -1;
+
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.MSG.GET.%s", b->stream);
+    snprintf(body, sizeof body, "{\"seq\":%" PRIu64 "}", seq);
+    if (natsConnection_RequestString(&reply, b->nc, subj, body, 5000) !=
+        NATS_OK) {
+        log_err("broker: event %" PRIu64 " of stream %s cannot be read "
+                "(JetStream did not answer)",
+                seq, b->stream);
+        return -1;
+    }
+    root = json_loads(natsMsg_GetData(reply), 0, NULL);
+    natsMsg_Destroy(reply);
+    msg = json_object_get(root, "message");
+    s = json_string_value(json_object_get(msg, "subject"));
+    d = json_string_value(json_object_get(msg, "data"));
+    if (s == NULL || d == NULL ||
+        bn_subject_parse(b, s, t, sizeof t, p, sizeof p) != 0 ||
+        base64_decode(d, strlen(d), event, len) != 0) {
+        log_err("broker: event %" PRIu64 " of stream %s is not there any "
+                "more, or not one of this system's",
+                seq, b->stream);
+    } else if (b->verify && b->verify(*event, *len) != 0) {
+        log_err("broker: event %" PRIu64 " of stream %s fails the check", seq,
+                b->stream);
+        free(*event);
+    } else if ((*tenant = strdup(t)) == NULL || (*topic = strdup(p)) == NULL) {
+        free(*tenant);
+        free(*event);
+    } else {
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* JetStream stopped delivering an event to a consumer (MaxDeliver
+ * deliveries, none settled): it goes to the exhausted hook (the flow's
+ * dead letters).  One instance of the queue group gets each advisory. */
+static void
+on_advisory(struct broker_nats *b, natsMsg *m)
+{
+    json_t *root = json_loads(natsMsg_GetData(m), 0, NULL);
+    json_int_t seq = json_integer_value(json_object_get(root, "stream_seq"));
+    json_int_t n = json_integer_value(json_object_get(root, "deliveries"));
+    const char *consumer = json_string_value(json_object_get(root, "consumer"));
+    char *tenant = NULL, *topic = NULL;
+    uint8_t *event = NULL;
+    size_t len = 0;
+
+    if (seq <= 0 || consumer == NULL ||
+        strncmp(consumer, b->prefix, strlen(b->prefix)) != 0) {
+        json_decref(root);
+        return;
+    }
+    log_warning("broker: event %" PRId64 " of stream %s was delivered %" PRId64
+                " times to consumer %s without being settled: dead-lettered",
+                (int64_t)seq, b->stream, (int64_t)n, consumer);
+    b->st.exhausted++;
+    if (stored_event(b, (uint64_t)seq, &tenant, &topic, &event, &len) == 0) {
+        if (b->exhausted_cb)
+            b->exhausted_cb(tenant, topic, event, len,
+                            n > 0 && n < UINT32_MAX ? (uint32_t)n : 0,
+                            b->exhausted_arg);
+        free(tenant);
+        free(topic);
+        free(event);
+    }
+    json_decref(root);
+}
+
 static void
 dispatch(struct broker_nats *b, natsMsg *m)
 {
@@ -135,6 +227,11 @@ dispatch(struct broker_nats *b, natsMsg *m)
     if (strncmp(subj, b->inbox_prefix, pl) == 0 && subj[pl] == 'p' &&
         subj[pl + 1] == '.') {
         bn_puback(b, strtoull(subj + pl + 2, NULL, 10), m);
+        natsMsg_Destroy(m);
+        return;
+    }
+    if (strncmp(subj, "$JS.EVENT.ADVISORY.", 19) == 0) {
+        on_advisory(b, m);
         natsMsg_Destroy(m);
         return;
     }
@@ -234,6 +331,8 @@ bn_free(struct broker_nats *b)
         natsSubscription_Destroy(b->inbox);
     if (b->live_all)
         natsSubscription_Destroy(b->live_all);
+    if (b->advisories)
+        natsSubscription_Destroy(b->advisories);
     if (b->nc) {
         natsConnection_Close(b->nc);
         natsConnection_Destroy(b->nc);
@@ -278,7 +377,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
                  char *err, size_t errlen)
 {
     struct broker_nats *b = calloc(1, sizeof *b);
-    char inst[UUID_SIZE], subj[160];
+    char inst[UUID_SIZE], subj[160], queue[64];
     natsStatus s;
 
     if (b == NULL || cfg->nats == NULL) {
@@ -292,7 +391,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     b->efd = -1;
     b->verify = cfg->verify;
     b->ack_wait_ms = cfg->nats_ack_wait_ms ? cfg->nats_ack_wait_ms : 30000;
-    b->max_deliver = -1; /* broker.h: the flow's count is the limit */
+    b->max_deliver = cfg->nats_max_deliver ? (int)cfg->nats_max_deliver : -1;
     b->health.writable = true;
     b->health.remote = true;
     b->connected = true;
@@ -335,6 +434,15 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     s = natsConnection_Subscribe(&b->inbox, b->nc, subj, on_message, b);
     if (s == NATS_OK)
         s = natsSubscription_SetPendingLimits(b->inbox, -1, -1);
+    if (s != NATS_OK) {
+        nats_link_fail(err, errlen, s, "nats broker: subscribing %s", subj);
+        goto fail;
+    }
+    snprintf(subj, sizeof subj,
+             "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.*", b->stream);
+    snprintf(queue, sizeof queue, "%s_dead_letters", b->prefix);
+    s = natsConnection_QueueSubscribe(&b->advisories, b->nc, subj, queue,
+                                      on_message, b);
     if (s != NATS_OK) {
         nats_link_fail(err, errlen, s, "nats broker: subscribing %s", subj);
         goto fail;
@@ -538,6 +646,15 @@ bn_set_storage_hook(struct broker *bb, broker_storage_cb cb, void *arg)
     b->storage_arg = arg;
 }
 
+static void
+bn_set_exhausted_hook(struct broker *bb, broker_exhausted_cb cb, void *arg)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+
+    b->exhausted_cb = cb;
+    b->exhausted_arg = arg;
+}
+
 static const struct broker_ops broker_nats_ops = {
     .name = "nats",
     .close = bn_close,
@@ -556,6 +673,7 @@ static const struct broker_ops broker_nats_ops = {
     .tenant_backlog = bn_tenant_backlog,
     .health = bn_health,
     .set_storage_hook = bn_set_storage_hook,
+    .set_exhausted_hook = bn_set_exhausted_hook,
     .sub_backlog = bn_sub_backlog,
     .sub_name = bn_sub_name,
 };

@@ -135,7 +135,7 @@ struct broker_nats {
     struct event_base *base;
     natsOptions *opts;
     natsConnection *nc;
-    natsSubscription *inbox, *live_all;
+    natsSubscription *inbox, *live_all, *advisories;
     char *url, *prefix, *stream, *inbox_prefix; /* "_WM.P.<instance>." */
     uint32_t ack_wait_ms;
     int64_t opened_s; /* unix time of the open (broker_recovered()) */
@@ -172,6 +172,8 @@ struct broker_nats {
     struct broker_health health;
     broker_storage_cb storage_cb;
     void *storage_arg;
+    broker_exhausted_cb exhausted_cb;
+    void *exhausted_arg;
     struct broker_stats st;
 };
 
@@ -199,6 +201,9 @@ void bn_settle_ack(struct broker_nats *b, const char *reply, uint64_t mark);
 /* The subject of (tenant, topic), or "P.ev.*.*" with "*" names, in buf. */
 int bn_subject(const struct broker_nats *b, const char *tenant,
                const char *topic, char *buf, size_t size);
+/* The (tenant, topic) of an event subject; -1 when it is not one. */
+int bn_subject_parse(const struct broker_nats *b, const char *subj,
+                     char *tenant, size_t tsize, char *topic, size_t psize);
 void bn_pub_free(struct broker_nats *b);
 
 /* ---- broker_nats_sub.c ------------------------------------------------ */

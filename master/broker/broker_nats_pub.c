@@ -70,6 +70,44 @@ bn_subject(const struct broker_nats *b, const char *tenant, const char *topic,
     return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
+/* Copies token [s, end) decoded ("=2E" is ".") into out. */
+static int
+dec_token(const char *s, const char *end, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (; s < end; s++) {
+        if (n + 1 >= size)
+            return -1;
+        if (end - s >= 3 && s[0] == '=' && s[1] == '2' && s[2] == 'E') {
+            out[n++] = '.';
+            s += 2;
+        } else {
+            out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+    return n > 0 ? 0 : -1;
+}
+
+int
+bn_subject_parse(const struct broker_nats *b, const char *subj, char *tenant,
+                 size_t tsize, char *topic, size_t psize)
+{
+    size_t pl = strlen(b->prefix);
+    const char *t, *dot;
+
+    if (strncmp(subj, b->prefix, pl) != 0 || strncmp(subj + pl, ".ev.", 4))
+        return -1;
+    t = subj + pl + 4;
+    if ((dot = strchr(t, '.')) == NULL || strchr(dot + 1, '.') != NULL)
+        return -1;
+    if (dec_token(t, dot, tenant, tsize) != 0 ||
+        dec_token(dot + 1, dot + 1 + strlen(dot + 1), topic, psize) != 0)
+        return -1;
+    return 0;
+}
+
 static uint64_t
 fnv64(const char *s, size_t len)
 {

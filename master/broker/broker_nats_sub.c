@@ -574,41 +574,18 @@ on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
     deliver_some(s);
 }
 
-/* Decodes a subject token in place ("=2E" is "."). */
-static void
-dec_token(char *t)
-{
-    char *w = t;
-
-    for (char *r = t; *r; r++) {
-        if (r[0] == '=' && r[1] == '2' && r[2] == 'E') {
-            *w++ = '.';
-            r += 2;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-}
-
 static void
 on_live(struct broker_nats *b, natsMsg *m)
 {
-    char subj[1400], *tenant, *topic;
+    char tenant[256], topic[1024];
     struct broker_delivery d;
     uint8_t *ev = NULL;
     struct bn_sub *s;
-    size_t len = 0, pl = strlen(b->prefix);
+    size_t len = 0;
 
-    snprintf(subj, sizeof subj, "%s", natsMsg_GetSubject(m));
-    if (strncmp(subj, b->prefix, pl) != 0 || strncmp(subj + pl, ".ev.", 4))
+    if (bn_subject_parse(b, natsMsg_GetSubject(m), tenant, sizeof tenant, topic,
+                         sizeof topic) != 0)
         goto out;
-    tenant = subj + pl + 4;
-    if ((topic = strchr(tenant, '.')) == NULL)
-        goto out;
-    *topic++ = '\0';
-    dec_token(tenant);
-    dec_token(topic);
     LIST_FOREACH (s, &b->subs, link) {
         if (!s->live || s->gone ||
             (strcmp(s->tenant, "*") != 0 && strcmp(s->tenant, tenant) != 0) ||

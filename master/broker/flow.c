@@ -794,6 +794,17 @@ on_storage(bool writable, void *arg)
         supervise_hold_deliveries(dp->d->sv, !writable);
 }
 
+/* The broker stopped delivering an event whose deliveries all ended
+ * without an outcome (their instances died): its dead letter says
+ * timeout, as for a delivery that never answered. */
+static void
+on_exhausted(const char *tenant, const char *topic, const uint8_t *event,
+             size_t len, uint32_t deliveries, void *arg)
+{
+    (void)len;
+    flow_dead_letter(arg, tenant, topic, event, "timeout", deliveries);
+}
+
 struct flow *
 flow_new(struct daemon *d)
 {
@@ -804,8 +815,10 @@ flow_new(struct daemon *d)
     dp->d = d;
     LIST_INIT(&dp->groups);
     LIST_INIT(&dp->bindings);
-    if (d->broker)
+    if (d->broker) {
         broker_set_storage_hook(d->broker, on_storage, dp);
+        broker_set_exhausted_hook(d->broker, on_exhausted, dp);
+    }
     return dp;
 }
 
@@ -817,8 +830,10 @@ flow_free(struct flow *dp)
 
     if (dp == NULL)
         return;
-    if (dp->d->broker)
+    if (dp->d->broker) {
         broker_set_storage_hook(dp->d->broker, NULL, NULL);
+        broker_set_exhausted_hook(dp->d->broker, NULL, NULL);
+    }
     /* Shutdown: the broker, closed next, frees the subscriptions; their
      * backlogs stay journaled for the next start. */
     while ((bd = LIST_FIRST(&dp->bindings)) != NULL) {

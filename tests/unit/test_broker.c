@@ -486,8 +486,8 @@ test_drops(void)
     b = open_broker(dir, 0, 0);
     REQUIRE(b);
     broker_stats(b, &st);
-    CHECK_EQ(st.recovered, 2); /* only "unclaimed"'s two */
-    broker_recovered(b, NULL, NULL);       /* ... and nobody claims them */
+    CHECK_EQ(st.recovered, 2);       /* only "unclaimed"'s two */
+    broker_recovered(b, NULL, NULL); /* ... and nobody claims them */
     broker_stats(b, &st);
     CHECK_EQ(st.pending, 0);
     CHECK_EQ(st.dropped, 2);

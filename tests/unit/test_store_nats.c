@@ -38,6 +38,7 @@
 #include <nats/nats.h>
 
 #include "tests/unit/check.h"
+#include "tests/unit/nats_server.h"
 #include "tests/unit/store_wait.h"
 
 /* A blob larger than the biggest code the API admits (24 MiB decoded
@@ -53,84 +54,23 @@ static int memory = 1; /* buckets in memory, else on file */
 
 /* ---- the server --------------------------------------------------------- */
 
-static int
-free_port(void)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET };
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+static struct nats_server srv = { .dir = root, .pid = -1 };
 
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-static const char *
-server_binary(void)
-{
-    static const char *const paths[] = { "/usr/sbin/nats-server",
-                                         "/usr/bin/nats-server",
-                                         "/usr/local/bin/nats-server" };
-
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        if (access(paths[i], X_OK) == 0)
-            return paths[i];
-    return NULL;
-}
-
-static const char *server_bin;
-static int server_port;
-
-/* Starts the server (on server_port once it has one); 0 once a client
- * connects, -1 otherwise. */
 static int
 server_start(void)
 {
-    char port[16], dir[128], log[128];
-    natsConnection *nc = NULL;
-    const char *bin = server_bin;
-    int p = server_port > 0 ? server_port : free_port();
+    int rc = nats_server_start(&srv);
 
-    if (p < 0)
-        return -1;
-    server_port = p;
-    snprintf(port, sizeof port, "%d", p);
-    snprintf(dir, sizeof dir, "%s/js", root);
-    snprintf(log, sizeof log, "%s/nats-server.log", root);
-    snprintf(url, sizeof url, "nats://127.0.0.1:%d", p);
-    server = fork();
-    if (server < 0)
-        return -1;
-    if (server == 0) {
-        FILE *f = freopen(log, "a", stderr);
-
-        (void)f;
-        execl(bin, bin, "-js", "-a", "127.0.0.1", "-p", port, "-sd", dir,
-              (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500; i++) {
-        if (natsConnection_ConnectTo(&nc, url) == NATS_OK) {
-            natsConnection_Destroy(nc);
-            return 0;
-        }
-        usleep(20000);
-    }
-    return -1;
+    server = srv.pid;
+    snprintf(url, sizeof url, "%s", srv.url);
+    return rc;
 }
 
 static void
 server_stop(void)
 {
-    if (server > 0) {
-        kill(server, SIGTERM);
-        waitpid(server, NULL, 0);
-        server = -1;
-    }
+    nats_server_stop(&srv);
+    server = -1;
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -455,7 +395,7 @@ test_unreachable(void)
     char bad[64], err[1024] = "";
     struct store_config cfg = { .backend = "nats", .nats_url = bad };
 
-    snprintf(bad, sizeof bad, "nats://127.0.0.1:%d", free_port());
+    snprintf(bad, sizeof bad, "nats://127.0.0.1:%d", nats_server_free_port());
     CHECK(store_open(&cfg, base, err, sizeof err) == NULL);
     CHECK(strstr(err, "cannot connect to NATS at") != NULL);
     CHECK(strstr(err, bad) != NULL);
@@ -464,25 +404,17 @@ test_unreachable(void)
 int
 main(void)
 {
-    const char *bin = server_binary();
+    const char *bin = nats_server_binary();
     int rc;
 
     alarm(120); /* a hang is a failure, not a stuck build */
-    if (bin == NULL) {
-        if (getenv("NATS_MUST_WORK") != NULL &&
-            strcmp(getenv("NATS_MUST_WORK"), "1") == 0) {
-            fprintf(stderr, "NATS_MUST_WORK=1 but nats-server is missing\n");
-            return 1;
-        }
-        printf("# SKIP: nats-server is not installed (Debian package "
-               "nats-server)\n");
-        return 77;
-    }
+    if (bin == NULL)
+        return nats_server_missing();
     if (mkdtemp(root) == NULL) {
         perror("mkdtemp");
         return 99;
     }
-    server_bin = bin;
+    srv.bin = bin;
     if (server_start() != 0) {
         fprintf(stderr, "nats-server did not start (see %s)\n", root);
         server_stop();
