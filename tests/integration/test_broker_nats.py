@@ -6,12 +6,11 @@ daemon that dies are processed by the others; a daemon whose NATS is away
 answers 503 broker_unavailable (never a false 202) and drains its backlog
 once NATS is back.  Polls; no assertion on how fast."""
 
-import json
-import os
 import signal
 import threading
 import time
 
+import pytest
 from nats_lib import nats, nats_daemon  # noqa: F401 (nats is a fixture)
 from wm import Stream, event, metric, publish
 
@@ -34,42 +33,46 @@ def batches(n, size, tag):
                                                                min(n, i + size))]
 
 
-def test_a_worker_on_two_daemons_processes_each_event_once(wm_builddir,
-                                                           tmp_path, nats):
-    """10,000 events published through both daemons (5,000 each, batches
-    of 100): the worker's two copies process 10,000 together, each event
-    once; each daemon takes part."""
-    a = broker_daemon(wm_builddir, tmp_path / "a", nats).start()
-    b = broker_daemon(wm_builddir, tmp_path / "b", nats).start()
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_worker_on_several_daemons_processes_each_event_once(
+        wm_builddir, tmp_path, nats, n):
+    """10,000 events published through two or three daemons (batches of
+    100, one publisher per daemon): the worker's copies process 10,000
+    together, each event once; every daemon takes part."""
+    ds = [broker_daemon(wm_builddir, tmp_path / f"d{i}", nats).start()
+          for i in range(n)]
     try:
-        a.create(name="once", topic="t")
-        b.wait_for(lambda: b.get("/v1/workers/once").status == 200,
-                   what="the worker on b")
-        time.sleep(0.5)  # b's consumer bound (the same one as a's)
+        ds[0].create(name="once", topic="t")
+        for d in ds[1:]:
+            d.wait_for(lambda: d.get("/v1/workers/once").status == 200,
+                       what="the worker there too")
+        time.sleep(0.5)  # their consumer bound (the same one)
+        share = 10000 // n + 1
 
-        def pub(d, tag):
-            for batch in batches(5000, 100, tag):
+        def pub(d, tag, count):
+            for batch in batches(count, 100, tag):
                 r = publish(d, "t", batch)
                 assert r.status == 202, r
 
-        ts = [threading.Thread(target=pub, args=(d, tag))
-              for d, tag in ((a, "a"), (b, "b"))]
+        counts = [share] * (n - 1) + [10000 - share * (n - 1)]
+        ts = [threading.Thread(target=pub, args=(d, f"p{i}", c))
+              for i, (d, c) in enumerate(zip(ds, counts))]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
 
         def total():
-            return processed(a, "once") + processed(b, "once")
-        a.wait_for(lambda: total() >= 10000, timeout=120,
-                   what="10,000 events processed")
+            return sum(processed(d, "once") for d in ds)
+        ds[0].wait_for(lambda: total() >= 10000, timeout=120,
+                       what="10,000 events processed")
         time.sleep(1)  # anything more would be a duplicate
-        pa, pb = processed(a, "once"), processed(b, "once")
-        assert pa + pb == 10000, (pa, pb)
-        assert pa > 0 and pb > 0, (pa, pb)
+        each = [processed(d, "once") for d in ds]
+        assert sum(each) == 10000, each
+        assert all(p > 0 for p in each), each
     finally:
-        assert b.stop() == 0
-        assert a.stop() == 0
+        for d in reversed(ds):
+            assert d.stop() == 0
 
 
 def test_a_killed_daemons_events_are_processed_by_the_other(wm_builddir,
