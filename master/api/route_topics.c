@@ -137,7 +137,12 @@ refuse_unstored(struct api_req *rq, int error, json_t *extra)
     struct broker_health h;
 
     broker_health(rq->d->broker, &h);
-    if (h.remote && error != ENOSPC) {
+    if (h.remote && error == ENOSPC) {
+        api_error_extra(rq, 507, "insufficient_storage", extra,
+                        "NATS JetStream refused the event: its storage is "
+                        "full (the server's JetStream limits); free space "
+                        "there or settle the backlog");
+    } else if (h.remote) {
         api_reply_header(rq, "Retry-After", "1");
         if (!h.writable) {
             timestamp_format(h.since * 1000, since);
