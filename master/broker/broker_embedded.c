@@ -527,7 +527,7 @@ eb_admit(struct broker *bb, const char *tenant, const char *topic, size_t n,
     struct esub *s = full_sub(b, topic_find(b, tenant, topic), n);
 
     if (full)
-        *full = &s->head;
+        *full = s ? &s->head : NULL;
     if (s == NULL)
         return 0;
     errno = EAGAIN;
