@@ -91,19 +91,19 @@ broker_unsubscribe(struct broker_sub *s, bool keep)
 void
 broker_ack(struct broker_delivery *d)
 {
-    d->sub->b->ops->ack(d);
+    d->broker->ops->ack(d);
 }
 
 void
 broker_nack(struct broker_delivery *d, uint32_t delay_ms)
 {
-    d->sub->b->ops->nack(d, delay_ms);
+    d->broker->ops->nack(d, delay_ms);
 }
 
 void
 broker_release(struct broker_delivery *d, uint32_t delay_ms)
 {
-    d->sub->b->ops->release(d, delay_ms);
+    d->broker->ops->release(d, delay_ms);
 }
 
 void

@@ -112,8 +112,9 @@ struct broker_config {
 /* One delivery, valid until it is settled (live ones: during the
  * callback only). */
 struct broker_delivery {
-    struct broker_sub *sub;
-    const uint8_t *event; /* the ABI CloudEvent buffer, 8-aligned */
+    struct broker *broker;  /* its backend: outlives the delivery */
+    struct broker_sub *sub; /* may be gone once it is unsubscribed */
+    const uint8_t *event;   /* the ABI CloudEvent buffer, 8-aligned */
     size_t len;
     const char *tenant;
     const char *topic;

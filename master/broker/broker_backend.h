@@ -6,7 +6,8 @@
  * A backend's broker starts with struct broker (its operations) and each
  * of its subscriptions with struct broker_sub (the broker it belongs to),
  * so that broker.c finds the operations from any handle the callers hold:
- * a broker, a subscription, or a delivery (through its sub).
+ * a broker, a subscription, or a delivery (its broker field: a delivery
+ * may outlive its subscription, never its broker).
  *
  *   embedded  broker_embedded.c (+ broker_storage.c, broker_tenant.c):
  *             in-memory queues behind the write-ahead journal;

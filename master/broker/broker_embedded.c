@@ -365,6 +365,7 @@ on_kick(evutil_socket_t fd, short what, void *arg)
         ds->nqueued--;
         d->where = DL_OUT;
         ds->nout++;
+        d->pub.broker = &s->b->head;
         d->pub.sub = &s->head;
         d->pub.id = ++b->next_delivery_id;
         b->st.delivered++;
@@ -474,6 +475,7 @@ deliver_live(struct esub *s, struct topic *t, const uint8_t *ev, size_t len)
     struct broker_delivery d;
 
     memset(&d, 0, sizeof d);
+    d.broker = &s->b->head;
     d.sub = &s->head;
     d.event = ev;
     d.len = len;

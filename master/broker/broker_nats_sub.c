@@ -560,6 +560,7 @@ on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
         dl_free(dl);
         return;
     }
+    dl->pub.broker = &b->head;
     dl->pub.sub = &s->head;
     dl->pub.event = dl->ev;
     dl->pub.tenant = s->tenant;
@@ -594,6 +595,7 @@ on_live(struct broker_nats *b, natsMsg *m)
         if (ev == NULL && (ev = event_copy(b, m, &len)) == NULL)
             goto out;
         memset(&d, 0, sizeof d);
+        d.broker = &b->head;
         d.sub = &s->head;
         d.event = ev;
         d.len = len;

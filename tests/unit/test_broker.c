@@ -494,6 +494,34 @@ test_drops(void)
     broker_close(b);
 }
 
+/* A delivery out when its subscription is deleted is still settled by
+ * its holder (the flow's job of a deleted worker), through its broker:
+ * a no-op, never a read of the freed subscription. */
+static void
+test_settle_after_unsubscribe(void)
+{
+    char dir[256];
+    struct seen a = { 0 };
+    struct broker_stats st;
+
+    new_dir(dir, sizeof dir);
+    struct broker *b = open_broker(dir, 0, 0);
+    REQUIRE(b);
+    struct broker_sub *s = sub(b, "q", "gone", &a, false);
+    REQUIRE(s);
+    pub(b, "q", "e1");
+    pub(b, "q", "e2");
+    spin(20);
+    REQUIRE(a.n == 2);
+    broker_unsubscribe(s, false);
+    broker_ack(a.d[0]);
+    broker_nack(a.d[1], 0);
+    spin(20);
+    broker_stats(b, &st);
+    CHECK_EQ(st.pending, 0);
+    broker_close(b);
+}
+
 static void
 test_compaction(void)
 {
@@ -740,6 +768,7 @@ main(void)
     RUN(test_restart);
     RUN(test_replay_verified);
     RUN(test_drops);
+    RUN(test_settle_after_unsubscribe);
     RUN(test_compaction);
     RUN(test_wildcard_live);
     RUN(test_storage_outage);
