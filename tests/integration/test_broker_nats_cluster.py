@@ -106,18 +106,21 @@ def test_stream_leader_killed_mid_load(wm_builddir, tmp_path, nats_cluster):
 
         # Both publish with 202 again (once the cluster has a new leader).
         for p in pubs:
-            p.d.wait_for(p.send, timeout=30,
+            p.d.wait_for(p.send, timeout=45,
                          what=f"a publish through {p.tag} answered 202")
         new_leader = cluster.leader_of(STREAM)
         assert new_leader != leader
 
         accepted = {i for p in pubs for i in p.accepted}
 
-        def seen():
-            return {e["id"] for s in outs for e in s.events()}
-        a.wait_for(lambda: seen() >= accepted, timeout=60,
-                   what="every event answered 202 processed "
-                   f"({len(accepted - seen())} of {len(accepted)} missing)")
+        def missing():
+            return accepted - {e["id"] for s in outs for e in s.events()}
+        deadline = time.monotonic() + 60
+        while missing() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not missing(), (f"{len(missing())} of {len(accepted)} events "
+                               "answered 202 never processed: "
+                               f"{sorted(missing())[:10]}")
         time.sleep(0.5)  # a few more duplicates, if any
         refused = sum(len(p.refused) for p in pubs)
         dups = [len(s.events()) - len({e["id"] for e in s.events()})
