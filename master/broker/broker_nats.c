@@ -238,17 +238,13 @@ dispatch(struct broker_nats *b, natsMsg *m)
     bn_sub_message(b, m); /* takes m */
 }
 
+/* Dispatches what libnats's threads queued. */
 static void
-on_wake(evutil_socket_t fd, short what, void *arg)
+drain(struct broker_nats *b)
 {
-    struct broker_nats *b = arg;
-    uint64_t n;
     natsMsg **q;
     size_t qn;
 
-    (void)what;
-    if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
-        log_warning("broker: eventfd: %s", strerror(errno));
     for (;;) {
         pthread_mutex_lock(&b->mu);
         q = b->q;
@@ -265,15 +261,37 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct broker_nats *b = arg;
+    uint64_t n;
+
+    (void)what;
+    if (read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        log_warning("broker: eventfd: %s", strerror(errno));
+    drain(b);
+}
+
+/* The tick.  When the loop was held up (a blocking call elsewhere in the
+ * daemon, the process stopped), the answers that came meanwhile are
+ * dispatched before any publish is given up, and none is given up on the
+ * first tick after a long hold: libnats's threads may not have queued
+ * what they read once the process ran again.  A publish is failed only
+ * when its PubAck is missing, not when the loop was late to read it. */
+static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct broker_nats *b = arg;
     int64_t now = bn_now_ms();
+    bool held_up = b->tick_ms != 0 && now - b->tick_ms > BN_HELD_UP_MS;
 
     (void)fd;
     (void)what;
+    b->tick_ms = now;
+    drain(b);
     bn_connected(b);
-    bn_pub_expire(b, false);
+    if (!held_up)
+        bn_pub_expire(b, false);
     bn_sub_tick(b, now);
 }
 

@@ -60,6 +60,8 @@ struct event;
 #define BN_MAX_AGE_S (7 * 24 * 3600)
 /* The tick: publish timeouts, the connection's state, lost pulls, +WPI. */
 #define BN_TICK_MS 100
+/* A tick this late after the last one: the loop was held up. */
+#define BN_HELD_UP_MS 1000
 
 enum bn_where {
     BN_WAITING, /* received, not handed to the subscriber */
@@ -149,6 +151,7 @@ struct broker_nats {
     bool mu_ready;
     int efd;
     struct event *wake, *tick;
+    int64_t tick_ms; /* the last tick (loop thread) */
 
     /* loop thread only */
     struct bn_sub_list subs; /* durable and live */

@@ -10,9 +10,11 @@
  * before it.  A publish's callback says the first failure since the last
  * callback, so that the API's batch (one callback, on its last event)
  * never answers 202 while one of its events was refused.  A publish with
- * no answer within BN_PUBACK_MS fails (EIO): it may still be stored, and
- * a retry of it by the client is then a duplicate that JetStream drops by
- * its Nats-Msg-Id (tenant/topic/hash of the source/the event's id).
+ * no answer within BN_PUBACK_MS fails (EIO; an answer that came while the
+ * loop was held up counts: broker_nats.c's tick reads it first): it may
+ * still be stored, and a retry of it by the client is then a duplicate
+ * that JetStream drops by its Nats-Msg-Id (tenant/topic/hash of the
+ * source/the event's id).
  *
  * Settlements after outputs.  The message flow publishes a job's outputs
  * (or its dead letter) and then acknowledges its input, counting on the

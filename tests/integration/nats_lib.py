@@ -1,7 +1,8 @@
 """nats_lib.py — real nats-server processes for the NATS tests (issue 23):
 NatsServer (one JetStream server of the test's own on a free loopback
-port, its store under the test's directory), the `nats` fixture, and
-nats_daemon() (a wm.Daemon pointed at it).
+port, its store under the test's directory), the `nats` fixture,
+NatsCluster (three such servers routed into one JetStream cluster) and its
+`nats_cluster` fixture, and nats_daemon() (a wm.Daemon pointed at either).
 
 A machine without nats-server skips these tests with that reason
 (tests/expected-skips); scripts/install-deps installs it, and with
@@ -10,11 +11,13 @@ A build without libnats (configure --without-nats) skips them too.
 Use it from a test file with `from nats_lib import nats, nats_daemon`.
 """
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,123 @@ class NatsServer:
                 self.proc.wait()
 
 
+class NatsCluster:
+    """Three JetStream servers on 127.0.0.1 routed into one cluster (so
+    that streams and buckets can have 3 replicas), each with its store
+    under `dir`/n<i>, its name n<i> and a monitoring port; `url` is the
+    three client URLs, comma-separated (the daemons' nats_url).  start()
+    returns once the cluster has a JetStream meta leader; every server is
+    stopped (by its pid) at the end of the test."""
+
+    NAME = "wmtest"
+
+    def __init__(self, dir, size=3):
+        self.dir = Path(dir)
+        self.names = [f"n{i}" for i in range(size)]
+        self.ports = [free_port() for _ in range(size)]
+        self.route_ports = [free_port() for _ in range(size)]
+        self.http_ports = [free_port() for _ in range(size)]
+        self.urls = [f"nats://127.0.0.1:{p}" for p in self.ports]
+        self.url = ",".join(self.urls)
+        self.procs = [None] * size
+        self.logs = [self.dir / f"{n}.log" for n in self.names]
+
+    def argv(self, i):
+        routes = ",".join(f"nats://127.0.0.1:{p}"
+                          for j, p in enumerate(self.route_ports) if j != i)
+        return [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p",
+                str(self.ports[i]), "-n", self.names[i], "-m",
+                str(self.http_ports[i]), "-sd",
+                str(self.dir / self.names[i] / "js"), "--cluster_name",
+                self.NAME, "--cluster",
+                f"nats://127.0.0.1:{self.route_ports[i]}", "--routes", routes]
+
+    def start(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for i in range(len(self.names)):
+            self.start_one(i)
+        self.wait_meta_leader()
+        assert len(self.alive()) == len(self.names), self.logs_text()
+        return self
+
+    def start_one(self, i):
+        with open(self.logs[i], "ab") as log:
+            self.procs[i] = subprocess.Popen(self.argv(i), stdout=log,
+                                             stderr=log)
+
+    def alive(self):
+        return [i for i, p in enumerate(self.procs)
+                if p is not None and p.poll() is None]
+
+    def jsz(self, i, query="accounts=true&streams=true"):
+        """Server i's /jsz (JetStream's state as that server sees it)."""
+        url = f"http://127.0.0.1:{self.http_ports[i]}/jsz?{query}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.load(r)
+
+    def logs_text(self):
+        return "\n".join(f"--- {log.name}\n" + log.read_text(errors="replace")
+                         for log in self.logs if log.exists())
+
+    def wait_meta_leader(self, timeout=30):
+        """Waits until every live server knows the JetStream meta leader
+        (and that leader is live): the cluster can create streams."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                leaders = {self.jsz(i).get("meta_cluster", {}).get("leader")
+                           for i in self.alive()}
+            except OSError:
+                leaders = {None}
+            if len(leaders) == 1 and None not in leaders and \
+                    leaders <= {self.names[i] for i in self.alive()}:
+                return self.names.index(leaders.pop())
+            time.sleep(0.1)
+        raise AssertionError("no JetStream meta leader in the cluster:\n"
+                             + self.logs_text())
+
+    def leader_of(self, stream, timeout=15):
+        """The index of the live server that leads `stream` (waits until
+        one does)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i in self.alive():
+                try:
+                    z = self.jsz(i)
+                except OSError:
+                    continue
+                for acc in z.get("account_details") or []:
+                    for sd in acc.get("stream_detail") or []:
+                        if sd.get("name") != stream:
+                            continue
+                        leader = (sd.get("cluster") or {}).get("leader")
+                        if leader in self.names and \
+                                self.names.index(leader) in self.alive():
+                            return self.names.index(leader)
+            time.sleep(0.1)
+        raise AssertionError(f"no live leader of stream {stream}:\n"
+                             + self.logs_text())
+
+    def kill(self, i):
+        """SIGKILL of server i (by its pid)."""
+        p = self.procs[i]
+        p.kill()
+        p.wait()
+
+    def stop(self):
+        for p in self.procs:
+            if p is not None and p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            if p is None:
+                continue
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 @pytest.fixture
 def nats(wm_builddir, tmp_path):
     require_nats(wm_builddir)
@@ -83,9 +203,20 @@ def nats(wm_builddir, tmp_path):
     s.stop()
 
 
+@pytest.fixture
+def nats_cluster(wm_builddir, tmp_path):
+    require_nats(wm_builddir)
+    c = NatsCluster(tmp_path / "nats-cluster")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
 def nats_daemon(builddir, tmp, nats, make=Daemon, **opts):
-    """A daemon (not started) with `store = nats` on the server `nats`;
-    opts are more configuration keys."""
+    """A daemon (not started) with `store = nats` on the server (or
+    cluster) `nats`; opts are more configuration keys."""
     options = {"store": "nats", "nats_url": nats.url}
     options.update(opts)
     return make(builddir, tmp, options=options)

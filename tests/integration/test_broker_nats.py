@@ -294,3 +294,46 @@ def test_a_frozen_holders_output_is_fenced(wm_builddir, tmp_path, nats):
             frozen.proc.send_signal(signal.SIGCONT)
         assert b.stop() == 0
         assert a.stop() == 0
+
+
+def test_a_held_up_daemon_keeps_the_pubacks_it_received(wm_builddir,
+                                                        tmp_path, nats):
+    """The daemon stopped (SIGSTOP) for longer than a publish waits for
+    its PubAck (5 s) while six publishers keep batches in flight: once it
+    runs again, the PubAcks that came meanwhile are read before any
+    publish is given up, so every answer is 202 (a loop held up by a
+    blocking call, as during a NATS cluster's failover, is the same
+    case)."""
+    a = broker_daemon(wm_builddir, tmp_path / "a", nats).start()
+    answers, halt = [], threading.Event()
+
+    def load(tag):
+        i = 0
+        while not halt.is_set():
+            r = publish(a, "t", [event("echo", id_=f"{tag}-{i}-{j}")
+                                 for j in range(100)])
+            answers.append(r.status)
+            i += 1
+
+    ts = [threading.Thread(target=load, args=(f"h{k}",)) for k in range(6)]
+    try:
+        for t in ts:
+            t.start()
+        a.wait_for(lambda: len(answers) >= 40, what="publishers under way")
+        a.proc.send_signal(signal.SIGSTOP)
+        time.sleep(6)
+        a.proc.send_signal(signal.SIGCONT)
+        n = len(answers)
+        a.wait_for(lambda: len(answers) >= n + 40, what="publishes again")
+        halt.set()
+        for t in ts:
+            t.join()
+        assert answers.count(202) == len(answers), \
+            {s: answers.count(s) for s in set(answers)}
+    finally:
+        halt.set()
+        a.proc.send_signal(signal.SIGCONT)
+        for t in ts:
+            if t.ident is not None:
+                t.join()
+        assert a.stop() == 0
