@@ -46,6 +46,7 @@
 #include "master/store/store.h"
 #include "master/supervise/supervise.h"
 #include "master/workers/activity.h"
+#include "master/workers/instances.h"
 #include "master/workers/lifecycle.h"
 #include "master/workers/recovery.h"
 #include "master/workers/registry.h"
@@ -138,6 +139,7 @@ on_change(const char *key, const uint8_t *value, size_t len, uint64_t rev,
         api_tokens_remote(key, value, len);
         return;
     }
+    instances_changed(d, key, value, len, rev); /* the heartbeats' */
     if (strncmp(key, API_TENANTS_PREFIX, strlen(API_TENANTS_PREFIX)) == 0) {
         api_tenants_remote(key, value, len);
         return;

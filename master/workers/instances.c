@@ -2,10 +2,14 @@
  * instances.c — the instances sharing one store (see instances.h).
  *
  * One timer, every instance_heartbeat_ms: write this instance's heartbeat
- * (one write at a time: a slow store does not pile them up), then list
- * workmanager/instances/ and judge the others.  The list is a synchronous
- * read on the loop, as every store read is; with NATS down it fails at
- * once and nobody is judged that turn.
+ * (one write at a time: a slow store does not pile them up) and judge the
+ * others.  Their heartbeats come from the store's watch
+ * (instances_changed(), called by remote_workers.c), not from a listing:
+ * a listing is a synchronous read on the loop, which with a NATS cluster
+ * failing over held the loop up to 5 s a turn.  The others are listed
+ * once, at start, before the loop runs.  While this instance cannot
+ * store its own heartbeat it does not judge the others either: what it
+ * does not hear may be its own connection's fault.
  *
  * An entry's `seen` is the monotonic time at which this daemon last saw
  * its heartbeat change (a new revision); the state is a function of the
@@ -46,7 +50,7 @@ struct other {
     json_t *info; /* its heartbeat, as it wrote it */
     uint64_t rev;
     int64_t seen; /* monotonic ms */
-    unsigned listed;
+    bool present; /* its key is in the store */
     enum instance_state state;
 };
 
@@ -59,7 +63,6 @@ struct instances {
     bool writing;
     enum instance_state self; /* connected while its heartbeat is stored */
     int64_t self_seen;
-    unsigned mark; /* the current list's, in listed */
     struct other *others;
 };
 
@@ -121,19 +124,25 @@ other_free(struct other *o)
     free(o);
 }
 
-static int
-on_listed(const char *key, enum store_status status, const uint8_t *value,
-          size_t len, uint64_t revision, const char *message, void *arg)
+/* Another instance's heartbeat key changed (value NULL: deleted). */
+static void
+seen(struct instances *in, const char *key, const uint8_t *value, size_t len,
+     uint64_t revision)
 {
-    struct instances *in = arg;
     const char *id = key + strlen(PREFIX);
+    struct other *o;
 
-    (void)message;
-    if (status != STORE_OK || strcmp(id, in->d->instance_id) == 0)
-        return 0;
-    struct other *o = other_get(in, id);
-    if (o == NULL)
-        return 0;
+    if (strcmp(id, in->d->instance_id) == 0)
+        return;
+    if (value == NULL) {
+        for (o = in->others; o; o = o->next)
+            if (strcmp(o->id, id) == 0)
+                o->present = false;
+        return;
+    }
+    if ((o = other_get(in, id)) == NULL)
+        return;
+    o->present = true;
     if (o->rev != revision) {
         bool first = o->rev == 0;
         o->rev = revision;
@@ -143,8 +152,24 @@ on_listed(const char *key, enum store_status status, const uint8_t *value,
         if (first)
             log_info("instance %s seen", id);
     }
-    o->listed = in->mark;
+}
+
+static int
+on_listed(const char *key, enum store_status status, const uint8_t *value,
+          size_t len, uint64_t revision, const char *message, void *arg)
+{
+    (void)message;
+    if (status == STORE_OK)
+        seen(arg, key, value, len, revision);
     return 0;
+}
+
+void
+instances_changed(struct daemon *d, const char *key, const uint8_t *value,
+                  size_t len, uint64_t revision)
+{
+    if (d->instances != NULL && strncmp(key, PREFIX, strlen(PREFIX)) == 0)
+        seen(d->instances, key, value, len, revision);
 }
 
 /* Each other instance's state from the age of its heartbeat. */
@@ -157,7 +182,7 @@ judge(struct instances *in)
     for (struct other **p = &in->others, *o; (o = *p) != NULL;) {
         enum instance_state was = o->state;
 
-        if (o->listed != in->mark) {
+        if (!o->present) {
             /* its key is gone: removed as dead, or stopped cleanly */
             o->state = INSTANCE_DEAD;
             if (now - o->seen >= (int64_t)c->instance_dead_ms * 2) {
@@ -172,7 +197,7 @@ judge(struct instances *in)
         }
         if (o->state != was) {
             emit(in, o, was);
-            if (o->state == INSTANCE_DEAD && o->listed == in->mark) {
+            if (o->state == INSTANCE_DEAD && o->present) {
                 char key[STORE_KEY_MAX];
                 snprintf(key, sizeof key, PREFIX "%s", o->id);
                 /* compare-and-set: one that came back keeps its key */
@@ -205,7 +230,6 @@ static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct instances *in = arg;
-    char err[256];
 
     (void)fd;
     (void)what;
@@ -216,9 +240,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
         if (!in->writing)
             in->self = INSTANCE_DISCONNECTED;
     }
-    in->mark++;
-    if (store_list(in->d->store, PREFIX, on_listed, in, err, sizeof err) !=
-        STORE_OK)
+    if (in->self != INSTANCE_CONNECTED)
         return; /* blind: nobody is judged */
     judge(in);
 }
@@ -262,6 +284,10 @@ instances_start(struct daemon *d, char *err, size_t errlen)
     }
     in->beatlen = strlen(in->beat);
     d->instances = in;
+    if (store_list(d->store, PREFIX, on_listed, in, err, errlen) != STORE_OK)
+        log_warning("instances: the others are not known until they beat "
+                    "again: %s",
+                    err);
     on_tick(-1, 0, in); /* the first heartbeat now, not in a second */
     return 0;
 }

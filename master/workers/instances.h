@@ -33,6 +33,9 @@
 #ifndef WM_MASTER_INSTANCES_H
 #define WM_MASTER_INSTANCES_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <jansson.h>
 
 struct daemon;
@@ -54,6 +57,11 @@ int instances_start(struct daemon *d, char *err, size_t errlen);
 /* Stops them and removes this instance's heartbeat (a clean stop is not a
  * death). */
 void instances_stop(struct daemon *d);
+
+/* A key of the store changed (its watch, remote_workers.c; value NULL:
+ * deleted): an instance's heartbeat is taken, anything else ignored. */
+void instances_changed(struct daemon *d, const char *key, const uint8_t *value,
+                       size_t len, uint64_t revision);
 
 /* The instances as a JSON array (new reference): id, name, host, pid,
  * started, listen, version, state, last_seen (this daemon's clock, RFC
