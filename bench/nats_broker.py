@@ -34,7 +34,11 @@ publishing processes (getrusage of the reaped children).
 
 Then the invoke round trip: bench/http_rtt (C), 5,000 sequential POST
 /v1/workers/{id}/invoke on one keep-alive connection to the control
-socket (after 500 of warm-up), p50 and p99, on one daemon with store =
+socket (after 500 of warm-up), p50 and p99, and the daemon's CPU per
+invoke; then the single-event publish's time to 202: 2,000 sequential
+POST /v1/topics/{topic}/events (each event its own id) from a Python loop
+on one keep-alive connection (after 200 of warm-up; the Python client's
+own time is in it, the same in every row); on one daemon with store =
 file, store = nats (embedded broker) and store = nats with broker = nats.
 
 Figures only: nothing asserts a time.  Counts are cross-checked: every
@@ -51,7 +55,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (children_cpu_s, cpu_ns, http_rtt,  # noqa: E402
+from common import (children_cpu_s, cpu_ns, http_rtt, pct,  # noqa: E402
                     publish_body)
 from messages import INFLIGHT, fast_engine  # noqa: E402
 from nats_lib import NATS_SERVER, NatsServer  # noqa: E402
@@ -231,7 +235,32 @@ def run_shape(nats, daemons, tag, batch, clients, events):
             "problems": problems}
 
 
+def publish_rtt(d, n=2000):
+    """(p50, p99) µs of n sequential single-event publishes (each its own
+    id) from a Python loop on one keep-alive connection to the control
+    socket, after 200 of warm-up: the time to 202, which for broker =
+    nats includes JetStream's PubAck."""
+    conn = UnixHTTPConnection(str(d.socket), timeout=30)
+    times = []
+    for i in range(n + 200):
+        body = json.dumps({"specversion": "1.0", "id": f"rtt-{i}",
+                           "source": "bench", "type": "echo",
+                           "data": {"n": 1}}).encode()
+        t = time.perf_counter_ns()
+        conn.request("POST", "/v1/topics/inv/events", body=body,
+                     headers={"Content-Type": "application/cloudevents+json"})
+        r = conn.getresponse()
+        r.read()
+        if i >= 200:
+            times.append(time.perf_counter_ns() - t)
+        assert r.status == 202, r.status
+    conn.close()
+    return pct(times, 50) / 1000, pct(times, 99) / 1000
+
+
 def invoke_rtt(builddir, tmp, kind, n=5000):
+    """The invoke round trip (bench/http_rtt), the daemon's CPU per
+    invoke, then publish_rtt(): (p50, p99, cpu, pub_p50, pub_p99, ok)."""
     tmp = Path(tmp)
     nats = NatsServer(tmp / "nats").start() if kind != "file" else None
     d = Daemon(builddir, tmp / "d", options=options(kind, nats))
@@ -246,9 +275,13 @@ def invoke_rtt(builddir, tmp, kind, n=5000):
         p50, p99, _ = http_rtt(builddir, d.socket, "POST",
                                f"/v1/workers/{w['id']}/invoke", body, n)
         cpu = (cpu_ns(d.proc.pid) - ns0) / 1000 / (n + 500)
+        pub50, pub99 = publish_rtt(d)
+        d.wait_for(lambda: d.get("/v1/workers/inv").json["events"]
+                   ["processed"] >= n + 500 + 2200, what="every event processed")
+        time.sleep(0.3)
         got = d.get("/v1/workers/inv").json["events"]["processed"]
-        ok = got == n + 500
-        return p50, p99, cpu, ok
+        ok = got == n + 500 + 2200
+        return p50, p99, cpu, pub50, pub99, ok
     finally:
         d.stop()
         if nats:
@@ -300,16 +333,19 @@ def main():
             finally:
                 stop_set(nats, daemons)
     print()
-    print("| invoke (bench/http_rtt, 5,000 sequential) | p50 µs | p99 µs | "
-          "workmanagerd µs/call | check |")
-    print("|---|---|---|---|---|")
+    print("| one request at a time | invoke p50 µs | invoke p99 µs | "
+          "workmanagerd µs/invoke | publish p50 µs | publish p99 µs | "
+          "check |")
+    print("|---|---|---|---|---|---|---|")
     for kind, label in (("file", "store = file, embedded broker"),
                         ("nats-store", "store = nats, embedded broker"),
                         ("nats", "store = nats, broker = nats")):
         with tempfile.TemporaryDirectory(prefix="natsbench-") as tmp:
-            p50, p99, cpu, ok = invoke_rtt(builddir, tmp, kind)
+            p50, p99, cpu, pub50, pub99, ok = invoke_rtt(builddir, tmp,
+                                                         kind)
         failed |= not ok
         print(f"| {label} | {p50:.1f} | {p99:.1f} | {cpu:.1f} | "
+              f"{pub50:.1f} | {pub99:.1f} | "
               f"{'ok' if ok else 'processed != calls'} |", flush=True)
     print(f"\n# load average {loadavg()} at the end")
     sys.exit(1 if failed else 0)
