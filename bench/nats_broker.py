@@ -2,7 +2,7 @@
 """bench/nats_broker.py — broker = nats against the embedded broker
 (issue 23, "Measured"), side by side in one run.
 
-    bench/nats_broker.py BUILDDIR [EVENTS]     (EVENTS: 100000 by default)
+    bench/nats_broker.py BUILDDIR [EVENTS [IDLE]]   (100000 and 0 by default)
 
 (`make bench-nats` in a build tree runs it on that tree.)  Needs
 nats-server (Debian package nats-server) and a build with libnats.
@@ -34,6 +34,11 @@ for each workmanagerd (every thread of the master, from
 /proc/PID/task/*/schedstat as bench/suite.py), for the worker's hosts
 under each daemon, for nats-server (NatsServer.proc.pid) and for the
 publishing processes (getrusage of the reaped children).
+
+With IDLE, each set-up also has that many stopped workers (each on a
+topic of its own, created with "start": false after the measured one):
+every worker is a subscription of each daemon, and with broker = nats a
+durable consumer of the stream, though it takes nothing.
 
 Then the invoke round trip: bench/http_rtt (C), 5,000 sequential POST
 /v1/workers/{id}/invoke on one keep-alive connection to the control
@@ -99,7 +104,7 @@ def counts(daemons):
     return out, per
 
 
-def start_set(builddir, tmp, label, ndaemons):
+def start_set(builddir, tmp, label, ndaemons, idle=0):
     """(nats-server or None, [daemons]) of one set-up, the worker created
     and present on every daemon."""
     tmp = Path(tmp)
@@ -117,9 +122,18 @@ def start_set(builddir, tmp, label, ndaemons):
         daemons[0].create(name=NAME, topic="bench",
                           mime_type="application/x-wm-test-fast",
                           limits={"concurrency": INFLIGHT})
+        for i in range(idle):
+            r = daemons[0].post("/v1/workers", {
+                "mime_type": "application/x-wm-test", "topic": f"idle{i}",
+                "name": f"idle{i}", "start": False,
+                "code": {"content": "ZWNobw=="}})  # "echo"
+            assert r.status == 201, r
+        last = f"idle{idle - 1}" if idle else NAME
         for d in daemons[1:]:
-            d.wait_for(lambda: d.get(f"/v1/workers/{NAME}").status == 200,
-                       what="the worker on the other daemon")
+            for name in (NAME, last):
+                d.wait_for(lambda: d.get(f"/v1/workers/{name}").status
+                           == 200, timeout=120,
+                           what="the workers on the other daemon")
         if kind == "nats":
             time.sleep(0.5)  # every daemon's consumer bound
     except BaseException:
@@ -315,6 +329,7 @@ def main():
         sys.exit(__doc__)
     builddir = Path(sys.argv[1]).resolve()
     events = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
+    idle = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     if events < 2000:
         sys.exit("nats_broker.py: EVENTS: at least 2000 (batches of 100 "
                  "from 2 publishers, a tenth of it one by one from 8)")
@@ -326,15 +341,15 @@ def main():
         sys.exit(f"nats_broker.py: {builddir} was built without libnats")
     failed = False
     now = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    print(f"# nats_broker.py {builddir} {events}: load average {loadavg()} "
-          f"at the start, {now}")
+    print(f"# nats_broker.py {builddir} {events} {idle}: load average "
+          f"{loadavg()} at the start, {now}")
     print("| set-up | shape | events | events/s | workmanagerd µs/event | "
           "hosts µs/event | nats-server µs/event | publishers µs/event | "
           "processed per daemon | check |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, nd in (("embedded", 1), ("nats x1", 1), ("nats x2", 2)):
         with tempfile.TemporaryDirectory(prefix="wm-bench-nats-") as tmp:
-            nats, daemons = start_set(builddir, tmp, label, nd)
+            nats, daemons = start_set(builddir, tmp, label, nd, idle)
             try:
                 for shape, batch, clients in SHAPES:
                     n = events if batch > 1 else events // 10
