@@ -119,6 +119,8 @@ struct bn_sub {
     bool gone; /* unsubscribed; freed (and unlinked) with its last
                   delivery */
     bool keep; /* unsubscribed with keep */
+    /* durable: the next of its chain in b->by_consumer */
+    struct bn_sub *cnext;
 };
 
 LIST_HEAD(bn_sub_list, bn_sub);
@@ -157,6 +159,11 @@ struct broker_nats {
     struct bn_sub_list subs; /* durable and live */
     struct bn_sub **by_id;   /* id → sub, NULL when freed */
     uint32_t nids;
+    /* consumer name → durable subs, chained through cnext, each chain in
+     * the order of subs (newest first): what a pulled event's ack subject
+     * names, found without walking every subscription */
+    struct bn_sub **by_consumer;
+    size_t ncons, cons_cap; /* cons_cap: 0 or a power of two */
     unsigned nlive;
     struct bn_dl_list out; /* deliveries handed out or released */
     struct event *kick;    /* deferred deliveries (broker_nats_sub.c) */

@@ -69,6 +69,76 @@ fnv64_3(const char *a, const char *b, const char *c)
     return h;
 }
 
+/* ---- the consumer names' table (by_consumer) -------------------------- */
+
+static size_t
+cons_slot(const struct broker_nats *b, const char *c, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (uint8_t)c[i];
+        h *= 0x100000001b3ull;
+    }
+    return (size_t)(h ^ (h >> 32)) & (b->cons_cap - 1);
+}
+
+/* Room for one more durable subscription: the table doubled (rebuilt in
+ * the order of subs) when it would be over one per slot.  -1: no memory,
+ * the table as it was. */
+static int
+cons_reserve(struct broker_nats *b)
+{
+    if (b->ncons < b->cons_cap)
+        return 0;
+    size_t cap = b->cons_cap ? b->cons_cap * 2 : 64;
+    struct bn_sub **t = calloc(cap, sizeof *t), *s;
+
+    if (t == NULL)
+        return -1;
+    free(b->by_consumer);
+    b->by_consumer = t;
+    b->cons_cap = cap;
+    /* Each chain keeps the order of subs: appended at its tail. */
+    LIST_FOREACH (s, &b->subs, link) {
+        if (s->live)
+            continue;
+        struct bn_sub **at = &t[cons_slot(b, s->consumer, strlen(s->consumer))];
+        while (*at != NULL)
+            at = &(*at)->cnext;
+        s->cnext = NULL;
+        *at = s;
+    }
+    return 0;
+}
+
+/* s, just put at the head of subs, at the head of its chain (after
+ * cons_reserve()). */
+static void
+cons_add(struct broker_nats *b, struct bn_sub *s)
+{
+    struct bn_sub **at =
+        &b->by_consumer[cons_slot(b, s->consumer, strlen(s->consumer))];
+
+    s->cnext = *at;
+    *at = s;
+    b->ncons++;
+}
+
+static void
+cons_remove(struct broker_nats *b, struct bn_sub *s)
+{
+    struct bn_sub **at =
+        &b->by_consumer[cons_slot(b, s->consumer, strlen(s->consumer))];
+
+    while (*at != NULL && *at != s)
+        at = &(*at)->cnext;
+    if (*at == s) {
+        *at = s->cnext;
+        b->ncons--;
+    }
+}
+
 static void
 api_request(struct broker_nats *b, const char *subj, const char *reply,
             const char *body)
@@ -109,8 +179,10 @@ sub_maybe_free(struct bn_sub *s)
     if (!s->gone || s->nout > 0 || s->ndelayed > 0 || s->hold > 0)
         return;
     LIST_REMOVE(s, link);
-    if (!s->live)
+    if (!s->live) {
         s->b->by_id[s->id] = NULL;
+        cons_remove(s->b, s);
+    }
     free(s->tenant);
     free(s->topic);
     free(s->name);
@@ -311,6 +383,8 @@ bn_subscribe(struct broker *bb, const struct broker_sub_spec *spec)
         LIST_INSERT_HEAD(&b->subs, s, link);
         return &s->head;
     }
+    if (cons_reserve(b) != 0)
+        goto fail;
     if (b->nids % 64 == 0) {
         struct bn_sub **ids = realloc(b->by_id, (b->nids + 64) * sizeof *ids);
         if (ids == NULL)
@@ -322,6 +396,7 @@ bn_subscribe(struct broker *bb, const struct broker_sub_spec *spec)
     snprintf(s->consumer, sizeof s->consumer, "%s_%016" PRIx64, b->prefix,
              fnv64_3(s->tenant, s->topic, s->name));
     LIST_INSERT_HEAD(&b->subs, s, link);
+    cons_add(b, s);
     if (b->connected)
         consumer_create(s);
     return &s->head;
@@ -627,9 +702,10 @@ sub_of_ack(struct broker_nats *b, const char *reply)
         return NULL;
     const char *c = tok[n >= 12 ? 5 : 3];
     size_t len = strcspn(c, ".");
-    LIST_FOREACH (s, &b->subs, link)
-        if (!s->live && strncmp(s->consumer, c, len) == 0 &&
-            s->consumer[len] == '\0')
+    if (b->cons_cap == 0)
+        return NULL;
+    for (s = b->by_consumer[cons_slot(b, c, len)]; s != NULL; s = s->cnext)
+        if (strncmp(s->consumer, c, len) == 0 && s->consumer[len] == '\0')
             return s;
     return NULL;
 }
@@ -740,6 +816,9 @@ bn_sub_free_all(struct broker_nats *b)
     }
     free(b->by_id);
     b->by_id = NULL;
+    free(b->by_consumer);
+    b->by_consumer = NULL;
+    b->ncons = b->cons_cap = 0;
     if (b->kick)
         event_free(b->kick);
 }
