@@ -56,20 +56,12 @@
 
 #include "lib/base64.h"
 #include "lib/errbuf.h"
+#include "lib/timestamp.h"
 #include "lib/uuid.h"
 #include "master/core/log.h"
 #include "master/core/nats_link.h"
 
 static const struct broker_ops broker_nats_ops;
-
-int64_t
-bn_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the connection's state ------------------------------------------ */
 
@@ -282,7 +274,7 @@ static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct broker_nats *b = arg;
-    int64_t now = bn_now_ms();
+    int64_t now = timestamp_mono_ms();
     bool held_up = b->tick_ms != 0 && now - b->tick_ms > BN_HELD_UP_MS;
 
     (void)fd;

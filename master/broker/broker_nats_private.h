@@ -189,7 +189,6 @@ struct broker_nats {
 
 /* ---- broker_nats.c ---------------------------------------------------- */
 
-int64_t bn_now_ms(void);
 /* Whether the connection is up now (and the health says why not). */
 bool bn_connected(struct broker_nats *b);
 /* Subscribes every event subject while live subscriptions exist. */

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "ipc/cloudevent.h"
+#include "lib/timestamp.h"
 #include "master/core/log.h"
 
 /* ---- names ----------------------------------------------------------- */
@@ -258,7 +259,7 @@ bn_publish(struct broker *bb, const char *tenant, const char *topic,
     *pub_at(b, seq) = (struct bn_pub){
         .cb = cb,
         .arg = arg,
-        .sent_ms = bn_now_ms(),
+        .sent_ms = timestamp_mono_ms(),
     };
     b->st.published++;
     return 0;
@@ -304,7 +305,7 @@ bn_puback(struct broker_nats *b, uint64_t seq, natsMsg *m)
 void
 bn_pub_expire(struct broker_nats *b, bool all)
 {
-    int64_t now = bn_now_ms();
+    int64_t now = timestamp_mono_ms();
     uint64_t n = 0;
 
     for (uint64_t seq = b->pub_head_seq; seq <= b->pub_issued; seq++) {

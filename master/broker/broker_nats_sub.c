@@ -41,6 +41,7 @@
 
 #include <event2/event.h>
 
+#include "lib/timestamp.h"
 #include "master/core/log.h"
 
 /* The most events a consumer lets out unacknowledged, all instances
@@ -231,7 +232,7 @@ consumer_create(struct bn_sub *s)
                  BN_MAX_ACK_PENDING) < 0)
         return;
     s->creating = true;
-    s->create_after_ms = bn_now_ms() + BN_RETRY_MS * 3;
+    s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS * 3;
     api_request(b, subj, reply, body);
     free(body);
 }
@@ -247,7 +248,7 @@ on_created(struct bn_sub *s, natsMsg *m)
         log_warning("broker: consumer %s of %s/%s (%s): no answer from "
                     "JetStream (status %s); trying again",
                     s->consumer, s->tenant, s->topic, s->name, status);
-        s->create_after_ms = bn_now_ms() + BN_RETRY_MS;
+        s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS;
         return;
     }
     if (data != NULL && strstr(data, "\"error\"") != NULL &&
@@ -255,7 +256,7 @@ on_created(struct bn_sub *s, natsMsg *m)
         log_warning("broker: consumer %s of %s/%s (%s): %.300s; trying "
                     "again",
                     s->consumer, s->tenant, s->topic, s->name, data);
-        s->create_after_ms = bn_now_ms() + BN_RETRY_MS;
+        s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS;
         return;
     }
     s->created = true;
@@ -279,7 +280,7 @@ pull(struct bn_sub *s)
         return;
     s->req = ++s->req_next ? s->req_next : ++s->req_next;
     s->req_left = (uint32_t)room;
-    s->req_sent_ms = bn_now_ms();
+    s->req_sent_ms = timestamp_mono_ms();
     snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", b->stream,
              s->consumer);
     snprintf(reply, sizeof reply, "%sd.%" PRIu32 ".%" PRIu32, b->inbox_prefix,
@@ -642,7 +643,7 @@ on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
     dl->pub.topic = s->topic;
     dl->pub.count = ack_count(natsMsg_GetReply(m));
     dl->pub.id = ++b->next_delivery_id;
-    dl->touched_ms = bn_now_ms();
+    dl->touched_ms = timestamp_mono_ms();
     dl->pub_mark = b->pub_issued;
     dl->where = BN_WAITING;
     TAILQ_INSERT_TAIL(&s->waiting, dl, link);
