@@ -103,6 +103,7 @@ struct broker_config {
     unsigned nats_replicas;
     int nats_memory;
     uint32_t nats_ack_wait_ms;
+    uint32_t nats_max_age_s; /* the stream keeps an event this long (0: 7 d) */
     /* Deliveries of an event after which JetStream stops delivering it
      * (the consumers' MaxDeliver; 0: no limit); it is then handed to the
      * exhausted hook, from the max-deliveries advisory. */

@@ -315,7 +315,9 @@ stream_ensure(struct broker_nats *b, const struct broker_config *cfg, char *err,
     sc.Subjects = list;
     sc.SubjectsLen = 1;
     sc.Retention = js_LimitsPolicy;
-    sc.MaxAge = (int64_t)BN_MAX_AGE_S * 1000000000;
+    sc.MaxAge =
+        (int64_t)(cfg->nats_max_age_s ? cfg->nats_max_age_s : BN_MAX_AGE_S) *
+        1000000000;
     sc.Storage = cfg->nats_memory ? js_MemoryStorage : js_FileStorage;
     sc.Replicas = cfg->nats_replicas ? (int64_t)cfg->nats_replicas : 1;
     sc.Duplicates = (int64_t)120 * 1000000000;

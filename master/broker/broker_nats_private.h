@@ -12,7 +12,8 @@
  *
  * Names (P is nats_bucket_prefix, "wm" by default):
  *   stream     P_events, subjects P.ev.>, limits retention: an event
- *              stays BN_MAX_AGE_S whoever settled it (interest retention
+ *              stays nats_stream_max_age_s (BN_MAX_AGE_S by default)
+ *              whoever settled it (interest retention
  *              would drop what is published while a restarted server has
  *              its stream back but not yet its consumers: tested, two
  *              events of a few hundred answered 202 and never delivered);
@@ -56,7 +57,7 @@ struct event;
 #define BN_PULL_EXPIRES_MS 5000
 /* A publish not answered by its PubAck within this fails (ms). */
 #define BN_PUBACK_MS 5000
-/* How long the stream keeps an event (s). */
+/* How long the stream keeps an event by default (s). */
 #define BN_MAX_AGE_S (7 * 24 * 3600)
 /* The tick: publish timeouts, the connection's state, lost pulls, +WPI. */
 #define BN_TICK_MS 100

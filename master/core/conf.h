@@ -179,6 +179,7 @@ struct conf {
     char *nats_key_file;   /* "": the key is in nats_cert_file */
     unsigned nats_kv_replicas;
     unsigned nats_stream_replicas;
+    unsigned nats_stream_max_age_s;
     unsigned nats_ack_wait_ms;
     int nats_storage; /* enum conf_nats_storage */
     char *nats_bucket_prefix;

@@ -64,6 +64,7 @@
  * | `nats_key_file` | path, may be empty | empty | `WM_NATS_KEY_FILE` | PEM private key of nats_cert_file. |
  * | `nats_kv_replicas` | integer, 1–5 | `1` | `WM_NATS_KV_REPLICAS` | Replicas of the JetStream KV buckets the nats store creates (3 in a 3-node cluster). |
  * | `nats_stream_replicas` | integer, 1–5 | `1` | `WM_NATS_STREAM_REPLICAS` | Replicas of the JetStream stream the nats broker creates (3 in a 3-node cluster). |
+ * | `nats_stream_max_age_s` | integer, 60–31536000 | `604800` | `WM_NATS_STREAM_MAX_AGE_S` | How long the nats broker's stream keeps an event, settled or not (an event no instance settled by then is lost). |
  * | `nats_ack_wait_ms` | integer, 1000–3600000 | `30000` | `WM_NATS_ACK_WAIT_MS` | How long an event delivered to an instance by the nats broker may go unacknowledged (its instance gone) before JetStream delivers it again. |
  * | `nats_storage` | enum: file, memory | `file` | `WM_NATS_STORAGE` | Storage of the KV buckets the nats store creates and of the nats broker's stream: file (survives a server restart) or memory. |
  * | `nats_bucket_prefix` | string | `wm` | `WM_NATS_BUCKET_PREFIX` | Prefix of the nats store's KV buckets (PREFIX_state, PREFIX_blobs); one prefix per system sharing a NATS account. |

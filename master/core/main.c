@@ -294,6 +294,7 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .nats_replicas = c->nats_stream_replicas,
         .nats_memory = c->nats_storage == CONF_NATS_STORAGE_MEMORY,
         .nats_ack_wait_ms = c->nats_ack_wait_ms,
+        .nats_max_age_s = c->nats_stream_max_age_s,
         /* The flow dead-letters a failing delivery after
          * max_redeliveries; JetStream stops one delivery later, for
          * deliveries that all ended without an outcome. */

@@ -50,6 +50,8 @@ verify(const uint8_t *ev, size_t len)
     return ipc_cloudevent_read(ev, len, &ce, &e);
 }
 
+static uint32_t max_age_s; /* the next open's nats_max_age_s */
+
 static struct broker *
 open_broker(uint32_t max_deliver)
 {
@@ -66,6 +68,7 @@ open_broker(uint32_t max_deliver)
         .nats_memory = 1,
         .nats_ack_wait_ms = 30000,
         .nats_max_deliver = max_deliver,
+        .nats_max_age_s = max_age_s,
     };
     struct broker *b = broker_open(&cfg, base, err, sizeof err);
     if (b == NULL)
@@ -317,6 +320,34 @@ test_live(void)
     broker_close(b);
 }
 
+/* The stream: P_events on P.ev.>, kept by age (nats_max_age_s). */
+static void
+test_stream_settings(void)
+{
+    char name[64];
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+
+    max_age_s = 3600;
+    struct broker *b = open_broker(0);
+    max_age_s = 0;
+    REQUIRE(b != NULL);
+    snprintf(name, sizeof name, "%s_events", prefix);
+    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
+    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    CHECK(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    if (si != NULL) {
+        CHECK(si->Config->MaxAge == (int64_t)3600 * 1000000000);
+        CHECK(si->Config->Retention == js_LimitsPolicy);
+        CHECK(si->Config->SubjectsLen == 1);
+        jsStreamInfo_Destroy(si);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    broker_close(b);
+}
+
 /* While NATS is away a publish fails at once (EIO), the health says the
  * broker is remote and not reachable; once it is back, publishes go
  * through again without a new broker. */
@@ -380,6 +411,7 @@ main(void)
     RUN(test_nack_counts);
     RUN(test_max_deliveries_reach_the_hook);
     RUN(test_live);
+    RUN(test_stream_settings);
     RUN(test_outage);
     event_base_free(base);
     nats_server_stop(&srv);
