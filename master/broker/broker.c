@@ -54,7 +54,14 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
                const uint8_t *event, size_t len, broker_publish_cb cb,
                void *arg)
 {
-    return b->ops->publish(b, tenant, topic, event, len, cb, arg);
+    return b->ops->publish(b, tenant, topic, event, len, cb, arg, false);
+}
+
+int
+broker_publish_unhurried(struct broker *b, const char *tenant,
+                         const char *topic, const uint8_t *event, size_t len)
+{
+    return b->ops->publish(b, tenant, topic, event, len, NULL, NULL, true);
 }
 
 int

@@ -166,6 +166,15 @@ int broker_publish(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg);
 
+/* broker_publish() with no callback, for a publish nobody waits for (a
+ * worker's output, a dead letter, the daemon's own events): the nats
+ * backend gathers its writes with others' rather than writing each at
+ * once.  Among themselves such publishes keep their order; a
+ * broker_publish() may overtake them. */
+int broker_publish_unhurried(struct broker *b, const char *tenant,
+                             const char *topic, const uint8_t *event,
+                             size_t len);
+
 /* Whether n more events for (tenant, topic) would be accepted by every
  * durable subscription of the topic (Backpressure): 0, or -1 with errno
  * EAGAIN and *full (when not NULL) set to the first subscription whose

@@ -22,9 +22,10 @@
 struct broker_ops {
     const char *name;
     void (*close)(struct broker *b);
+    /* unhurried: broker_publish_unhurried() (cb is NULL) */
     int (*publish)(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
-                   void *arg);
+                   void *arg, bool unhurried);
     int (*admit)(struct broker *b, const char *tenant, const char *topic,
                  size_t n, struct broker_sub **full);
     struct broker_sub *(*subscribe)(struct broker *b,

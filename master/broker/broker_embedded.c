@@ -561,7 +561,8 @@ sub_drop_oldest(struct ebroker *b, struct esub *s)
 
 static int
 eb_publish(struct broker *bb, const char *tenant, const char *topic,
-           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
+           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg,
+           bool unhurried)
 {
     struct ebroker *b = (struct ebroker *)bb;
     struct topic *t = topic_find(b, tenant, topic);
@@ -569,6 +570,8 @@ eb_publish(struct broker *bb, const char *tenant, const char *topic,
     struct msg *m = NULL;
     struct esub *s, *next;
     uint64_t lsn;
+
+    (void)unhurried; /* the journal's writes are gathered anyway */
 
     /* Backpressure (broker.h): refused whole before anything is queued. */
     if (full_sub(b, t, 1) != NULL) {

@@ -349,7 +349,12 @@ bn_free(struct broker_nats *b)
         natsConnection_Close(b->nc);
         natsConnection_Destroy(b->nc);
     }
+    if (b->bulk) {
+        natsConnection_Close(b->bulk);
+        natsConnection_Destroy(b->bulk);
+    }
     natsOptions_Destroy(b->opts);
+    natsOptions_Destroy(b->bulk_opts);
     /* No handler runs once the connection is closed. */
     for (size_t i = 0; i < b->qn; i++)
         natsMsg_Destroy(b->q[i]);
@@ -378,8 +383,10 @@ bn_close(struct broker *bb)
 
     /* What was settled goes out before the connection closes; what is
      * not answered yet fails (its callers answer 503). */
-    if (b->nc && bn_connected(b))
+    if (b->nc && bn_connected(b)) {
+        natsConnection_FlushTimeout(b->bulk, 1000);
         natsConnection_FlushTimeout(b->nc, 1000);
+    }
     bn_pub_expire(b, true);
     bn_free(b);
 }
@@ -439,7 +446,10 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
         errbuf_set(err, errlen, "nats broker: cannot register its events");
         goto fail;
     }
+    struct nats_link_config bulk = *cfg->nats;
+    bulk.buffered = true;
     if (nats_link_connect(cfg->nats, &b->opts, &b->nc, err, errlen) != 0 ||
+        nats_link_connect(&bulk, &b->bulk_opts, &b->bulk, err, errlen) != 0 ||
         stream_ensure(b, cfg, err, errlen) != 0)
         goto fail;
     snprintf(subj, sizeof subj, "%s>", b->inbox_prefix);

@@ -133,13 +133,18 @@ struct bn_pub {
     int64_t sent_ms;
     int error;
     bool done;
+    bool unhurried; /* its failure is no batch's (broker.h) */
 };
 
 struct broker_nats {
     struct broker head; /* first: broker.c's view */
     struct event_base *base;
-    natsOptions *opts;
-    natsConnection *nc;
+    natsOptions *opts, *bulk_opts;
+    /* nc: publishes someone waits for (SendAsap: written at once), the
+     * subscriptions, the JetStream requests; bulk: what nobody waits for
+     * within a millisecond (acknowledgements, pulls, the outputs'
+     * publishes), gathered by libnats's flusher into fewer writes */
+    natsConnection *nc, *bulk;
     natsSubscription *inbox, *live_all, *advisories;
     char *url, *prefix, *stream, *inbox_prefix; /* "_WM.P.<instance>." */
     uint32_t ack_wait_ms;
@@ -199,7 +204,7 @@ int bn_live_need(struct broker_nats *b, bool need);
 
 int bn_publish(struct broker *bb, const char *tenant, const char *topic,
                const uint8_t *event, size_t len, broker_publish_cb cb,
-               void *arg);
+               void *arg, bool unhurried);
 /* The answer to publish seq (its PubAck, or an error status). */
 void bn_puback(struct broker_nats *b, uint64_t seq, natsMsg *m);
 /* Fails the publishes unanswered for BN_PUBACK_MS (the tick), or every

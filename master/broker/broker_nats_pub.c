@@ -9,7 +9,11 @@
  * finished in that order: a PubAck that comes early waits for the ones
  * before it.  A publish's callback says the first failure since the last
  * callback, so that the API's batch (one callback, on its last event)
- * never answers 202 while one of its events was refused.  A publish with
+ * never answers 202 while one of its events was refused; unhurried
+ * publishes (outputs, dead letters, the daemon's events: nobody's batch)
+ * are left out of that, so that their failures do not fail a batch
+ * published after them.  They are written on the buffered connection
+ * (broker_nats_private.h), the others at once.  A publish with
  * no answer within BN_PUBACK_MS fails (EIO; an answer that came while the
  * loop was held up counts: broker_nats.c's tick reads it first): it may
  * still be stored, and a retry of it by the client is then a duplicate
@@ -175,7 +179,7 @@ send_ack(struct broker_nats *b, const char *reply, uint64_t mark)
 {
     bool failed = b->pub_failed > mark;
 
-    natsConnection_PublishString(b->nc, reply, failed ? "-NAK" : "+ACK");
+    natsConnection_PublishString(b->bulk, reply, failed ? "-NAK" : "+ACK");
     if (failed)
         log_warning("broker: an event is delivered again: an output "
                     "published while it was processed was not stored");
@@ -207,7 +211,8 @@ pub_pop(struct broker_nats *b)
         b->pub_n--;
         b->pub_head_seq++;
         if (e.error) {
-            b->pub_carry = e.error;
+            if (!e.unhurried)
+                b->pub_carry = e.error;
             b->pub_failed = seq;
         }
         if (e.cb) {
@@ -221,7 +226,8 @@ pub_pop(struct broker_nats *b)
 
 int
 bn_publish(struct broker *bb, const char *tenant, const char *topic,
-           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg)
+           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg,
+           bool unhurried)
 {
     struct broker_nats *b = (struct broker_nats *)bb;
     char subj[1400], reply[128], id[512];
@@ -246,8 +252,10 @@ bn_publish(struct broker *bb, const char *tenant, const char *topic,
     s = natsMsg_Create(&m, subj, reply, (const char *)event, (int)len);
     if (s == NATS_OK)
         s = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+    /* Nobody waits for an unhurried publish (an output, a dead letter):
+     * it may wait for the flusher. */
     if (s == NATS_OK)
-        s = natsConnection_PublishMsg(b->nc, m);
+        s = natsConnection_PublishMsg(unhurried ? b->bulk : b->nc, m);
     natsMsg_Destroy(m);
     if (s != NATS_OK) {
         log_warning("broker: publish to %s: %s", subj, natsStatus_GetText(s));
@@ -260,6 +268,7 @@ bn_publish(struct broker *bb, const char *tenant, const char *topic,
         .cb = cb,
         .arg = arg,
         .sent_ms = timestamp_mono_ms(),
+        .unhurried = unhurried,
     };
     b->st.published++;
     return 0;

@@ -144,7 +144,7 @@ static void
 api_request(struct broker_nats *b, const char *subj, const char *reply,
             const char *body)
 {
-    natsStatus s = natsConnection_PublishRequest(b->nc, subj, reply, body,
+    natsStatus s = natsConnection_PublishRequest(b->bulk, subj, reply, body,
                                                  (int)strlen(body));
 
     if (s != NATS_OK)
@@ -206,7 +206,7 @@ dl_reply(struct broker_nats *b, struct bn_dl *dl, const char *what)
     const char *reply = natsMsg_GetReply(dl->m);
 
     if (reply != NULL)
-        natsConnection_PublishString(b->nc, reply, what);
+        natsConnection_PublishString(b->bulk, reply, what);
 }
 
 static void
@@ -612,7 +612,7 @@ on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
     }
     if (s == NULL || s->gone) {
         if (natsMsg_GetReply(m) != NULL)
-            natsConnection_PublishString(b->nc, natsMsg_GetReply(m), "-NAK");
+            natsConnection_PublishString(b->bulk, natsMsg_GetReply(m), "-NAK");
         natsMsg_Destroy(m);
         return;
     }

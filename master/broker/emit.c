@@ -28,7 +28,7 @@ emit_publish(struct broker *b, const char *tenant, const char *topic,
     ipc_fb_builder_init(&fb);
     if (events_from_json(obj, &fb, err, sizeof err) != 0)
         log_err("emit: a daemon event for %s is invalid: %s", topic, err);
-    else if (broker_publish(b, tenant, topic, fb.buf, fb.len, NULL, NULL) < 0)
+    else if (broker_publish_unhurried(b, tenant, topic, fb.buf, fb.len) < 0)
         log_err("emit: a daemon event for %s/%s is lost: %s", tenant, topic,
                 strerror(errno));
     ipc_fb_builder_free(&fb);

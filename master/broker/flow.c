@@ -186,8 +186,8 @@ flow_dead_letter(struct flow *dp, const char *tenant, const char *topic,
         dp->st.dead_lettered++;
         log_err("flow: cannot dead-letter event %.*s of %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, topic, err);
-    } else if (broker_publish(dp->d->broker, tenant, dead, fb.buf, fb.len, NULL,
-                              NULL) < 0) {
+    } else if (broker_publish_unhurried(dp->d->broker, tenant, dead, fb.buf,
+                                        fb.len) < 0) {
         log_err("flow: cannot dead-letter event %.*s to %s/%s: %s",
                 (int)ce.id.len, ce.id.ptr, tenant, dead, strerror(errno));
         rc = -1;
@@ -240,8 +240,8 @@ publish_outputs(struct job *j, struct worker *w, uint32_t count)
                 refused++;
             continue;
         }
-        if (broker_publish(dp->d->broker, o->tenant, o->topic, o->fb.buf,
-                           o->fb.len, NULL, NULL) < 0) {
+        if (broker_publish_unhurried(dp->d->broker, o->tenant, o->topic,
+                                     o->fb.buf, o->fb.len) < 0) {
             if (w)
                 activity_log(w, LOG_ERR, "an output to %s/%s is refused: %s",
                              o->tenant, o->topic, strerror(errno));

@@ -86,7 +86,7 @@ options(const struct nats_link_config *cfg, natsOptions **out, char *err,
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(o, NL_CONNECT_MS);
     if (s == NATS_OK)
-        s = natsOptions_SetSendAsap(o, true);
+        s = natsOptions_SetSendAsap(o, !cfg->buffered);
     if (s == NATS_OK)
         s = natsOptions_SetMaxReconnect(o, -1);
     if (s == NATS_OK)

@@ -7,7 +7,8 @@
  * there in every build.
  *
  * The connection reconnects by itself, without limit, every half second,
- * with SendAsap (libnats otherwise holds writes for about a millisecond).
+ * with SendAsap (libnats otherwise holds writes for about a millisecond)
+ * unless the caller asks for a buffered one.
  * libnats starts threads of its own from the connect on; they are created
  * with every signal blocked, so the loop's signal events keep seeing the
  * daemon's signals.
@@ -15,6 +16,7 @@
 #ifndef WM_MASTER_CORE_NATS_LINK_H
 #define WM_MASTER_CORE_NATS_LINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct nats_link_config {
@@ -22,6 +24,10 @@ struct nats_link_config {
     const char *user, *password, *token, *creds_file;
     const char *ca_file, *cert_file, *key_file; /* "" or NULL: none */
     const char *who; /* the caller, in messages: "nats store" */
+    /* Writes gathered by libnats's flusher thread (up to about a
+     * millisecond later, fewer system calls) rather than each at once
+     * (SendAsap, the default). */
+    bool buffered;
 };
 
 #ifdef WM_NATS

@@ -348,6 +348,47 @@ test_stream_settings(void)
     broker_close(b);
 }
 
+/* An unhurried publish that JetStream refuses (here: larger than the
+ * stream's MaxMsgSize, set behind the broker's back) fails nobody's
+ * batch: the next publish with a callback answers 0. */
+static void
+test_unhurried_failure_is_nobodys(void)
+{
+    char name[64], big[512];
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    struct ipc_fb_builder eb;
+    struct ipc_cloudevent ce;
+
+    struct broker *b = open_broker(0);
+    REQUIRE(b != NULL);
+    snprintf(name, sizeof name, "%s_events", prefix);
+    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
+    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    REQUIRE(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    si->Config->MaxMsgSize = 300;
+    CHECK(js_UpdateStream(NULL, js, si->Config, NULL, NULL) == NATS_OK);
+    jsStreamInfo_Destroy(si);
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memset(&ce, 0, sizeof ce);
+    ce.id = ipc_str_c("big");
+    ce.type = ipc_str_c("t");
+    ce.source = ipc_str_c("/test");
+    ce.specversion = ipc_str_c("1.0");
+    ce.data.ptr = (const uint8_t *)big;
+    ce.data.len = (uint32_t)strlen(big);
+    ipc_fb_builder_init(&eb);
+    REQUIRE(ipc_cloudevent_encode(&eb, &ce) == 0);
+    CHECK(broker_publish_unhurried(b, "ten.ant", "u", eb.buf, eb.len) == 0);
+    ipc_fb_builder_free(&eb);
+    CHECK(publish_wait(b, "u", "small") == 0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    broker_close(b);
+}
+
 /* While NATS is away a publish fails at once (EIO), the health says the
  * broker is remote and not reachable; once it is back, publishes go
  * through again without a new broker. */
@@ -412,6 +453,7 @@ main(void)
     RUN(test_max_deliveries_reach_the_hook);
     RUN(test_live);
     RUN(test_stream_settings);
+    RUN(test_unhurried_failure_is_nobodys);
     RUN(test_outage);
     event_base_free(base);
     nats_server_stop(&srv);
