@@ -291,6 +291,13 @@ ipc_channel_fd(const struct ipc_channel *ch)
     return ch->fd;
 }
 
+void
+ipc_channel_read_soon(struct ipc_channel *ch)
+{
+    if (ch->rev != NULL)
+        event_active(ch->rev, EV_READ, 0);
+}
+
 size_t
 ipc_channel_pending(const struct ipc_channel *ch)
 {

@@ -169,6 +169,12 @@ size_t ipc_channel_queued(const struct ipc_channel *ch);
 /* Calls made with ipc_channel_call() and not yet answered. */
 size_t ipc_channel_pending(const struct ipc_channel *ch);
 
+/* Reads what the peer has sent as soon as the callback running now
+ * returns, before the loop's next timers: for a deadline that would
+ * otherwise judge a reply already waiting in the socket (the process was
+ * not scheduled, or stopped, while it came). */
+void ipc_channel_read_soon(struct ipc_channel *ch);
+
 /* The channel's socket (owned by the channel: a caller that must keep it
  * open past ipc_channel_free() duplicates it). */
 int ipc_channel_fd(const struct ipc_channel *ch);

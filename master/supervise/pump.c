@@ -104,6 +104,7 @@ inflight_remove(struct host *h, struct sv_event *ev)
         ev->p->ninflight--;
     ev->p = NULL;
     ev->waiting = false;
+    ev->deadline_read = false;
     evtimer_del(ev->deadline);
 }
 
@@ -186,6 +187,15 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* A result already in the socket is read first: the master may be
+     * the late one (not scheduled, or stopped, while it came).  The
+     * deadline judges on the next turn if it is still in flight. */
+    if (!ev->deadline_read && p != NULL && p->ch != NULL) {
+        ev->deadline_read = true;
+        ipc_channel_read_soon(p->ch);
+        sv_timer_ms(ev->deadline, 0);
+        return;
+    }
     sv_host_hold(h);
     inflight_remove(h, ev);
     h->ops->overrun(h, ev, p);

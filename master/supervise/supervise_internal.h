@@ -101,7 +101,8 @@ struct sv_event {
                        a host, and was not put back in the queue since */
     int64_t started_us;     /* monotonic, when its host started it */
     struct native_job *job; /* in process: its call, while in flight */
-    bool journaled; /* a broker delivery: waits while deliveries are held */
+    bool journaled;     /* a broker delivery: waits while deliveries are held */
+    bool deadline_read; /* its deadline came: the channel is read first */
 };
 
 TAILQ_HEAD(sv_event_list, sv_event);
