@@ -23,15 +23,9 @@
 
 #include <jansson.h>
 
+#include "bench/ce_body.h"
 #include "bench/timing.h"
 #include "master/api/events.h"
-
-static const char event[] =
-    "{\"specversion\":\"1.0\",\"id\":\"7f3c2a9e-0001\",\"source\":"
-    "\"/bench/producer\",\"type\":\"com.example.bench.ping\","
-    "\"datacontenttype\":\"application/json\",\"time\":"
-    "\"2025-01-01T00:00:00Z\",\"data\":{\"user\":\"alice\",\"action\":"
-    "\"click\",\"item\":\"sku-42\",\"qty\":3}}";
 
 /* The jansson path: a tree, then the dump; returns the length. */
 static size_t
@@ -76,8 +70,8 @@ main(int argc, char **argv)
 {
     long iters = argc > 1 ? atol(argv[1]) : 200000;
     int runs = argc > 2 ? atoi(argv[2]) : 7;
-    size_t one = strlen(event), blen = 0, len;
-    char *body = malloc(100 * (one + 1) + 2);
+    size_t one = strlen(ce_event), blen = 0, len;
+    char *body = ce_batch_body(&blen);
     struct events_batch b;
     struct ipc_cloudevent evs[100];
 
@@ -85,18 +79,6 @@ main(int argc, char **argv)
         fputs("usage: ce_answer [ITERATIONS>=100 [RUNS 1..64]]\n", stderr);
         return 2;
     }
-    body[blen++] = '[';
-    for (int i = 0; i < 100; i++) {
-        if (i)
-            body[blen++] = ',';
-        memcpy(body + blen, event, one);
-        /* "7f3c2a9e-0001" -> "7f3c2a9e-00NN" */
-        char *id = strstr(body + blen, "-0001");
-        id[3] = (char)('0' + i / 10);
-        id[4] = (char)('0' + i % 10);
-        blen += one;
-    }
-    body[blen++] = ']';
     events_batch_init(&b);
     if (events_scan_body((const uint8_t *)body, blen, EVENTS_SCAN_BATCH, 100,
                          &b) != EVENTS_SCAN_OK ||

@@ -23,15 +23,9 @@
 
 #include <jansson.h>
 
+#include "bench/ce_body.h"
 #include "bench/timing.h"
 #include "master/api/events.h"
-
-static const char event[] =
-    "{\"specversion\":\"1.0\",\"id\":\"7f3c2a9e-0001\",\"source\":"
-    "\"/bench/producer\",\"type\":\"com.example.bench.ping\","
-    "\"datacontenttype\":\"application/json\",\"time\":"
-    "\"2025-01-01T00:00:00Z\",\"data\":{\"user\":\"alice\",\"action\":"
-    "\"click\",\"item\":\"sku-42\",\"qty\":3}}";
 
 /* The jansson path: a tree, then the events. */
 static int
@@ -82,28 +76,16 @@ main(int argc, char **argv)
 {
     long iters = argc > 1 ? atol(argv[1]) : 200000;
     int runs = argc > 2 ? atoi(argv[2]) : 7;
-    size_t one = strlen(event), blen = 0;
-    char *batch = malloc(100 * (one + 1) + 2);
+    size_t one = strlen(ce_event), blen = 0;
+    char *batch = ce_batch_body(&blen);
 
     if (iters < 100 || runs < 1 || runs > 64 || batch == NULL) {
         fputs("usage: ce_parse [ITERATIONS>=100 [RUNS 1..64]]\n", stderr);
         return 2;
     }
-    batch[blen++] = '[';
-    for (int i = 0; i < 100; i++) {
-        if (i)
-            batch[blen++] = ',';
-        memcpy(batch + blen, event, one);
-        /* "7f3c2a9e-0001" -> "7f3c2a9e-00NN" */
-        char *id = strstr(batch + blen, "-0001");
-        id[3] = (char)('0' + i / 10);
-        id[4] = (char)('0' + i % 10);
-        blen += one;
-    }
-    batch[blen++] = ']';
 
-    double sj = measure(event, one, false, false, iters, runs);
-    double ss = measure(event, one, false, true, iters, runs);
+    double sj = measure(ce_event, one, false, false, iters, runs);
+    double ss = measure(ce_event, one, false, true, iters, runs);
     double bj = measure(batch, blen, true, false, iters / 100, runs);
     double bs = measure(batch, blen, true, true, iters / 100, runs);
     printf("ce_parse: %zu-byte event: jansson %.0f ns, scanner %.0f ns "

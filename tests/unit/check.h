@@ -216,6 +216,42 @@ check_read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* Calls fn with the contents of every file of dir (names beginning with
+ * "." skipped), in readdir() order; a directory or a file that cannot be
+ * read fails the test.  Returns the number of files given to fn. */
+static inline size_t
+check_each_file(const char *dir,
+                void (*fn)(const char *body, size_t len, const char *name,
+                           void *arg),
+                void *arg)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+    char path[4096];
+
+    if (d == NULL) {
+        FAIL("cannot open %s", dir);
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t len;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *body = check_read_file(path, &len);
+        if (body == NULL) {
+            FAIL("cannot read %s", path);
+            continue;
+        }
+        fn(body, len, e->d_name, arg);
+        free(body);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* The descriptors this process has open (the leak checks of tests that
  * open and close files, sockets and processes), or -1. */
 static inline int

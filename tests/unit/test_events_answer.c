@@ -15,7 +15,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,34 +114,20 @@ diff_host_output(const char *body, size_t len, const char *name)
     ipc_fb_builder_free(&fb);
 }
 
+static void
+corpus_file(const char *body, size_t len, const char *name, void *arg)
+{
+    *(size_t *)arg += diff_body(body, len, name);
+    diff_host_output(body, len, name);
+}
+
 /* Every file of dir; returns the number of events read. */
 static size_t
 corpus(const char *dir)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
     size_t n = 0;
-    char path[4096];
 
-    if (d == NULL) {
-        FAIL("cannot open %s", dir);
-        return 0;
-    }
-    while ((e = readdir(d)) != NULL) {
-        size_t len;
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *body = check_read_file(path, &len);
-        if (body == NULL) {
-            FAIL("cannot read %s", path);
-            continue;
-        }
-        n += diff_body(body, len, e->d_name);
-        diff_host_output(body, len, e->d_name);
-        free(body);
-    }
-    closedir(d);
+    check_each_file(dir, corpus_file, &n);
     return n;
 }
 

@@ -15,7 +15,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,68 +44,53 @@ diff(const char *body, size_t len, enum events_scan_kind kind, size_t max,
     return v;
 }
 
+/* One file through both readers; arg counts the events the tests send
+ * that the scanner read. */
+static void
+corpus_file(const char *body, size_t len, const char *name, void *arg)
+{
+    unsigned *scanned_from_tests = arg;
+
+    enum events_scan_result one = diff(body, len, EVENTS_SCAN_ONE, 1000, name);
+    enum events_scan_result batch =
+        diff(body, len, EVENTS_SCAN_BATCH, 1000, name);
+    diff(body, len, EVENTS_SCAN_BATCH, 3, name);
+    /* The body as the one event of a batch, too. */
+    char *wrapped = malloc(len + 2);
+    if (wrapped) {
+        wrapped[0] = '[';
+        memcpy(wrapped + 1, body, len);
+        wrapped[len + 1] = ']';
+        enum events_scan_result w =
+            diff(wrapped, len + 2, EVENTS_SCAN_BATCH, 1000, name);
+        if (one == EVENTS_SCAN_OK && w != EVENTS_SCAN_OK)
+            FAIL("%s: scanned alone, not in a batch", name);
+        free(wrapped);
+    }
+    /* An event the tests send, or an ok-* body, is common: no
+     * fallback for it. */
+    if (strncmp(name, "hand-", 5) != 0) {
+        struct events_batch b;
+        events_batch_init(&b);
+        if (events_diff_jansson((const uint8_t *)body, len, EVENTS_SCAN_ONE,
+                                1000, &b) == 0) {
+            CHECK(one == EVENTS_SCAN_OK);
+            if (one != EVENTS_SCAN_OK)
+                FAIL("%s fell back", name);
+            (*scanned_from_tests)++;
+        }
+        if (events_diff_jansson((const uint8_t *)body, len, EVENTS_SCAN_BATCH,
+                                1000, &b) == 0)
+            CHECK(batch == EVENTS_SCAN_OK);
+        events_batch_free(&b);
+    }
+}
+
 /* Every file of dir through both readers; returns the number read. */
 static unsigned
 corpus(const char *dir, unsigned *scanned_from_tests)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    unsigned n = 0;
-    char path[4096];
-
-    if (d == NULL) {
-        FAIL("cannot open %s", dir);
-        return 0;
-    }
-    while ((e = readdir(d)) != NULL) {
-        size_t len;
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *body = check_read_file(path, &len);
-        if (body == NULL) {
-            FAIL("cannot read %s", path);
-            continue;
-        }
-        enum events_scan_result one =
-            diff(body, len, EVENTS_SCAN_ONE, 1000, e->d_name);
-        enum events_scan_result batch =
-            diff(body, len, EVENTS_SCAN_BATCH, 1000, e->d_name);
-        diff(body, len, EVENTS_SCAN_BATCH, 3, e->d_name);
-        /* The body as the one event of a batch, too. */
-        char *wrapped = malloc(len + 2);
-        if (wrapped) {
-            wrapped[0] = '[';
-            memcpy(wrapped + 1, body, len);
-            wrapped[len + 1] = ']';
-            enum events_scan_result w =
-                diff(wrapped, len + 2, EVENTS_SCAN_BATCH, 1000, e->d_name);
-            if (one == EVENTS_SCAN_OK && w != EVENTS_SCAN_OK)
-                FAIL("%s: scanned alone, not in a batch", e->d_name);
-            free(wrapped);
-        }
-        /* An event the tests send, or an ok-* body, is common: no
-         * fallback for it. */
-        if (strncmp(e->d_name, "hand-", 5) != 0) {
-            struct events_batch b;
-            events_batch_init(&b);
-            if (events_diff_jansson((const uint8_t *)body, len, EVENTS_SCAN_ONE,
-                                    1000, &b) == 0) {
-                CHECK(one == EVENTS_SCAN_OK);
-                if (one != EVENTS_SCAN_OK)
-                    FAIL("%s fell back", e->d_name);
-                (*scanned_from_tests)++;
-            }
-            if (events_diff_jansson((const uint8_t *)body, len,
-                                    EVENTS_SCAN_BATCH, 1000, &b) == 0)
-                CHECK(batch == EVENTS_SCAN_OK);
-            events_batch_free(&b);
-        }
-        free(body);
-        n++;
-    }
-    closedir(d);
-    return n;
+    return (unsigned)check_each_file(dir, corpus_file, scanned_from_tests);
 }
 
 static void
