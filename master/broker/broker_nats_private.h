@@ -108,7 +108,6 @@ struct bn_sub {
     enum broker_sub_mode mode;
     unsigned max_inflight;
     bool created;  /* its consumer's creation answered */
-    bool creating; /* asked, not answered */
     int64_t create_after_ms;
     uint32_t req; /* the current pull request, 0: none */
     uint32_t req_next;

@@ -231,7 +231,6 @@ consumer_create(struct bn_sub *s)
                  (uint64_t)b->ack_wait_ms * 1000000, b->max_deliver, filter,
                  BN_MAX_ACK_PENDING) < 0)
         return;
-    s->creating = true;
     s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS * 3;
     api_request(b, subj, reply, body);
     free(body);
@@ -242,7 +241,6 @@ on_created(struct bn_sub *s, natsMsg *m)
 {
     const char *data = natsMsg_GetData(m), *status = NULL;
 
-    s->creating = false;
     log_debug("broker: consumer %s: %.200s", s->consumer, data ? data : "");
     if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status) {
         log_warning("broker: consumer %s of %s/%s (%s): no answer from "

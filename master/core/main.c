@@ -263,12 +263,11 @@ backlog_of(const void *arg, const char *tenant, uint64_t *events,
     broker_tenant_backlog(arg, tenant, events, bytes);
 }
 
-/* Opens the broker, the group locks and the message flow. */
-static int
-messages_open(struct daemon *d, char *err, size_t errlen)
+/* The NATS connection the configuration describes, for who. */
+static struct nats_link_config
+nats_link_of(const struct conf *c, const char *who)
 {
-    const struct conf *c = d->conf;
-    struct nats_link_config nl = {
+    return (struct nats_link_config){
         .url = c->nats_url,
         .user = c->nats_user,
         .password = c->nats_password,
@@ -277,8 +276,16 @@ messages_open(struct daemon *d, char *err, size_t errlen)
         .ca_file = c->nats_ca_file,
         .cert_file = c->nats_cert_file,
         .key_file = c->nats_key_file,
-        .who = "nats broker",
+        .who = who,
     };
+}
+
+/* Opens the broker, the group locks and the message flow. */
+static int
+messages_open(struct daemon *d, char *err, size_t errlen)
+{
+    const struct conf *c = d->conf;
+    struct nats_link_config nl = nats_link_of(c, "nats broker");
     struct broker_config bc = {
         .backend = c->broker == CONF_BROKER_NATS ? "nats" : "embedded",
         .state_dir = c->state_dir,
@@ -645,18 +652,12 @@ main(int argc, char **argv)
         [CONF_FSYNC_BATCH] = "batch",
         [CONF_FSYNC_OFF] = "off",
     };
+    struct nats_link_config store_nl = nats_link_of(&conf, "nats store");
     struct store_config sc = {
         .backend = conf.store == CONF_STORE_NATS ? "nats" : "file",
         .state_dir = conf.state_dir,
         .fsync = fsync_words[conf.store_fsync],
-        .nats_url = conf.nats_url,
-        .nats_user = conf.nats_user,
-        .nats_password = conf.nats_password,
-        .nats_token = conf.nats_token,
-        .nats_creds_file = conf.nats_creds_file,
-        .nats_ca_file = conf.nats_ca_file,
-        .nats_cert_file = conf.nats_cert_file,
-        .nats_key_file = conf.nats_key_file,
+        .nats = &store_nl,
         .nats_replicas = conf.nats_kv_replicas,
         .nats_memory = conf.nats_storage == CONF_NATS_STORAGE_MEMORY,
         .nats_prefix = conf.nats_bucket_prefix,

@@ -60,17 +60,17 @@ enum store_status {
     STORE_INVALID,  /* a bad key or argument */
 };
 
+struct nats_link_config;
+
 struct store_config {
     const char *backend;   /* "file" or "nats" */
     const char *state_dir; /* file: where records and blobs live */
     /* file: "always" (fsync each write), "batch" (group commit), "off" */
     const char *fsync;
-    /* nats (store_nats.c): the servers (comma-separated URLs), the
-     * credentials and TLS files ("" or NULL: none), how the buckets are
-     * made when missing, and their names' prefix. */
-    const char *nats_url;
-    const char *nats_user, *nats_password, *nats_token, *nats_creds_file;
-    const char *nats_ca_file, *nats_cert_file, *nats_key_file;
+    /* nats (store_nats.c): the connection (master/core/nats_link.h: the
+     * servers, credentials and TLS files), how the buckets are made when
+     * missing, and their names' prefix. */
+    const struct nats_link_config *nats;
     unsigned nats_replicas;  /* 0 means 1 */
     int nats_memory;         /* non-zero: memory storage, else file */
     const char *nats_prefix; /* NULL or "": "wm" */

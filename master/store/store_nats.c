@@ -345,20 +345,14 @@ static int
 sn_connect(struct store_nats *sn, const struct store_config *cfg, char *err,
            size_t errlen)
 {
+    struct nats_link_config lc = { 0 };
     jsOptions jo;
     natsStatus s;
 
-    struct nats_link_config lc = {
-        .url = sn->url,
-        .user = cfg->nats_user,
-        .password = cfg->nats_password,
-        .token = cfg->nats_token,
-        .creds_file = cfg->nats_creds_file,
-        .ca_file = cfg->nats_ca_file,
-        .cert_file = cfg->nats_cert_file,
-        .key_file = cfg->nats_key_file,
-        .who = "nats store",
-    };
+    if (cfg->nats != NULL)
+        lc = *cfg->nats;
+    lc.url = sn->url;
+    lc.who = "nats store";
 
     if (nats_link_connect(&lc, &sn->opts, &sn->nc, err, errlen) != 0)
         return -1;
@@ -431,7 +425,8 @@ sn_open(const struct store_config *cfg, struct event_base *base, char *err,
     sn->qtail = &sn->qhead;
     sn->ctail = &sn->chead;
     sn->url =
-        strdup(sn_set(cfg->nats_url) ? cfg->nats_url : "nats://127.0.0.1:4222");
+        strdup(cfg->nats && sn_set(cfg->nats->url) ? cfg->nats->url
+                                                   : "nats://127.0.0.1:4222");
     sn->state_bucket = sn_join(prefix, "state");
     sn->blob_bucket = sn_join(prefix, "blobs");
     sn->state_stream =

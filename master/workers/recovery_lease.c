@@ -23,7 +23,6 @@ static struct {
     recovery_lease_cb cb;
     void *arg;
     uint64_t rev; /* of the record this instance wrote; 0: none */
-    bool busy;
     char holder[200];
     bool leader;
 } lease;
@@ -64,7 +63,6 @@ on_decided(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
-    lease.busy = false;
     lease.cb(lease.leader, lease.holder, lease.arg);
 }
 
@@ -108,7 +106,6 @@ recovery_lease_take(struct daemon *d, recovery_lease_cb cb, void *arg)
     lease.d = d;
     lease.cb = cb;
     lease.arg = arg;
-    lease.busy = true;
     if (d->conf->store != CONF_STORE_NATS) {
         decide(true, d->holder); /* one daemon per state directory */
         return;

@@ -37,6 +37,7 @@
 #include <event2/event.h>
 #include <nats/nats.h>
 
+#include "master/core/nats_link.h"
 #include "tests/unit/check.h"
 #include "tests/unit/nats_server.h"
 #include "tests/unit/store_wait.h"
@@ -79,10 +80,13 @@ server_stop(void)
 static struct store *
 open_store(void)
 {
+    static struct nats_link_config nl;
+
+    nl = (struct nats_link_config){ .url = url, .who = "test" };
     snprintf(prefix, sizeof prefix, "t%u", ++prefix_seq);
     struct store_config cfg = {
         .backend = "nats",
-        .nats_url = url,
+        .nats = &nl,
         .nats_prefix = prefix,
         .nats_memory = memory,
     };
@@ -393,7 +397,8 @@ static void
 test_unreachable(void)
 {
     char bad[64], err[1024] = "";
-    struct store_config cfg = { .backend = "nats", .nats_url = bad };
+    struct nats_link_config nl = { .url = bad, .who = "test" };
+    struct store_config cfg = { .backend = "nats", .nats = &nl };
 
     snprintf(bad, sizeof bad, "nats://127.0.0.1:%d", nats_server_free_port());
     CHECK(store_open(&cfg, base, err, sizeof err) == NULL);
