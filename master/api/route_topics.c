@@ -237,45 +237,54 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
     }
     /* After admission and the backlog quotas, which take nothing: a
      * refused publish spends no tokens. */
+    struct broker_event *evs = malloc(batch->n * sizeof *evs);
+    size_t accepted = 0;
     uint64_t bytes = 0;
+    if (evs == NULL) {
+        json_decref(p->ids);
+        free(p);
+        api_error(rq, 500, "internal", "out of memory");
+        return;
+    }
     for (size_t i = 0; i < batch->n; i++) {
-        size_t len;
-        events_batch_get(batch, i, &len);
-        bytes += len;
+        evs[i].event = events_batch_get(batch, i, &evs[i].len);
+        bytes += evs[i].len;
     }
     if (api_quota_refuse_backlog(rq, tenant, batch->n, bytes) ||
         api_quota_refuse_rate(rq, tenant, batch->n, bytes)) {
         json_decref(p->ids);
         free(p);
+        free(evs);
         return;
     }
-    for (size_t i = 0; i < batch->n; i++) {
-        size_t len;
-        const uint8_t *ev = events_batch_get(batch, i, &len);
-        bool last = i + 1 == batch->n;
-        if (flow_publish(rq->d->flow, tenant, topic, ev, len,
-                         last ? on_durable : NULL, last ? p : NULL) != 0) {
-            int e = errno;
-            json_t *extra = json_pack("{s:o}", "accepted", p->ids);
-            free(p);
-            if (e == ENOSPC) {
-                admit_note_refused(ADMIT_JOURNAL_FULL);
-                api_backpressure_refuse(
-                    rq, "backlog_full", extra,
-                    "the journal is full (journal_max_bytes); %zu of %zu "
-                    "events accepted",
-                    i, batch->n);
-            } else if (e == EIO) {
-                refuse_unstored(rq, e, extra);
-            } else {
-                api_error_extra(rq, 500, "internal", extra,
-                                "event %zu was not accepted: %s", i,
-                                strerror(e));
-            }
-            return;
+    for (size_t i = 0; i < batch->n; i++)
+        add_id(p->ids, evs[i].event);
+    /* on_durable runs later, from the loop, never inside the call. */
+    if (flow_publish_batch(rq->d->flow, tenant, topic, evs, batch->n,
+                           on_durable, p, &accepted) != 0) {
+        int e = errno;
+        json_t *got = json_array();
+        for (size_t i = 0; i < accepted && got; i++)
+            json_array_append(got, json_array_get(p->ids, i));
+        json_t *extra = json_pack("{s:o}", "accepted", got);
+        json_decref(p->ids);
+        free(p);
+        if (e == ENOSPC) {
+            admit_note_refused(ADMIT_JOURNAL_FULL);
+            api_backpressure_refuse(
+                rq, "backlog_full", extra,
+                "the journal is full (journal_max_bytes); %zu of %zu "
+                "events accepted",
+                accepted, batch->n);
+        } else if (e == EIO) {
+            refuse_unstored(rq, e, extra);
+        } else {
+            api_error_extra(rq, 500, "internal", extra,
+                            "event %zu was not accepted: %s", accepted,
+                            strerror(e));
         }
-        add_id(p->ids, ev);
     }
+    free(evs);
 }
 
 static void

@@ -58,6 +58,27 @@ broker_publish(struct broker *b, const char *tenant, const char *topic,
 }
 
 int
+broker_publish_batch(struct broker *b, const char *tenant, const char *topic,
+                     const struct broker_event *evs, size_t n,
+                     broker_publish_cb cb, void *arg, size_t *accepted)
+{
+    size_t i;
+
+    if (b->ops->publish_batch)
+        return b->ops->publish_batch(b, tenant, topic, evs, n, cb, arg,
+                                     accepted);
+    for (i = 0; i < n; i++) {
+        bool last = i + 1 == n;
+        if (b->ops->publish(b, tenant, topic, evs[i].event, evs[i].len,
+                            last ? cb : NULL, last ? arg : NULL, false) != 0)
+            break;
+    }
+    if (accepted)
+        *accepted = i;
+    return i == n ? 0 : -1;
+}
+
+int
 broker_publish_unhurried(struct broker *b, const char *tenant,
                          const char *topic, const uint8_t *event, size_t len)
 {

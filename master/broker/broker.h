@@ -166,6 +166,23 @@ int broker_publish(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg);
 
+/* One event of a batch: the ABI CloudEvent buffer, 8-aligned. */
+struct broker_event {
+    const uint8_t *event;
+    size_t len;
+};
+
+/* broker_publish() of n events of (tenant, topic) in their order, with one
+ * callback once they are all durable (or one failed: its errno).  Returns
+ * 0, or -1 with errno as broker_publish(), *accepted (when not NULL) then
+ * saying how many of the first events were accepted all the same (they
+ * are delivered; cb is not called).  The nats backend stores them
+ * together, several events per JetStream message (event_bundle.h). */
+int broker_publish_batch(struct broker *b, const char *tenant,
+                         const char *topic, const struct broker_event *evs,
+                         size_t n, broker_publish_cb cb, void *arg,
+                         size_t *accepted);
+
 /* broker_publish() with no callback, for a publish nobody waits for (a
  * worker's output, a dead letter, the daemon's own events): the nats
  * backend gathers its writes with others' rather than writing each at

@@ -26,6 +26,11 @@ struct broker_ops {
     int (*publish)(struct broker *b, const char *tenant, const char *topic,
                    const uint8_t *event, size_t len, broker_publish_cb cb,
                    void *arg, bool unhurried);
+    /* NULL: broker.c publishes them one by one */
+    int (*publish_batch)(struct broker *b, const char *tenant,
+                         const char *topic, const struct broker_event *evs,
+                         size_t n, broker_publish_cb cb, void *arg,
+                         size_t *accepted);
     int (*admit)(struct broker *b, const char *tenant, const char *topic,
                  size_t n, struct broker_sub **full);
     struct broker_sub *(*subscribe)(struct broker *b,

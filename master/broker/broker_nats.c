@@ -58,6 +58,7 @@
 #include "lib/errbuf.h"
 #include "lib/timestamp.h"
 #include "lib/uuid.h"
+#include "master/broker/event_bundle.h"
 #include "master/core/log.h"
 #include "master/core/nats_link.h"
 
@@ -129,8 +130,9 @@ on_message(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
 
 /* ---- dead letters from the max-deliveries advisory ------------------- */
 
-/* The stored event of stream sequence seq, decoded, checked: *tenant,
- * *topic and *event malloc'd; -1 (logged) when it cannot be had. */
+/* The stored message of stream sequence seq (an event or a bundle of
+ * them), decoded, not checked: *tenant, *topic and *event malloc'd; -1
+ * (logged) when it cannot be had. */
 static int
 stored_event(struct broker_nats *b, uint64_t seq, char **tenant, char **topic,
              uint8_t **event, size_t *len)
@@ -161,10 +163,6 @@ stored_event(struct broker_nats *b, uint64_t seq, char **tenant, char **topic,
         log_err("broker: event %" PRIu64 " of stream %s is not there any "
                 "more, or not one of this system's",
                 seq, b->stream);
-    } else if (b->verify && b->verify(*event, *len) != 0) {
-        log_err("broker: event %" PRIu64 " of stream %s fails the check", seq,
-                b->stream);
-        free(*event);
     } else if ((*tenant = strdup(t)) == NULL || (*topic = strdup(p)) == NULL) {
         free(*tenant);
         free(*event);
@@ -173,6 +171,20 @@ stored_event(struct broker_nats *b, uint64_t seq, char **tenant, char **topic,
     }
     json_decref(root);
     return rc;
+}
+
+/* One exhausted event to the hook, once it passes the check. */
+static void
+exhaust_one(struct broker_nats *b, const char *tenant, const char *topic,
+            const uint8_t *ev, size_t len, uint32_t times)
+{
+    b->st.exhausted++;
+    if (b->verify && b->verify(ev, len) != 0)
+        log_err("broker: an exhausted event of %s/%s fails the check: "
+                "dropped",
+                tenant, topic);
+    else if (b->exhausted_cb)
+        b->exhausted_cb(tenant, topic, ev, len, times, b->exhausted_arg);
 }
 
 /* JetStream stopped delivering an event to a consumer (MaxDeliver
@@ -197,12 +209,26 @@ on_advisory(struct broker_nats *b, natsMsg *m)
     log_warning("broker: event %" PRId64 " of stream %s was delivered %" PRId64
                 " times to consumer %s without being settled: dead-lettered",
                 (int64_t)seq, b->stream, (int64_t)n, consumer);
-    b->st.exhausted++;
-    if (stored_event(b, (uint64_t)seq, &tenant, &topic, &event, &len) == 0) {
-        if (b->exhausted_cb)
-            b->exhausted_cb(tenant, topic, event, len,
-                            n > 0 && n < UINT32_MAX ? (uint32_t)n : 0,
-                            b->exhausted_arg);
+    if (stored_event(b, (uint64_t)seq, &tenant, &topic, &event, &len) != 0) {
+        b->st.exhausted++; /* at least one, lost */
+    } else {
+        struct event_bundle_iter it;
+        const uint8_t *ev;
+        size_t evlen;
+        uint32_t times = n > 0 && n < UINT32_MAX ? (uint32_t)n : 0;
+
+        if (!event_bundle_is(event, len)) {
+            exhaust_one(b, tenant, topic, event, len, times);
+        } else if (event_bundle_count(event, len) < 1) {
+            log_err("broker: message %" PRId64 " of stream %s is no "
+                    "well-formed bundle of events",
+                    (int64_t)seq, b->stream);
+        } else {
+            /* each event of a bundle was delivered as often */
+            event_bundle_iter_init(&it, event, len);
+            while (event_bundle_next(&it, &ev, &evlen))
+                exhaust_one(b, tenant, topic, ev, evlen, times);
+        }
         free(tenant);
         free(topic);
         free(event);
@@ -415,7 +441,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     b->health.remote = true;
     b->connected = true;
     b->pub_head_seq = 1;
-    b->opened_s = (int64_t)time(NULL);
+    b->opened_ms = timestamp_now_ms();
     LIST_INIT(&b->subs);
     TAILQ_INIT(&b->out);
     STAILQ_INIT(&b->held);
@@ -517,17 +543,22 @@ bn_admit(struct broker *bb, const char *tenant, const char *topic, size_t n,
     return 0;
 }
 
-/* The unix time of an RFC 3339 timestamp ("2026-11-29T02:52:46.66Z"),
- * to the second; 0 when unreadable. */
+/* The unix time in ms of an RFC 3339 timestamp in UTC
+ * ("2026-11-29T02:52:46.66Z"); 0 when unreadable. */
 static int64_t
-rfc3339_s(const char *t)
+rfc3339_ms(const char *t)
 {
     struct tm tm;
+    const char *p;
+    int64_t ms = 0, scale = 100;
 
     memset(&tm, 0, sizeof tm);
-    if (t == NULL || strptime(t, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+    if (t == NULL || (p = strptime(t, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
         return 0;
-    return (int64_t)timegm(&tm);
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            ms += (*p - '0') * scale;
+    return (int64_t)timegm(&tm) * 1000 + ms;
 }
 
 /* One page of the stream's consumers: deletes those of this system
@@ -567,7 +598,7 @@ purge_page(struct broker_nats *b, int offset, broker_known_cb known, void *arg,
 
         if (name == NULL || desc == NULL ||
             strncmp(desc, "workmanager ", 12) != 0 ||
-            rfc3339_s(created) >= b->opened_s)
+            rfc3339_ms(created) >= b->opened_ms)
             continue;
         snprintf(what, sizeof what, "%s", desc + 12);
         tenant = what;
@@ -681,6 +712,7 @@ static const struct broker_ops broker_nats_ops = {
     .name = "nats",
     .close = bn_close,
     .publish = bn_publish,
+    .publish_batch = bn_publish_batch,
     .admit = bn_admit,
     .subscribe = bn_subscribe,
     .set_mode = bn_set_mode,

@@ -28,8 +28,10 @@
  *              pull request req of subscription sub, c.<sub> the answer
  *              to its consumer's creation, x anything else.
  *
- * Events are stored as the ABI CloudEvent buffer (ipc/cloudevent),
- * checked once by broker_config.verify when read back.
+ * Events are stored as the ABI CloudEvent buffer (ipc/cloudevent), one
+ * per message, or a published batch's as bundles (event_bundle.h), as
+ * many per message as max_payload allows, checked once by
+ * broker_config.verify when read back.
  *
  * Threads.  libnats calls the message handlers on its own threads; they
  * only append the message to a queue under mu and wake the loop through an
@@ -72,14 +74,32 @@ enum bn_where {
 
 struct bn_sub;
 
+/* What a pulled message becomes once every event of it is settled. */
+enum bn_fate {
+    BN_FATE_ACK,  /* "+ACK", after the publishes made before it */
+    BN_FATE_NAK,  /* "-NAK" with nak_delay_ms: delivered again */
+    BN_FATE_TERM, /* "+TERM": never again (fails the check) */
+};
+
+/* A pulled message: one event, or a bundle of several (event_bundle.h),
+ * shared by the deliveries of its events and settled with JetStream once
+ * the last of them is (a bundle's events are nacked and released here). */
+struct bn_msg {
+    natsMsg *m;    /* its reply subject acknowledges it */
+    uint8_t *buf;  /* its events, copied aligned */
+    uint32_t n;    /* events: 1 for a single one */
+    uint32_t left; /* deliveries not yet settled */
+    enum bn_fate fate;
+    uint32_t nak_delay_ms;
+    int64_t touched_ms; /* received, or last told in progress */
+    uint64_t pub_mark;  /* the broker's last publish when it was received */
+};
+
 struct bn_dl {
     struct broker_delivery pub; /* first: broker.c hands it back */
     struct bn_sub *s;
-    natsMsg *m;  /* its reply subject acknowledges it */
-    uint8_t *ev; /* the event, copied aligned */
+    struct bn_msg *msg;
     enum bn_where where;
-    int64_t touched_ms; /* received, or last told in progress */
-    uint64_t pub_mark;  /* the broker's last publish when it was received */
     struct event *timer;
     TAILQ_ENTRY(bn_dl) link; /* s->waiting, or b->out (out, delayed) */
 };
@@ -111,8 +131,9 @@ struct bn_sub {
     int64_t create_after_ms;
     uint32_t req; /* the current pull request, 0: none */
     uint32_t req_next;
-    unsigned hold; /* a loop works on it: not freed */
-    uint32_t req_left;
+    unsigned hold;     /* a loop works on it: not freed */
+    uint32_t req_left; /* messages */
+    uint32_t per_msg;  /* events per message received, smoothed (x16) */
     int64_t req_sent_ms;
     struct bn_dl_list waiting;
     size_t nwaiting, nout, ndelayed;
@@ -147,7 +168,7 @@ struct broker_nats {
     natsSubscription *inbox, *live_all, *advisories;
     char *url, *prefix, *stream, *inbox_prefix; /* "_WM.P.<instance>." */
     uint32_t ack_wait_ms;
-    int64_t opened_s; /* unix time of the open (broker_recovered()) */
+    int64_t opened_ms; /* unix time of the open, ms (broker_recovered()) */
     int max_deliver;
     int (*verify)(const uint8_t *event, size_t len);
 
@@ -184,6 +205,7 @@ struct broker_nats {
     struct bn_held_list held;
 
     bool connected;
+    bool closing; /* bn_sub_free_all(): nothing is settled any more */
     struct broker_health health;
     broker_storage_cb storage_cb;
     void *storage_arg;
@@ -204,6 +226,10 @@ int bn_live_need(struct broker_nats *b, bool need);
 int bn_publish(struct broker *bb, const char *tenant, const char *topic,
                const uint8_t *event, size_t len, broker_publish_cb cb,
                void *arg, bool unhurried);
+/* Several events in one message per chunk of max_payload (a bundle). */
+int bn_publish_batch(struct broker *bb, const char *tenant, const char *topic,
+                     const struct broker_event *evs, size_t n,
+                     broker_publish_cb cb, void *arg, size_t *accepted);
 /* The answer to publish seq (its PubAck, or an error status). */
 void bn_puback(struct broker_nats *b, uint64_t seq, natsMsg *m);
 /* Fails the publishes unanswered for BN_PUBACK_MS (the tick), or every

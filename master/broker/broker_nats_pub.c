@@ -20,6 +20,13 @@
  * that JetStream drops by its Nats-Msg-Id (tenant/topic/hash of the
  * source/the event's id).
  *
+ * Batches.  broker_publish_batch() stores its events as bundles
+ * (event_bundle.h), as many per message as the server's max_payload
+ * takes, numbered in the ring like single publishes, the callback on the
+ * last: nats-server's cost is per message, so a batch of 100 costs it
+ * about what one event does.  A bundle's Nats-Msg-Id hashes the sources
+ * and ids of its events: the same batch retried is stored once.
+ *
  * Settlements after outputs.  The message flow publishes a job's outputs
  * (or its dead letter) and then acknowledges its input, counting on the
  * outputs being stored first (the embedded journal writes in order).
@@ -39,6 +46,7 @@
 
 #include "ipc/cloudevent.h"
 #include "lib/timestamp.h"
+#include "master/broker/event_bundle.h"
 #include "master/core/log.h"
 
 /* ---- names ----------------------------------------------------------- */
@@ -224,32 +232,23 @@ pub_pop(struct broker_nats *b)
     held_flush(b);
 }
 
-int
-bn_publish(struct broker *bb, const char *tenant, const char *topic,
-           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg,
-           bool unhurried)
+/* Sends data to subj with the dedup id, numbered in the ring; -1 with
+ * errno when it cannot be sent (nothing numbered). */
+static int
+pub_send(struct broker_nats *b, const char *subj, const void *data, size_t len,
+         const char *id, broker_publish_cb cb, void *arg, bool unhurried)
 {
-    struct broker_nats *b = (struct broker_nats *)bb;
-    char subj[1400], reply[128], id[512];
+    char reply[128];
     natsMsg *m = NULL;
     natsStatus s;
 
-    if (!bn_connected(b)) {
-        errno = EIO;
-        return -1;
-    }
-    if (bn_subject(b, tenant, topic, subj, sizeof subj) != 0) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
     if (b->pub_n == b->pub_cap && pub_grow(b) != 0) {
         errno = ENOMEM;
         return -1;
     }
     uint64_t seq = b->pub_issued + 1;
     snprintf(reply, sizeof reply, "%sp.%" PRIu64, b->inbox_prefix, seq);
-    msg_id(tenant, topic, event, id, sizeof id);
-    s = natsMsg_Create(&m, subj, reply, (const char *)event, (int)len);
+    s = natsMsg_Create(&m, subj, reply, data, (int)len);
     if (s == NATS_OK)
         s = natsMsgHeader_Set(m, "Nats-Msg-Id", id);
     /* Nobody waits for an unhurried publish (an output, a dead letter):
@@ -270,7 +269,128 @@ bn_publish(struct broker *bb, const char *tenant, const char *topic,
         .sent_ms = timestamp_mono_ms(),
         .unhurried = unhurried,
     };
+    return 0;
+}
+
+/* The subject of (tenant, topic) in subj, when the connection is up; -1
+ * with errno else. */
+static int
+pub_subject(struct broker_nats *b, const char *tenant, const char *topic,
+            char *subj, size_t size)
+{
+    if (!bn_connected(b)) {
+        errno = EIO;
+        return -1;
+    }
+    if (bn_subject(b, tenant, topic, subj, size) != 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+int
+bn_publish(struct broker *bb, const char *tenant, const char *topic,
+           const uint8_t *event, size_t len, broker_publish_cb cb, void *arg,
+           bool unhurried)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+    char subj[1400], id[512];
+
+    if (pub_subject(b, tenant, topic, subj, sizeof subj) != 0)
+        return -1;
+    msg_id(tenant, topic, event, id, sizeof id);
+    if (pub_send(b, subj, event, len, id, cb, arg, unhurried) != 0)
+        return -1;
     b->st.published++;
+    return 0;
+}
+
+/* The events of a bundle that fit in one message of at most max bytes
+ * from evs[0] (at least one), their bundle's size in *size. */
+static size_t
+chunk_of(const struct broker_event *evs, size_t n, size_t max, size_t *size)
+{
+    size_t k = 0, at = EVENT_BUNDLE_HEAD;
+
+    while (k < n && (k == 0 || at + event_bundle_record(evs[k].len) <= max))
+        at += event_bundle_record(evs[k++].len);
+    *size = at;
+    return k;
+}
+
+/* A bundle's Nats-Msg-Id: tenant/topic/b<hash of its events' sources and
+ * ids>.<count>, the same for the same events again (a client's retry). */
+static void
+bundle_id(const char *tenant, const char *topic, const struct broker_event *evs,
+          size_t n, char *buf, size_t size)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < n; i++) {
+        struct ipc_cloudevent ce;
+        ipc_cloudevent_decode_trusted(evs[i].event, &ce);
+        const struct ipc_str parts[2] = { ce.source, ce.id };
+        for (int p = 0; p < 2; p++) {
+            for (size_t j = 0; j < parts[p].len; j++) {
+                h ^= (uint8_t)parts[p].ptr[j];
+                h *= 0x100000001b3ull;
+            }
+            h ^= '\n';
+            h *= 0x100000001b3ull;
+        }
+    }
+    snprintf(buf, size, "%s/%s/b%016" PRIx64 ".%zu", tenant, topic, h, n);
+}
+
+int
+bn_publish_batch(struct broker *bb, const char *tenant, const char *topic,
+                 const struct broker_event *evs, size_t n, broker_publish_cb cb,
+                 void *arg, size_t *accepted)
+{
+    struct broker_nats *b = (struct broker_nats *)bb;
+    char subj[1400], id[512];
+    size_t done = 0;
+
+    if (accepted)
+        *accepted = 0;
+    if (n == 1) {
+        if (bn_publish(bb, tenant, topic, evs[0].event, evs[0].len, cb, arg,
+                       false) != 0)
+            return -1;
+        if (accepted)
+            *accepted = 1;
+        return 0;
+    }
+    if (pub_subject(b, tenant, topic, subj, sizeof subj) != 0)
+        return -1;
+    /* Room for the headers under the server's max_payload. */
+    int64_t mp = natsConnection_GetMaxPayload(b->nc);
+    size_t max = mp > 4096 ? (size_t)mp - 1024 : 3072;
+    while (done < n) {
+        size_t size, k = chunk_of(evs + done, n - done, max, &size);
+        uint8_t *buf = malloc(size);
+        if (buf == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        event_bundle_begin(buf, (uint32_t)k);
+        size_t at = EVENT_BUNDLE_HEAD;
+        for (size_t i = 0; i < k; i++)
+            at = event_bundle_put(buf, at, evs[done + i].event,
+                                  evs[done + i].len);
+        bundle_id(tenant, topic, evs + done, k, id, sizeof id);
+        bool last = done + k == n;
+        int rc = pub_send(b, subj, buf, size, id, last ? cb : NULL,
+                          last ? arg : NULL, false);
+        free(buf);
+        if (rc != 0)
+            return -1;
+        done += k;
+        b->st.published += k;
+        if (accepted)
+            *accepted = done;
+    }
     return 0;
 }
 

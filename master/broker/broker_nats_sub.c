@@ -11,10 +11,18 @@
  * JetStream API request answered in the inbox; until then nothing is
  * pulled.
  *
- * Pulls.  One pull request at a time per subscription, for as many events
- * as it has room for (max_inflight less what it holds); a new one goes out
- * when the last is over (filled, or expired at the server after
- * BN_PULL_EXPIRES_MS) and half the room is free, or nothing is held.
+ * Messages.  A pulled message holds one event, or a published batch's
+ * bundle of several (event_bundle.h); its events become deliveries of
+ * their own sharing it (struct bn_msg), and it is settled with JetStream
+ * once the last of them is.
+ *
+ * Pulls.  One pull request at a time per subscription, for as many
+ * messages as its room (max_inflight less the events it holds) takes at
+ * the events per message seen so far; a new one goes out when the last is
+ * over (filled, or expired at the server after BN_PULL_EXPIRES_MS) and
+ * half the room is free, or nothing is held.  Messages for a subscription
+ * that ended (a pull of it still open at the server) go to the one of the
+ * same name subscribed since, if any: they are its consumer's.
  * Received events wait in the subscription while it is paused and are
  * handed on (the deliver callback) while it is active, from a deferred
  * event, never inside the call that made room.
@@ -22,9 +30,14 @@
  * Settlement: ack (broker_nats_pub.c: after the publishes made before
  * it), nack ("-NAK" with its delay: JetStream delivers it again, counting
  * one more), release (held here, told in progress, then handed on again
- * with the same count), term for an event that fails the check.  A
- * delivery held longer than a third of AckWait is told in progress
- * ("+WPI") so that a slow handler does not get its event delivered twice.
+ * with the same count), term for a message none of whose events passes
+ * the check.  An event of a bundle is nacked here (held, then handed on
+ * again counting one more): the bundle is acked once all its events are
+ * settled, and given back whole ("-NAK") when this instance lets one of
+ * them go (its subscription ended with keep): its settled events are then
+ * delivered again, duplicates bounded by one bundle.  A message held
+ * longer than a third of AckWait is told in progress ("+WPI") so that a
+ * slow handler does not get its events delivered twice.
  *
  * Live subscriptions (SSE) share one core subscription of every event
  * subject while any exists; they see events published on any instance.
@@ -42,6 +55,7 @@
 #include <event2/event.h>
 
 #include "lib/timestamp.h"
+#include "master/broker/event_bundle.h"
 #include "master/core/log.h"
 
 /* The most events a consumer lets out unacknowledged, all instances
@@ -191,22 +205,66 @@ sub_maybe_free(struct bn_sub *s)
 }
 
 static void
+msg_reply(struct broker_nats *b, struct bn_msg *g, const char *what)
+{
+    const char *reply = natsMsg_GetReply(g->m);
+
+    if (reply != NULL)
+        natsConnection_PublishString(b->bulk, reply, what);
+}
+
+/* One delivery of g is over: the last settles g with JetStream (its fate)
+ * unless its consumer is deleted or the broker closes (then it is
+ * delivered again after AckWait, to whoever binds the consumer). */
+static void
+msg_unref(struct bn_sub *s, struct bn_msg *g)
+{
+    struct broker_nats *b = s->b;
+    const char *reply = natsMsg_GetReply(g->m);
+    char what[64];
+
+    if (--g->left > 0)
+        return;
+    if (reply != NULL && !(s->gone && !s->keep) && !b->closing) {
+        switch (g->fate) {
+        case BN_FATE_ACK:
+            bn_settle_ack(b, reply, g->pub_mark);
+            break;
+        case BN_FATE_NAK:
+            if (g->nak_delay_ms > 0)
+                snprintf(what, sizeof what, "-NAK {\"delay\":%" PRIu64 "}",
+                         (uint64_t)g->nak_delay_ms * 1000000);
+            else
+                snprintf(what, sizeof what, "-NAK");
+            msg_reply(b, g, what);
+            break;
+        case BN_FATE_TERM:
+            msg_reply(b, g, "+TERM");
+            break;
+        }
+    }
+    natsMsg_Destroy(g->m);
+    free(g->buf);
+    free(g);
+}
+
+/* Goes back to JetStream, delivered again (to any instance): the whole
+ * message, once its other deliveries are over too. */
+static void
+msg_back(struct bn_msg *g, uint32_t delay_ms)
+{
+    if (g->fate == BN_FATE_ACK || g->nak_delay_ms < delay_ms)
+        g->nak_delay_ms = delay_ms;
+    g->fate = BN_FATE_NAK;
+}
+
+static void
 dl_free(struct bn_dl *dl)
 {
     if (dl->timer)
         event_free(dl->timer);
-    natsMsg_Destroy(dl->m);
-    free(dl->ev);
+    msg_unref(dl->s, dl->msg);
     free(dl);
-}
-
-static void
-dl_reply(struct broker_nats *b, struct bn_dl *dl, const char *what)
-{
-    const char *reply = natsMsg_GetReply(dl->m);
-
-    if (reply != NULL)
-        natsConnection_PublishString(b->bulk, reply, what);
 }
 
 static void
@@ -276,14 +334,19 @@ pull(struct bn_sub *s)
     size_t room = s->max_inflight - held;
     if (held > 0 && room < (s->max_inflight + 1) / 2)
         return;
+    /* Messages, as many as the room holds at the events per message seen
+     * so far (a bundle carries many). */
+    size_t msgs = room * 16 / (s->per_msg > 16 ? s->per_msg : 16);
+    if (msgs == 0)
+        msgs = 1;
     s->req = ++s->req_next ? s->req_next : ++s->req_next;
-    s->req_left = (uint32_t)room;
+    s->req_left = (uint32_t)msgs;
     s->req_sent_ms = timestamp_mono_ms();
     snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", b->stream,
              s->consumer);
     snprintf(reply, sizeof reply, "%sd.%" PRIu32 ".%" PRIu32, b->inbox_prefix,
              s->id, s->req);
-    snprintf(body, sizeof body, "{\"batch\":%zu,\"expires\":%" PRIu64 "}", room,
+    snprintf(body, sizeof body, "{\"batch\":%zu,\"expires\":%" PRIu64 "}", msgs,
              (uint64_t)BN_PULL_EXPIRES_MS * 1000000);
     log_debug("broker: pull %s %s", reply, body);
     api_request(b, subj, reply, body);
@@ -369,6 +432,7 @@ bn_subscribe(struct broker *bb, const struct broker_sub_spec *spec)
     s->name = strdup(spec->name ? spec->name : "");
     s->mode = BROKER_SUB_ACTIVE;
     s->max_inflight = spec->max_inflight ? spec->max_inflight : 1;
+    s->per_msg = 16;
     TAILQ_INIT(&s->waiting);
     if (s->tenant == NULL || s->topic == NULL || s->name == NULL)
         goto fail;
@@ -447,8 +511,7 @@ bn_unsubscribe(struct broker_sub *ss, bool keep)
     while ((dl = TAILQ_FIRST(&s->waiting)) != NULL) {
         TAILQ_REMOVE(&s->waiting, dl, link);
         s->nwaiting--;
-        if (keep)
-            dl_reply(b, dl, "-NAK");
+        msg_back(dl->msg, 0);
         dl_free(dl);
     }
     if (!keep) {
@@ -484,28 +547,9 @@ bn_ack(struct broker_delivery *d)
 {
     struct bn_dl *dl = (struct bn_dl *)d;
     struct bn_sub *s = dl->s;
-    const char *reply = natsMsg_GetReply(dl->m);
 
-    if (reply != NULL && !(s->gone && !s->keep)) {
-        bn_settle_ack(s->b, reply, dl->pub_mark);
+    if (!(s->gone && !s->keep))
         s->b->st.acked++;
-    }
-    settled(dl);
-}
-
-void
-bn_nack(struct broker_delivery *d, uint32_t delay_ms)
-{
-    struct bn_dl *dl = (struct bn_dl *)d;
-    struct bn_sub *s = dl->s;
-    char what[64];
-
-    if (!(s->gone && !s->keep)) {
-        snprintf(what, sizeof what, "-NAK {\"delay\":%" PRIu64 "}",
-                 (uint64_t)delay_ms * 1000000);
-        dl_reply(s->b, dl, what);
-        s->b->st.nacked++;
-    }
     settled(dl);
 }
 
@@ -520,8 +564,7 @@ on_released(evutil_socket_t fd, short what, void *arg)
     s->ndelayed--;
     TAILQ_REMOVE(&s->b->out, dl, link);
     if (s->gone) {
-        if (s->keep)
-            dl_reply(s->b, dl, "-NAK");
+        msg_back(dl->msg, 0);
         dl_free(dl);
         sub_maybe_free(s);
         return;
@@ -532,23 +575,18 @@ on_released(evutil_socket_t fd, short what, void *arg)
     kick(s->b);
 }
 
-void
-bn_release(struct broker_delivery *d, uint32_t delay_ms)
+/* Delivers dl again from here after delay_ms (its message stays in
+ * progress with JetStream meanwhile), or gives its message back. */
+static void
+hold_for(struct bn_dl *dl, uint32_t delay_ms)
 {
-    struct bn_dl *dl = (struct bn_dl *)d;
     struct bn_sub *s = dl->s;
     struct timeval tv = { delay_ms / 1000, (delay_ms % 1000) * 1000 };
 
-    if (s->gone) {
-        if (s->keep)
-            dl_reply(s->b, dl, "-NAK");
-        settled(dl);
-        return;
-    }
-    if (dl->timer == NULL)
+    if (!s->gone && dl->timer == NULL)
         dl->timer = evtimer_new(s->b->base, on_released, dl);
-    if (dl->timer == NULL) {
-        dl_reply(s->b, dl, "-NAK");
+    if (s->gone || dl->timer == NULL) {
+        msg_back(dl->msg, delay_ms);
         settled(dl);
         return;
     }
@@ -556,6 +594,33 @@ bn_release(struct broker_delivery *d, uint32_t delay_ms)
     dl->where = BN_DELAYED;
     s->ndelayed++;
     evtimer_add(dl->timer, &tv);
+}
+
+void
+bn_nack(struct broker_delivery *d, uint32_t delay_ms)
+{
+    struct bn_dl *dl = (struct bn_dl *)d;
+    struct bn_sub *s = dl->s;
+
+    if (!(s->gone && !s->keep))
+        s->b->st.nacked++;
+    if (dl->msg->n == 1) {
+        /* JetStream delivers it again, counting one more. */
+        msg_back(dl->msg, delay_ms);
+        settled(dl);
+        return;
+    }
+    /* One event of a bundle: delivered again from here, counted here
+     * (the bundle goes back whole only if this instance lets it go). */
+    if (dl->pub.count < UINT32_MAX)
+        dl->pub.count++;
+    hold_for(dl, delay_ms);
+}
+
+void
+bn_release(struct broker_delivery *d, uint32_t delay_ms)
+{
+    hold_for((struct bn_dl *)d, delay_ms);
 }
 
 size_t
@@ -574,29 +639,72 @@ bn_sub_name(const struct broker_sub *ss)
 
 /* ---- messages --------------------------------------------------------- */
 
-/* m's event, checked and copied aligned; NULL when it fails the check. */
-static uint8_t *
-event_copy(struct broker_nats *b, natsMsg *m, size_t *len)
+/* The events of a message, copied aligned: one, or a bundle's. */
+struct bn_events {
+    uint8_t *buf;
+    size_t len;
+    long n; /* events in it (before the check of each) */
+    struct event_bundle_iter it;
+    bool single_done;
+};
+
+/* Copies m's data; -1 (logged) when it is empty or a malformed bundle. */
+static int
+events_open(natsMsg *m, struct bn_events *e)
 {
     int n = natsMsg_GetDataLength(m);
-    uint8_t *ev;
 
-    if (n <= 0 || (ev = malloc((size_t)n)) == NULL)
-        return NULL;
-    memcpy(ev, natsMsg_GetData(m), (size_t)n);
-    if (b->verify && b->verify(ev, (size_t)n) != 0) {
-        free(ev);
-        return NULL;
+    memset(e, 0, sizeof *e);
+    if (n <= 0 || (e->buf = malloc((size_t)n)) == NULL)
+        return -1;
+    e->len = (size_t)n;
+    memcpy(e->buf, natsMsg_GetData(m), e->len);
+    if (!event_bundle_is(e->buf, e->len)) {
+        e->n = 1;
+        return 0;
     }
-    *len = (size_t)n;
-    return ev;
+    if ((e->n = event_bundle_count(e->buf, e->len)) < 1) {
+        log_err("broker: a message of %s from NATS holds no well-formed "
+                "bundle of events",
+                natsMsg_GetSubject(m));
+        free(e->buf);
+        e->buf = NULL;
+        return -1;
+    }
+    event_bundle_iter_init(&e->it, e->buf, e->len);
+    return 0;
+}
+
+/* The next event that passes the check (the others are logged). */
+static bool
+events_next(struct broker_nats *b, struct bn_events *e, const char *subject,
+            const uint8_t **ev, size_t *len)
+{
+    for (;;) {
+        if (e->n == 1 && !event_bundle_is(e->buf, e->len)) {
+            if (e->single_done)
+                return false;
+            e->single_done = true;
+            *ev = e->buf;
+            *len = e->len;
+        } else if (!event_bundle_next(&e->it, ev, len)) {
+            return false;
+        }
+        if (b->verify == NULL || b->verify(*ev, *len) == 0)
+            return true;
+        log_err("broker: an event of %s from NATS fails the check: dropped",
+                subject);
+    }
 }
 
 static void
 on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
 {
     const char *status = NULL;
-    struct bn_dl *dl;
+    struct bn_events e;
+    struct bn_msg *g;
+    const uint8_t *ev;
+    size_t len;
 
     if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status) {
         /* 404 no messages, 408 expired, 409 too many waiting...: the
@@ -618,34 +726,48 @@ on_pulled(struct broker_nats *b, struct bn_sub *s, uint32_t req, natsMsg *m)
      * current one. */
     if (s->req != 0 && s->req_left > 0 && --s->req_left == 0)
         s->req = 0;
-    dl = calloc(1, sizeof *dl);
-    if (dl == NULL) {
+    if ((g = calloc(1, sizeof *g)) == NULL) {
         natsMsg_Destroy(m); /* delivered again after AckWait */
         return;
     }
-    dl->s = s;
-    dl->m = m;
-    dl->ev = event_copy(b, m, &dl->pub.len);
-    if (dl->ev == NULL) {
-        log_err("broker: an event of %s/%s from NATS fails the check: "
-                "dropped (+TERM)",
-                s->tenant, s->topic);
-        dl_reply(b, dl, "+TERM");
-        dl_free(dl);
-        return;
+    g->m = m;
+    g->touched_ms = timestamp_mono_ms();
+    g->pub_mark = b->pub_issued;
+    if (events_open(m, &e) == 0) {
+        g->buf = e.buf;
+        g->n = (uint32_t)e.n;
+        s->per_msg = (s->per_msg * 3 + g->n * 16) / 4;
     }
-    dl->pub.broker = &b->head;
-    dl->pub.sub = &s->head;
-    dl->pub.event = dl->ev;
-    dl->pub.tenant = s->tenant;
-    dl->pub.topic = s->topic;
-    dl->pub.count = ack_count(natsMsg_GetReply(m));
-    dl->pub.id = ++b->next_delivery_id;
-    dl->touched_ms = timestamp_mono_ms();
-    dl->pub_mark = b->pub_issued;
-    dl->where = BN_WAITING;
-    TAILQ_INSERT_TAIL(&s->waiting, dl, link);
-    s->nwaiting++;
+    g->left = 1; /* held while its deliveries are made */
+    uint32_t count = ack_count(natsMsg_GetReply(m));
+    while (g->buf && events_next(b, &e, natsMsg_GetSubject(m), &ev, &len)) {
+        struct bn_dl *dl = calloc(1, sizeof *dl);
+        if (dl == NULL) {
+            msg_back(g, BN_RETRY_MS);
+            break;
+        }
+        dl->s = s;
+        dl->msg = g;
+        g->left++;
+        dl->pub.broker = &b->head;
+        dl->pub.sub = &s->head;
+        dl->pub.event = ev;
+        dl->pub.len = len;
+        dl->pub.tenant = s->tenant;
+        dl->pub.topic = s->topic;
+        dl->pub.count = count;
+        dl->pub.id = ++b->next_delivery_id;
+        dl->where = BN_WAITING;
+        TAILQ_INSERT_TAIL(&s->waiting, dl, link);
+        s->nwaiting++;
+    }
+    if (g->left == 1 && g->fate == BN_FATE_ACK) {
+        log_err("broker: a message of %s/%s from NATS has no event that "
+                "passes the check: dropped (+TERM)",
+                s->tenant, s->topic);
+        g->fate = BN_FATE_TERM;
+    }
+    msg_unref(s, g);
     deliver_some(s);
 }
 
@@ -654,33 +776,36 @@ on_live(struct broker_nats *b, natsMsg *m)
 {
     char tenant[256], topic[1024];
     struct broker_delivery d;
-    uint8_t *ev = NULL;
+    struct bn_events e = { 0 };
+    const uint8_t *ev;
     struct bn_sub *s;
-    size_t len = 0;
+    size_t len;
 
     if (bn_subject_parse(b, natsMsg_GetSubject(m), tenant, sizeof tenant, topic,
-                         sizeof topic) != 0)
+                         sizeof topic) != 0 ||
+        events_open(m, &e) != 0)
         goto out;
-    LIST_FOREACH (s, &b->subs, link) {
-        if (!s->live || s->gone ||
-            (strcmp(s->tenant, "*") != 0 && strcmp(s->tenant, tenant) != 0) ||
-            (strcmp(s->topic, "*") != 0 && strcmp(s->topic, topic) != 0))
-            continue;
-        if (ev == NULL && (ev = event_copy(b, m, &len)) == NULL)
-            goto out;
-        memset(&d, 0, sizeof d);
-        d.broker = &b->head;
-        d.sub = &s->head;
-        d.event = ev;
-        d.len = len;
-        d.tenant = tenant;
-        d.topic = topic;
-        d.count = 1;
-        d.id = ++b->next_delivery_id;
-        s->spec.deliver(&d, s->spec.arg);
+    while (events_next(b, &e, natsMsg_GetSubject(m), &ev, &len)) {
+        LIST_FOREACH (s, &b->subs, link) {
+            if (!s->live || s->gone ||
+                (strcmp(s->tenant, "*") != 0 &&
+                 strcmp(s->tenant, tenant) != 0) ||
+                (strcmp(s->topic, "*") != 0 && strcmp(s->topic, topic) != 0))
+                continue;
+            memset(&d, 0, sizeof d);
+            d.broker = &b->head;
+            d.sub = &s->head;
+            d.event = ev;
+            d.len = len;
+            d.tenant = tenant;
+            d.topic = topic;
+            d.count = 1;
+            d.id = ++b->next_delivery_id;
+            s->spec.deliver(&d, s->spec.arg);
+        }
     }
 out:
-    free(ev);
+    free(e.buf);
     natsMsg_Destroy(m);
 }
 
@@ -703,10 +828,15 @@ sub_of_ack(struct broker_nats *b, const char *reply)
     size_t len = strcspn(c, ".");
     if (b->cons_cap == 0)
         return NULL;
+    /* the one subscribed now, else one that was */
+    struct bn_sub *was = NULL;
     for (s = b->by_consumer[cons_slot(b, c, len)]; s != NULL; s = s->cnext)
-        if (strncmp(s->consumer, c, len) == 0 && s->consumer[len] == '\0')
-            return s;
-    return NULL;
+        if (strncmp(s->consumer, c, len) == 0 && s->consumer[len] == '\0') {
+            if (!s->gone)
+                return s;
+            was = was ? was : s;
+        }
+    return was;
 }
 
 void
@@ -745,9 +875,11 @@ bn_sub_message(struct broker_nats *b, natsMsg *m)
 static void
 keep_in_progress(struct broker_nats *b, struct bn_dl *dl, int64_t now)
 {
-    if (now - dl->touched_ms >= (int64_t)b->ack_wait_ms / 3) {
-        dl_reply(b, dl, "+WPI");
-        dl->touched_ms = now;
+    struct bn_msg *g = dl->msg;
+
+    if (now - g->touched_ms >= (int64_t)b->ack_wait_ms / 3) {
+        msg_reply(b, g, "+WPI");
+        g->touched_ms = now;
     }
 }
 
@@ -798,16 +930,17 @@ bn_sub_free_all(struct broker_nats *b)
     struct bn_sub *s;
     struct bn_dl *dl;
 
+    b->closing = true; /* nothing settled: delivered again after AckWait */
     while ((dl = TAILQ_FIRST(&b->out)) != NULL) {
         TAILQ_REMOVE(&b->out, dl, link);
         dl_free(dl);
     }
     while ((s = LIST_FIRST(&b->subs)) != NULL) {
-        LIST_REMOVE(s, link);
         while ((dl = TAILQ_FIRST(&s->waiting)) != NULL) {
             TAILQ_REMOVE(&s->waiting, dl, link);
             dl_free(dl);
         }
+        LIST_REMOVE(s, link);
         free(s->tenant);
         free(s->topic);
         free(s->name);

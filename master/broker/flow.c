@@ -711,6 +711,23 @@ flow_publish(struct flow *dp, const char *tenant, const char *topic,
 }
 
 int
+flow_publish_batch(struct flow *dp, const char *tenant, const char *topic,
+                   const struct broker_event *evs, size_t n,
+                   broker_publish_cb cb, void *arg, size_t *accepted)
+{
+    size_t ok = 0;
+    int rc = broker_publish_batch(dp->d->broker, tenant, topic, evs, n, cb, arg,
+                                  &ok);
+    struct tenant_meter *m = tenant_meter_get(tenant);
+
+    if (m)
+        m->events_in += ok;
+    if (accepted)
+        *accepted = ok;
+    return rc;
+}
+
+int
 flow_invoke(struct flow *dp, struct worker *w, const uint8_t *event, size_t len,
             flow_invoke_cb cb, void *arg)
 {

@@ -91,6 +91,11 @@ int flow_publish(struct flow *dp, const char *tenant, const char *topic,
                  const uint8_t *event, size_t len, broker_publish_cb cb,
                  void *arg);
 
+/* Publishes a batch from the API: see broker_publish_batch(). */
+int flow_publish_batch(struct flow *dp, const char *tenant, const char *topic,
+                       const struct broker_event *evs, size_t n,
+                       broker_publish_cb cb, void *arg, size_t *accepted);
+
 /* Invoke: processes one event (an ABI CloudEvent buffer, 8-aligned, built
  * or verified by the caller: see Trust above) on w, stamped with w's
  * config, under its group lock, outside the broker; cb gets the Result.

@@ -428,6 +428,332 @@ test_outage(void)
     broker_close(b);
 }
 
+/* ---- batches: several events per message (event_bundle.h) --------------- */
+
+/* A batch's events, e<first>..e<first + n - 1>, data of `fill` bytes. */
+struct batch {
+    struct ipc_fb_builder eb[300];
+    struct broker_event evs[300];
+    size_t n;
+};
+
+static void
+batch_make(struct batch *bt, size_t n, size_t fill)
+{
+    static char data[70000];
+    struct ipc_cloudevent ce;
+    char id[32];
+
+    memset(data, 'd', sizeof data);
+    bt->n = n;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "e%zu", i);
+        memset(&ce, 0, sizeof ce);
+        ce.id = ipc_str_c(id);
+        ce.type = ipc_str_c("t");
+        ce.source = ipc_str_c("/test");
+        ce.specversion = ipc_str_c("1.0");
+        ce.data.ptr = (const uint8_t *)data;
+        ce.data.len = (uint32_t)(fill < sizeof data ? fill : sizeof data);
+        ipc_fb_builder_init(&bt->eb[i]);
+        if (ipc_cloudevent_encode(&bt->eb[i], &ce) != 0)
+            abort();
+        bt->evs[i].event = bt->eb[i].buf;
+        bt->evs[i].len = bt->eb[i].len;
+    }
+}
+
+static void
+batch_free(struct batch *bt)
+{
+    for (size_t i = 0; i < bt->n; i++)
+        ipc_fb_builder_free(&bt->eb[i]);
+}
+
+static int
+batch_publish_wait(struct broker *b, const char *topic, struct batch *bt)
+{
+    struct published p = { 0, 0 };
+    size_t accepted = 0;
+
+    if (broker_publish_batch(b, "ten.ant", topic, bt->evs, bt->n, on_published,
+                             &p, &accepted) != 0)
+        return -1;
+    if (accepted != bt->n)
+        return -3;
+    run_until(&p.done, 5000);
+    return p.done ? p.error : -2;
+}
+
+/* The messages the test's stream holds. */
+static int64_t
+stream_msgs(void)
+{
+    char name[64];
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    int64_t n = -1;
+
+    snprintf(name, sizeof name, "%s_events", prefix);
+    if (natsConnection_ConnectTo(&nc, srv.url) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
+        js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK) {
+        n = (int64_t)si->State.Msgs;
+        jsStreamInfo_Destroy(si);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return n;
+}
+
+/* What a batch subscriber saw: each event's id number in order, counts;
+ * the deliveries it keeps unsettled. */
+struct bseen {
+    int n;
+    int order[600];
+    uint32_t counts[600];
+    int nack_first; /* nack this id's first delivery (-1: none) */
+    bool hold;      /* keep deliveries unsettled (in held) */
+    struct broker_delivery *held[600];
+    int nheld;
+};
+
+static void
+on_batch_deliver(struct broker_delivery *d, void *arg)
+{
+    struct bseen *s = arg;
+    struct ipc_cloudevent ce;
+    int id;
+
+    ipc_cloudevent_decode_trusted(d->event, &ce);
+    CHECK(((uintptr_t)d->event & 7) == 0);
+    id = atoi(ce.id.ptr + 1);
+    if (s->n < 600) {
+        s->order[s->n] = id;
+        s->counts[s->n] = d->count;
+    }
+    s->n++;
+    if (s->hold) {
+        if (s->nheld < 600)
+            s->held[s->nheld++] = d;
+    } else if (id == s->nack_first && d->count == 1) {
+        broker_nack(d, 50);
+    } else {
+        broker_ack(d);
+    }
+}
+
+static struct broker_sub *
+batch_subscribe(struct broker *b, const char *topic, struct bseen *s,
+                unsigned max_inflight)
+{
+    struct broker_sub_spec spec = {
+        .tenant = "ten.ant",
+        .topic = topic,
+        .name = "w1",
+        .max_inflight = max_inflight,
+        .deliver = on_batch_deliver,
+        .arg = s,
+    };
+
+    return broker_subscribe(b, &spec);
+}
+
+/* A batch of 250 is one message in the stream; its events reach the
+ * subscription in order, 8-aligned, once; acknowledged, they are not
+ * delivered again; the same batch published again (a client's retry) is
+ * not stored twice. */
+static void
+test_batch_is_one_message(void)
+{
+    struct broker *b = open_broker(0);
+    struct bseen s = { .nack_first = -1 };
+    static struct batch bt;
+
+    REQUIRE(b != NULL);
+    struct broker_sub *sub = batch_subscribe(b, "bt", &s, 64);
+    REQUIRE(sub != NULL);
+    run_for(200);
+    batch_make(&bt, 250, 10);
+    CHECK(batch_publish_wait(b, "bt", &bt) == 0);
+    CHECK(stream_msgs() == 1);
+    for (int t = 0; t < 5000 && s.n < 250; t += 20)
+        run_for(20);
+    CHECK(s.n == 250);
+    bool ordered = true;
+    for (int i = 0; i < 250 && i < s.n; i++)
+        ordered = ordered && s.order[i] == i && s.counts[i] == 1;
+    CHECK(ordered);
+    CHECK(batch_publish_wait(b, "bt", &bt) == 0); /* a retry */
+    CHECK(stream_msgs() == 1);
+    broker_unsubscribe(sub, true);
+    run_for(200);
+    struct bseen s2 = { .nack_first = -1 };
+    REQUIRE(batch_subscribe(b, "bt", &s2, 64) != NULL);
+    run_for(700);
+    CHECK(s2.n == 0); /* acknowledged, and the retry dropped */
+    CHECK(s.n == 250);
+    struct broker_stats st;
+    broker_stats(b, &st);
+    CHECK(st.published == 500 && st.acked == 250);
+    batch_free(&bt);
+    broker_close(b);
+}
+
+/* A nacked event of a bundle is delivered again alone, counting one
+ * more; the others are not. */
+static void
+test_batch_nack_one(void)
+{
+    struct broker *b = open_broker(0);
+    struct bseen s = { .nack_first = 2 };
+    static struct batch bt;
+
+    REQUIRE(b != NULL);
+    struct broker_sub *sub = batch_subscribe(b, "bn", &s, 8);
+    REQUIRE(sub != NULL);
+    run_for(200);
+    batch_make(&bt, 5, 10);
+    CHECK(batch_publish_wait(b, "bn", &bt) == 0);
+    for (int t = 0; t < 3000 && s.n < 6; t += 20)
+        run_for(20);
+    run_for(300);
+    CHECK(s.n == 6);
+    CHECK(s.order[5] == 2 && s.counts[5] == 2);
+    broker_unsubscribe(sub, true);
+    run_for(200);
+    struct bseen s2 = { .nack_first = -1 };
+    REQUIRE(batch_subscribe(b, "bn", &s2, 8) != NULL);
+    run_for(700);
+    CHECK(s2.n == 0);
+    batch_free(&bt);
+    broker_close(b);
+}
+
+/* A bundle this instance lets go unfinished (its subscription ended with
+ * keep) goes back whole: the next subscription of the name gets every
+ * event of it again, counted twice (the settled ones are duplicates). */
+static void
+test_batch_goes_back_whole(void)
+{
+    struct broker *b = open_broker(0);
+    struct bseen s = { .nack_first = -1, .hold = true };
+    static struct batch bt;
+
+    REQUIRE(b != NULL);
+    struct broker_sub *sub = batch_subscribe(b, "bw", &s, 2);
+    REQUIRE(sub != NULL);
+    run_for(200);
+    batch_make(&bt, 4, 10);
+    CHECK(batch_publish_wait(b, "bw", &bt) == 0);
+    for (int t = 0; t < 3000 && s.n < 2; t += 20)
+        run_for(20);
+    CHECK(s.n == 2 && s.nheld == 2);
+    broker_ack(s.held[0]); /* e0 done */
+    run_for(100);          /* e2 handed on */
+    CHECK(s.n == 3);
+    broker_unsubscribe(sub, true); /* e3 was waiting */
+    /* The next subscription of the name comes before the bundle goes
+     * back: the old one's pull, still open at the server, may get it
+     * (its events are handed to the new one, the same consumer's). */
+    struct bseen s2 = { .nack_first = -1 };
+    REQUIRE(batch_subscribe(b, "bw", &s2, 8) != NULL);
+    broker_release(s.held[1], 0);
+    broker_ack(s.held[2]);
+    for (int t = 0; t < 3000 && s2.n < 4; t += 20)
+        run_for(20);
+    run_for(200);
+    CHECK(s2.n == 4);
+    for (int i = 0; i < 4 && i < s2.n; i++)
+        CHECK(s2.order[i] == i && s2.counts[i] == 2);
+    batch_free(&bt);
+    broker_close(b);
+}
+
+/* A batch larger than the server's max_payload is stored as several
+ * messages, every event delivered once, in order; a live subscription
+ * sees every event of it too. */
+static void
+test_batch_split_and_live(void)
+{
+    struct broker *b = open_broker(0);
+    struct bseen s = { .nack_first = -1 };
+    struct seen live = { 0 };
+    static struct batch bt;
+    struct broker_sub_spec lspec = {
+        .tenant = "*",
+        .topic = "*",
+        .live = true,
+        .deliver = on_deliver,
+        .arg = &live,
+    };
+
+    REQUIRE(b != NULL);
+    REQUIRE(batch_subscribe(b, "bs", &s, 64) != NULL);
+    struct broker_sub *lsub = broker_subscribe(b, &lspec);
+    REQUIRE(lsub != NULL);
+    run_for(200);
+    batch_make(&bt, 40, 60000); /* 2.4 MB, max_payload 1 MB */
+    CHECK(batch_publish_wait(b, "bs", &bt) == 0);
+    int64_t msgs = stream_msgs();
+    CHECK(msgs >= 3 && msgs <= 4);
+    for (int t = 0; t < 5000 && (s.n < 40 || live.n < 40); t += 20)
+        run_for(20);
+    run_for(300);
+    CHECK(s.n == 40 && live.n == 40);
+    bool ordered = true;
+    for (int i = 0; i < 40 && i < s.n; i++)
+        ordered = ordered && s.order[i] == i && s.counts[i] == 1;
+    CHECK(ordered);
+    broker_unsubscribe(lsub, false);
+    batch_free(&bt);
+    broker_close(b);
+}
+
+/* A bundle JetStream stops delivering (max deliveries, none settled: its
+ * instances let it go) reaches the exhausted hook event by event. */
+static void
+test_batch_exhausted(void)
+{
+    struct broker *b = open_broker(2);
+    struct exhausted x = { 0 };
+    static struct batch bt;
+
+    REQUIRE(b != NULL);
+    broker_set_exhausted_hook(b, on_exhausted, &x);
+    batch_make(&bt, 3, 10);
+    struct bseen s[2] = { { .nack_first = -1, .hold = true },
+                          { .nack_first = -1, .hold = true } };
+    struct broker_sub *sub[2];
+    sub[0] = batch_subscribe(b, "bx", &s[0], 8);
+    REQUIRE(sub[0] != NULL);
+    run_for(200);
+    CHECK(batch_publish_wait(b, "bx", &bt) == 0);
+    for (int round = 0; round < 2; round++) {
+        for (int t = 0; t < 3000 && s[round].n < 3; t += 20)
+            run_for(20);
+        CHECK(s[round].n == 3);
+        CHECK(s[round].counts[0] == (uint32_t)round + 1);
+        broker_unsubscribe(sub[round], true);
+        if (round == 0) {
+            sub[1] = batch_subscribe(b, "bx", &s[1], 8);
+            REQUIRE(sub[1] != NULL);
+        }
+        for (int i = 0; i < s[round].nheld; i++)
+            broker_release(s[round].held[i], 0);
+    }
+    for (int t = 0; t < 5000 && x.n < 3; t += 20)
+        run_for(20);
+    CHECK(x.n == 3);
+    CHECK(strcmp(x.id, "e2") == 0 && x.deliveries == 2);
+    struct broker_stats st;
+    broker_stats(b, &st);
+    CHECK(st.exhausted == 3);
+    batch_free(&bt);
+    broker_close(b);
+}
+
 int
 main(void)
 {
@@ -454,6 +780,11 @@ main(void)
     RUN(test_live);
     RUN(test_stream_settings);
     RUN(test_unhurried_failure_is_nobodys);
+    RUN(test_batch_is_one_message);
+    RUN(test_batch_nack_one);
+    RUN(test_batch_goes_back_whole);
+    RUN(test_batch_split_and_live);
+    RUN(test_batch_exhausted);
     RUN(test_outage);
     event_base_free(base);
     nats_server_stop(&srv);
