@@ -754,6 +754,38 @@ test_batch_exhausted(void)
     broker_close(b);
 }
 
+/* A stream that is full (its limits, discarding new messages) refuses a
+ * publish with ENOSPC (the API's 507 insufficient_storage), never a
+ * false success; a batch too. */
+static void
+test_full_stream_is_enospc(void)
+{
+    char name[64];
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    static struct batch bt;
+
+    struct broker *b = open_broker(0);
+    REQUIRE(b != NULL);
+    snprintf(name, sizeof name, "%s_events", prefix);
+    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
+    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
+    REQUIRE(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    si->Config->MaxMsgs = 1;
+    si->Config->Discard = js_DiscardNew;
+    CHECK(js_UpdateStream(NULL, js, si->Config, NULL, NULL) == NATS_OK);
+    jsStreamInfo_Destroy(si);
+    CHECK(publish_wait(b, "f", "first") == 0);
+    CHECK(publish_wait(b, "f", "second") == ENOSPC);
+    batch_make(&bt, 3, 10);
+    CHECK(batch_publish_wait(b, "f", &bt) == ENOSPC);
+    batch_free(&bt);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    broker_close(b);
+}
+
 int
 main(void)
 {
@@ -785,6 +817,7 @@ main(void)
     RUN(test_batch_goes_back_whole);
     RUN(test_batch_split_and_live);
     RUN(test_batch_exhausted);
+    RUN(test_full_stream_is_enospc);
     RUN(test_outage);
     event_base_free(base);
     nats_server_stop(&srv);
