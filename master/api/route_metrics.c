@@ -433,9 +433,13 @@ api_metrics_route(struct api_req *rq)
            "Group locks taken in the store (a lease serves many events).",
            gs.acquired);
     scalar(&t, "workmanager_grouplock_tokens_total", "counter",
-           "Fencing tokens handed out: one per event processed under a "
-           "group lock.",
+           "Fencing tokens handed out: one per turn of a group (or per "
+           "event processed under a group lock outside a turn).",
            gs.tokens);
+    scalar(&t, "workmanager_grouplock_shared_total", "counter",
+           "Events that shared their turn's holding of a group lock "
+           "(pipelined to one member).",
+           gs.shared);
     scalar(&t, "workmanager_grouplock_renewals_total", "counter",
            "Group lock leases extended by a new block of tokens.", gs.renewals);
     scalar(&t, "workmanager_grouplock_stolen_total", "counter",

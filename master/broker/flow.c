@@ -113,6 +113,8 @@ job_free(struct job *j)
 {
     if (j->bd && j->icb)
         j->bd->invokes--;
+    if (j->bd && j->turn)
+        flow_group_turn_done(j->bd);
     if (j->bd)
         LIST_REMOVE(j, link);
     for (size_t i = 0; i < j->nouts; i++)
@@ -209,8 +211,8 @@ job_release_lock(struct job *j)
     if (!j->locked)
         return;
     j->locked = false;
-    if (j->bd)
-        j->bd->token = 0;
+    if (j->bd && !j->turn)
+        j->bd->token = 0; /* a turn's: when it ends (flow_bind.c) */
     grouplocks_release(j->dp->d->locks, j->tenant, j->group, j->token, NULL,
                        NULL);
 }
@@ -585,6 +587,8 @@ on_locked(enum grouplock_status st, uint64_t token, const char *message,
     if (st == GROUPLOCK_OK) {
         j->locked = true;
         j->token = token;
+        if (j->turn && j->bd)
+            flow_group_locked(j->bd, token);
         job_process(j);
         return;
     }
@@ -669,8 +673,10 @@ flow_delivery_refuse(struct flow *dp, struct broker_delivery *d,
         d, outcome_delay_ms(dp->d->conf->redelivery_base_delay_ms, d->count));
 }
 
-void
-flow_deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
+/* The job of delivery d on bd's worker, not started; NULL when the event
+ * cannot be processed by it (settled here: dead-lettered, or released). */
+static struct job *
+delivery_job(struct flow *dp, struct binding *bd, struct broker_delivery *d)
 {
     char err[256] = "";
     struct job *j = job_new(dp, bd, d->event, d->len, err, sizeof err);
@@ -684,17 +690,45 @@ flow_deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
         if (flow_dead_letter(dp, d->tenant, d->topic, d->event, "worker_error",
                              d->count) != 0) {
             flow_delivery_refuse(dp, d, "its dead letter was refused");
-            return;
+            return NULL;
         }
         bd->w->counters.dead_lettered++;
         broker_ack(d);
-        return;
+        return NULL;
     }
     j->d = d;
     struct tenant_meter *m = tenant_meter_get(bd->w->tenant);
     if (m)
         m->events_out++;
-    job_start(j);
+    return j;
+}
+
+void
+flow_deliver_to(struct flow *dp, struct binding *bd, struct broker_delivery *d)
+{
+    struct job *j = delivery_job(dp, bd, d);
+
+    if (j)
+        job_start(j);
+}
+
+bool
+flow_deliver_turn(struct flow *dp, struct binding *bd,
+                  struct broker_delivery *d, uint64_t token)
+{
+    struct job *j = delivery_job(dp, bd, d);
+
+    if (j == NULL)
+        return false;
+    j->turn = true;
+    if (token == 0) {
+        job_start(j);
+        return true;
+    }
+    j->locked = true;
+    j->token = token;
+    job_process(j);
+    return true;
 }
 
 /* ---- the API's doors --------------------------------------------------- */

@@ -16,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "master/broker/admit.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
+#include "master/store/grouplock.h"
 #include "master/workers/worker.h"
 
 /* ---- groups and bindings --------------------------------------------- */
@@ -29,6 +32,9 @@ static void on_overflow_solo(struct broker_sub *s, const uint8_t *event,
                              size_t len, void *arg);
 static void on_overflow_group(struct broker_sub *s, const uint8_t *event,
                               size_t len, void *arg);
+static void on_group_kick(evutil_socket_t fd, short what, void *arg);
+static struct broker_delivery *wait_pop(struct group *g);
+static void turn_end(struct group *g);
 
 /* Whether w takes events now: running, and not failed (a crash loop, a
  * load or an engine that failed: its events wait for a start). */
@@ -108,12 +114,15 @@ group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
         .tenant = w->tenant,
         .topic = w->topic,
         .name = name,
-        .max_inflight = 1,
+        .max_inflight = GROUP_WINDOW,
         .drop_oldest = admit_drop_oldest(dp->d->conf, w->topic),
         .deliver = on_delivery_group,
         .overflow = on_overflow_group,
         .arg = g,
     };
+    g->kick = event_new(dp->d->base, -1, 0, on_group_kick, g);
+    if (g->kick == NULL)
+        goto nomem;
     g->sub = broker_subscribe(dp->d->broker, &spec);
     if (g->sub == NULL) {
         snprintf(err, errlen, "cannot subscribe group %s to %s: %s", w->group,
@@ -126,6 +135,8 @@ nomem:
     snprintf(err, errlen, "out of memory");
 fail:
     if (g) {
+        if (g->kick)
+            event_free(g->kick);
         free(g->tenant);
         free(g->topic);
         free(g->name);
@@ -137,6 +148,12 @@ fail:
 static void
 group_remove(struct group *g, struct binding *bd)
 {
+    if (g->turn_bd == bd) {
+        /* Its jobs are cut loose (flow_detach): they release their shares
+         * of the lock by name; the next turn waits for the last. */
+        bd->token = 0;
+        turn_end(g);
+    }
     for (size_t i = 0; i < g->n; i++) {
         if (g->members[i] == bd) {
             memmove(g->members + i, g->members + i + 1,
@@ -150,6 +167,9 @@ group_remove(struct group *g, struct binding *bd)
         return;
     }
     LIST_REMOVE(g, link);
+    while (g->wait_n > 0)
+        flow_delivery_refuse(g->dp, wait_pop(g), "its group is gone");
+    event_free(g->kick);
     broker_unsubscribe(g->sub, false);
     free(g->members);
     free(g->tenant);
@@ -263,20 +283,119 @@ flow_token(const struct worker *w)
 
 /* ---- the broker's callbacks -------------------------------------------- */
 
-/* Round robin in turns of GROUP_TURN events: a host fed in a row is awake.
- */
-#define GROUP_TURN 8u
+/* The next member that takes events, round robin; NULL when none does. */
 static struct binding *
 group_pick(struct group *g)
 {
     for (size_t k = 0, i = g->next % (g->n + !g->n); k < g->n;
          k++, i = (i + 1) % g->n)
         if (takes_events(g->members[i]->w)) {
-            g->turn = k > 0 || g->turn >= GROUP_TURN ? 1 : g->turn + 1;
-            g->next = g->turn < GROUP_TURN ? i : (i + 1) % g->n;
+            g->next = (i + 1) % g->n;
             return g->members[i];
         }
     return NULL;
+}
+
+static struct broker_delivery *
+wait_pop(struct group *g)
+{
+    struct broker_delivery *d = g->wait[g->wait_head];
+
+    g->wait_head = (g->wait_head + 1) % GROUP_WINDOW;
+    g->wait_n--;
+    return d;
+}
+
+static void
+turn_end(struct group *g)
+{
+    g->turn_bd = NULL;
+    g->turn_token = 0;
+    g->turn_given = g->turn_jobs = 0;
+    event_active(g->kick, 0, 0);
+}
+
+/* Gives waiting deliveries to the turn: opens one (its first event
+ * acquires the lock), or shares its holding with the next events while it
+ * is young, its member takes events one at a time (concurrency 1: its
+ * host runs them in order, so members never overlap) and its lease is
+ * fresh; else they wait for the turn's end. */
+static void
+group_run(struct group *g)
+{
+    struct flow *dp = g->dp;
+
+    while (g->wait_n > 0) {
+        if (g->turn_bd == NULL) {
+            struct binding *bd = group_pick(g);
+            if (bd == NULL) {
+                while (g->wait_n > 0)
+                    flow_delivery_refuse(dp, wait_pop(g),
+                                         "no member of its group is running");
+                return;
+            }
+            size_t taking = 0;
+            for (size_t i = 0; i < g->n; i++)
+                taking += takes_events(g->members[i]->w);
+            size_t share = (g->wait_n + taking - 1) / taking;
+            g->turn_max = share < 1            ? 1
+                          : share > GROUP_TURN ? GROUP_TURN
+                                               : (unsigned)share;
+            g->turn_bd = bd;
+            g->turn_given = 1;
+            g->turn_jobs++;
+            if (!flow_deliver_turn(dp, bd, wait_pop(g), 0) &&
+                --g->turn_jobs == 0 && g->turn_bd == bd)
+                turn_end(g);
+            continue;
+        }
+        struct binding *bd = g->turn_bd;
+        if (g->turn_token == 0 || g->turn_given >= g->turn_max ||
+            !takes_events(bd->w) || bd->w->limits.concurrency > 1 ||
+            grouplocks_share(dp->d->locks, g->tenant, g->name, g->turn_token) !=
+                0)
+            return;
+        g->turn_given++;
+        g->turn_jobs++;
+        if (!flow_deliver_turn(dp, bd, wait_pop(g), g->turn_token)) {
+            /* not started: its share goes back */
+            grouplocks_release(dp->d->locks, g->tenant, g->name, g->turn_token,
+                               NULL, NULL);
+            flow_group_turn_done(bd);
+        }
+    }
+}
+
+static void
+on_group_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    group_run(arg);
+}
+
+void
+flow_group_locked(struct binding *bd, uint64_t token)
+{
+    struct group *g = bd->g;
+
+    if (g == NULL || g->turn_bd != bd)
+        return;
+    g->turn_token = token;
+    event_active(g->kick, 0, 0);
+}
+
+void
+flow_group_turn_done(struct binding *bd)
+{
+    struct group *g = bd->g;
+
+    if (g == NULL || g->turn_bd != bd || g->turn_jobs == 0)
+        return;
+    if (--g->turn_jobs == 0) {
+        bd->token = 0;
+        turn_end(g);
+    }
 }
 
 static void
@@ -291,13 +410,16 @@ static void
 on_delivery_group(struct broker_delivery *d, void *arg)
 {
     struct group *g = arg;
-    struct binding *bd = group_pick(g);
 
-    if (bd == NULL) {
-        flow_delivery_refuse(g->dp, d, "no member of its group is running");
+    if (g->wait_n == GROUP_WINDOW) { /* never: the window is the ring's */
+        flow_delivery_refuse(g->dp, d, "its group's window is full");
         return;
     }
-    flow_deliver_to(g->dp, bd, d);
+    g->wait[(g->wait_head + g->wait_n) % GROUP_WINDOW] = d;
+    g->wait_n++;
+    /* from the loop: the deliveries the broker hands on now come first,
+     * so the turn knows its share of them */
+    event_active(g->kick, 0, 0);
 }
 
 static void

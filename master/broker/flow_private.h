@@ -41,7 +41,19 @@ struct binding {
     uint64_t token; /* the lock token of the job processing now */
 };
 
-/* The competing consumers of one (tenant, topic, group). */
+/* Deliveries a group takes from its subscription at once: two turns'
+ * worth, so that the next turn's events wait here when one ends. */
+#define GROUP_TURN 32u
+#define GROUP_WINDOW (2 * GROUP_TURN)
+
+/* The competing consumers of one (tenant, topic, group).  Their events go
+ * in turns (flow_bind.c): a turn is one holding of the group's lock,
+ * taken by its first event and shared by the events pipelined to one
+ * member (grouplocks_share()): up to GROUP_TURN, and no more than its
+ * share of what waited as it opened (the waiting events over the members
+ * that take events), so that a burst is spread over the members.  The
+ * next turn goes to the next member once every event of this one is
+ * finished. */
 struct group {
     LIST_ENTRY(group) link;
     struct flow *dp;
@@ -49,7 +61,17 @@ struct group {
     struct broker_sub *sub;
     struct binding **members;
     size_t n, cap;
-    size_t next, turn; /* round robin, in turns of GROUP_TURN */
+    size_t next; /* the member of the next turn (round robin) */
+    /* the turn */
+    struct binding *turn_bd; /* its member; NULL: no turn */
+    uint64_t turn_token;     /* its holding's token; 0: being acquired */
+    unsigned turn_given;     /* events given to it */
+    unsigned turn_max;       /* its share of what waited as it opened */
+    unsigned turn_jobs;      /* its jobs not yet finished */
+    /* deliveries waiting for a turn, a ring of GROUP_WINDOW */
+    struct broker_delivery *wait[GROUP_WINDOW];
+    size_t wait_head, wait_n;
+    struct event *kick; /* runs the next turn, from the loop */
 };
 
 struct out {
@@ -76,6 +98,7 @@ struct job {
     uint32_t hops;
     uint64_t token;
     bool locked;
+    bool turn; /* an event of its group's turn (struct group) */
     char tenant[128];
     char group[128];
     struct timespec start;
@@ -108,5 +131,18 @@ void flow_delivery_refuse(struct flow *dp, struct broker_delivery *d,
 /* Starts the job of delivery d on bd's worker. */
 void flow_deliver_to(struct flow *dp, struct binding *bd,
                      struct broker_delivery *d);
+/* Starts delivery d on bd's worker as an event of its group's turn: under
+ * token, a holding of the group's lock shared already, or (token 0)
+ * acquiring it, the turn's first event (flow_group_locked() then).  false
+ * when no job started (the event was settled at once). */
+bool flow_deliver_turn(struct flow *dp, struct binding *bd,
+                       struct broker_delivery *d, uint64_t token);
+
+/* ---- flow_bind.c ------------------------------------------------------- */
+
+/* The turn of bd's group has its holding under token. */
+void flow_group_locked(struct binding *bd, uint64_t token);
+/* A job of the turn of bd's group is finished (its lock share released). */
+void flow_group_turn_done(struct binding *bd);
 
 #endif /* WM_MASTER_FLOW_PRIVATE_H */

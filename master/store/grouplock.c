@@ -895,6 +895,23 @@ grouplocks_acquire(struct grouplocks *gl, const char *tenant, const char *group,
     grouplock_group_settle(g);
 }
 
+int
+grouplocks_share(struct grouplocks *gl, const char *tenant, const char *group,
+                 uint64_t token)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct gl_group *g;
+
+    if (gl->closing || gl->policy.lease_idle_ms == 0 ||
+        grouplock_key(tenant, group, key, sizeof key) != 0 ||
+        (g = group_find(gl, key)) == NULL || !g->held || g->token != token ||
+        !grouplock_lease_fresh(g))
+        return -1;
+    g->shares++;
+    gl->stats.shared++;
+    return 0;
+}
+
 void
 grouplocks_note_write(struct grouplocks *gl, const char *tenant,
                       const char *group, uint64_t token, grouplock_cb cb,
@@ -930,6 +947,11 @@ grouplocks_release(struct grouplocks *gl, const char *tenant, const char *group,
      * decides CAS at submission and reads see submitted writes, that read
      * already finds the lock free, and its put is decided after ours. */
     g = group_find(gl, r->key);
+    if (g != NULL && g->held && g->token == token && g->shares > 0) {
+        g->shares--; /* one of the holding's events: it stays held */
+        grouplock_req_defer(r, GROUPLOCK_OK, token, NULL);
+        return;
+    }
     if (g != NULL && g->held && g->token == token) {
         g->held = false;
         r->ours = g->leased;

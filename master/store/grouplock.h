@@ -138,6 +138,17 @@ void grouplocks_set_clock(struct grouplocks *gl, int64_t (*now_ms)(void *),
 void grouplocks_acquire(struct grouplocks *gl, const char *tenant,
                         const char *group, grouplock_cb cb, void *arg);
 
+/* Shares the holding of (tenant, group) under token with one more event
+ * (a group's turn, pipelined to one member: master/broker/flow_bind.c):
+ * 0 when the lock is held here under token as a lease renewed less than
+ * half max_age_ms ago (so the share needs no store access and no other
+ * master can find the lock stale meanwhile); the share ends with one more
+ * grouplocks_release() under token, and the lock is released with the
+ * last.  -1 otherwise (no lease, or leases off: lease_idle_ms 0; another
+ * token; a lease due for renewal): acquire instead. */
+int grouplocks_share(struct grouplocks *gl, const char *tenant,
+                     const char *group, uint64_t token);
+
 /* Checks and records a write under token: cb with OK, or STALE when the
  * record's token or holder is no longer ours (the write must be refused),
  * or ERROR. */
@@ -167,6 +178,7 @@ unsigned grouplocks_release_stale_own(struct grouplocks *gl,
 struct grouplock_stats {
     uint64_t acquired; /* leases taken in the store (not tokens) */
     uint64_t tokens;   /* fencing tokens handed out, one per holding */
+    uint64_t shared;   /* events that shared a holding (grouplocks_share) */
     uint64_t renewals; /* lease blocks extended (and renewed) */
     uint64_t stolen;
     uint64_t contention; /* acquisitions that gave up */

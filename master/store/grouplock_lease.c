@@ -45,20 +45,27 @@ grouplock_token_block(const struct grouplocks *gl)
     return gl->policy.token_block > 0 ? gl->policy.token_block : 1;
 }
 
+bool
+grouplock_lease_fresh(const struct gl_group *g)
+{
+    int64_t now = grouplock_now(g->gl);
+
+    return g->leased &&
+           !(now > g->renewed_ms &&
+             (uint64_t)(now - g->renewed_ms) >= g->gl->policy.max_age_ms / 2);
+}
+
 /* Gives the head the lease's next token without the store, when the
- * block has one left and the record was renewed less than half the max
- * age ago (so no other master can find it stale while it is used).
- * true when handed over (delivered on the next turn). */
+ * block has one left and the lease is fresh (so no other master can find
+ * it stale while it is used).  true when handed over (delivered on the
+ * next turn). */
 bool
 grouplock_lease_hand_over(struct gl_group *g)
 {
     struct grouplocks *gl = g->gl;
-    int64_t now = grouplock_now(gl);
     struct gl_req *r;
 
-    if (!g->leased || g->token >= g->hwm ||
-        (now > g->renewed_ms &&
-         (uint64_t)(now - g->renewed_ms) >= gl->policy.max_age_ms / 2))
+    if (g->token >= g->hwm || !grouplock_lease_fresh(g))
         return false;
     r = grouplock_group_pop(g);
     g->held = true;

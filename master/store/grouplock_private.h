@@ -77,6 +77,7 @@ struct gl_group {
     struct event *timer;         /* drives the head's attempts */
     bool held;                   /* a local waiter holds the lock */
     uint64_t token;              /* and its token (the last handed out) */
+    unsigned shares; /* more events holding it under token (share) */
     /* The lease: the store's record is this master's, under tokens up to
      * hwm (persisted), renewed (acquired_ms) at renewed_ms, written under
      * (last_write_token == hwm) when written. */
@@ -139,6 +140,8 @@ uint64_t grouplock_token_block(const struct grouplocks *gl);
 /* Hands g's head the lease's next token without the store when it may;
  * true when it did (the result is delivered on the next turn). */
 bool grouplock_lease_hand_over(struct gl_group *g);
+/* Whether g is leased and renewed less than half max_age_ms ago. */
+bool grouplock_lease_fresh(const struct gl_group *g);
 /* Ends g's lease: frees its record in the store; the caller settles g. */
 void grouplock_lease_end(struct gl_group *g);
 /* g's idle timer: ends the lease when nothing holds or waits. */

@@ -18,7 +18,8 @@
  *     `echo`, `fail`, `crash`, `hang`, `sleep:<ms>`, `spin:<ms>`,
  *     `burn:<ms>`, `flood`, `malformed`,
  *     `oversize`, `bad_frame`, `exit0`, `many:<n>`, `gateway`, `orphan`,
- *     `span:<ms>`;
+ *     `span:<ms>` (at most limits.concurrency at once, as an engine of
+ *     that many threads: the others wait for one to end, in order);
  *     any other type echoes.
  *
  * It runs on the hosts' skeleton (hosts/common/host.h) as the engine
@@ -77,11 +78,13 @@ struct pending {
     uint8_t *buf;
     uint32_t len;
     struct event *timer;
-    int64_t start_ns;  /* span */
-    unsigned queued;   /* span: events waiting behind it as it started */
-    uint32_t delivery; /* serial: the Process frame's, while queued */
-    long after_ms;     /* gateway: sleep this long after the reply */
-    char reply[1200];  /* gateway: the output's data, kept for after_ms */
+    int64_t start_ns; /* span */
+    unsigned queued;  /* span: events waiting behind it as it started */
+    long span_ms;     /* span: how long it runs */
+    struct pending *span_next; /* span: waiting for a free thread */
+    uint32_t delivery;         /* serial: the Process frame's, while queued */
+    long after_ms;             /* gateway: sleep this long after the reply */
+    char reply[1200]; /* gateway: the output's data, kept for after_ms */
 };
 
 static struct event_base *base;
@@ -282,6 +285,35 @@ realtime_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* span: as an engine of `concurrency` threads, at most that many spans
+ * run at once (limits.concurrency, 1 when unset); the others wait for
+ * one to end, in order. */
+static unsigned spans_running;
+static struct pending *span_queue, **span_tail = &span_queue;
+
+static void
+span_start(struct pending *p)
+{
+    struct timeval tv = { p->span_ms / 1000, (p->span_ms % 1000) * 1000 };
+
+    spans_running++;
+    p->start_ns = realtime_ns();
+    if (evtimer_add(p->timer, &tv) < 0)
+        host_die("span timer");
+}
+
+static void
+span_submit(struct pending *p)
+{
+    if (spans_running < (loaded_concurrency ? loaded_concurrency : 1)) {
+        span_start(p);
+        return;
+    }
+    p->span_next = NULL;
+    *span_tail = p;
+    span_tail = &p->span_next;
+}
+
 /* span: the output's data says when the event ran, and where. */
 static void
 on_span_done(evutil_socket_t fd, short what, void *arg)
@@ -303,6 +335,14 @@ on_span_done(evutil_socket_t fd, short what, void *arg)
              worker ? worker : "", (unsigned)loaded_version,
              (unsigned)loaded_concurrency, p->queued);
     pending_answer(p, data);
+    /* the next waits until this one ended */
+    spans_running--;
+    if (span_queue != NULL) {
+        struct pending *next = span_queue;
+        if ((span_queue = next->span_next) == NULL)
+            span_tail = &span_queue;
+        span_start(next);
+    }
 }
 
 /* gateway with gwsleep: the reply's data goes out after the sleep. */
@@ -502,12 +542,12 @@ on_process(const struct ipc_frame *f)
     } else if (strncmp(what, "span:", 5) == 0) {
         long ms = strtol(what + 5, NULL, 10);
         struct pending *p = pending_new(f->seq, &pr->event);
-        struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-        p->start_ns = realtime_ns();
         p->queued = span_queued;
+        p->span_ms = ms;
         p->timer = evtimer_new(base, on_span_done, p);
-        if (p->timer == NULL || ms < 0 || evtimer_add(p->timer, &tv) < 0)
+        if (p->timer == NULL || ms < 0)
             host_die("span timer");
+        span_submit(p);
         answerable++;
     } else if (strcmp(what, "gateway") == 0) {
         /* The call from the gwservice, gwmethod and gwrequest extensions,

@@ -1077,6 +1077,69 @@ test_lease(void)
     store_close(&fs->st);
 }
 
+/* A holding shared by more events (a group's turn): the lock stays held
+ * until the last share is released, a writer under its token is ours,
+ * the next acquisition waits for the last release; no share without a
+ * lease, under another token, or once the lease is due for renewal. */
+static void
+test_share(void)
+{
+    struct fault_store *fs = open_store();
+    struct grouplock_stats s;
+    struct grouplocks *gl;
+    struct result r, next = { 0 };
+
+    REQUIRE(fs != NULL);
+    gl = new_lease_locks(fs, "inst/boot1", 16, 50, NULL);
+    REQUIRE(gl != NULL);
+    r = acquire_wait(gl, "t", "g");
+    CHECK_EQ(r.status, GROUPLOCK_OK);
+    CHECK(grouplocks_share(gl, "t", "g", r.token) == 0);
+    CHECK(grouplocks_share(gl, "t", "g", r.token) == 0);
+    CHECK(grouplocks_share(gl, "t", "g", r.token + 1) == -1);
+    CHECK(grouplocks_share(gl, "t", "other", r.token) == -1);
+    CHECK_EQ(note_wait(gl, "t", "g", r.token).status, GROUPLOCK_OK);
+    grouplocks_acquire(gl, "t", "g", on_result, &next);
+    CHECK_EQ(release_wait(gl, "t", "g", r.token).status, GROUPLOCK_OK);
+    CHECK_EQ(release_wait(gl, "t", "g", r.token).status, GROUPLOCK_OK);
+    run_until(NULL, 20);
+    CHECK(!next.done); /* one share left */
+    CHECK_EQ(release_wait(gl, "t", "g", r.token).status, GROUPLOCK_OK);
+    wait_for(&next);
+    CHECK_EQ(next.status, GROUPLOCK_OK);
+    CHECK_EQ(next.token, r.token + 1);
+    grouplocks_stats(gl, &s);
+    CHECK_EQ(s.shared, 2);
+    CHECK_EQ(s.tokens, 2);
+    CHECK_EQ(release_wait(gl, "t", "g", next.token).status, GROUPLOCK_OK);
+    grouplocks_free(gl);
+
+    /* A lease renewed half max_age ago or more is not shared: the next
+     * event acquires (and renews it). */
+    int64_t clock = 1000000;
+    gl = new_lease_locks(fs, "inst/boot1", 16, 50, NULL);
+    REQUIRE(gl != NULL);
+    grouplocks_set_clock(gl, fake_now, &clock);
+    r = acquire_wait(gl, "t", "r");
+    CHECK_EQ(r.status, GROUPLOCK_OK);
+    CHECK(grouplocks_share(gl, "t", "r", r.token) == 0);
+    clock += MAX_AGE / 2;
+    CHECK(grouplocks_share(gl, "t", "r", r.token) == -1);
+    CHECK_EQ(release_wait(gl, "t", "r", r.token).status, GROUPLOCK_OK);
+    CHECK_EQ(release_wait(gl, "t", "r", r.token).status, GROUPLOCK_OK);
+    grouplocks_free(gl);
+
+    /* Leases off: every event holds the lock itself. */
+    gl = new_lease_locks(fs, "inst/boot1", 1, 0, NULL);
+    REQUIRE(gl != NULL);
+    r = acquire_wait(gl, "t", "h");
+    CHECK_EQ(r.status, GROUPLOCK_OK);
+    CHECK(grouplocks_share(gl, "t", "h", r.token) == -1);
+    CHECK_EQ(release_wait(gl, "t", "h", r.token).status, GROUPLOCK_OK);
+    grouplocks_free(gl);
+    store_close(&fs->st);
+}
+
 /* A master that dies in the middle of a block: the block's high-water
  * mark was durable before its first token was used, so the next run's
  * tokens are all greater than any the dead one handed out. */
@@ -1238,6 +1301,7 @@ main(void)
     RUN(test_note_twice);
     RUN(test_release_stale_own);
     RUN(test_lease);
+    RUN(test_share);
     RUN(test_lease_crash_mid_block);
     RUN(test_free_pending);
     RUN(test_free_then_close);
