@@ -32,5 +32,7 @@ int64_t timestamp_now_ms(void);
 
 /* Milliseconds of CLOCK_MONOTONIC: for durations, never for dates. */
 int64_t timestamp_mono_ms(void);
+/* The same in microseconds. */
+int64_t timestamp_mono_us(void);
 
 #endif /* WM_LIB_TIMESTAMP_H */

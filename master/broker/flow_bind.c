@@ -18,7 +18,9 @@
 
 #include <event2/event.h>
 
+#include "lib/timestamp.h"
 #include "master/broker/admit.h"
+#include "master/core/conf.h"
 #include "master/core/daemon.h"
 #include "master/core/log.h"
 #include "master/store/grouplock.h"
@@ -311,6 +313,7 @@ turn_end(struct group *g)
 {
     g->turn_bd = NULL;
     g->turn_token = 0;
+    g->turn_start_us = 0;
     g->turn_given = g->turn_jobs = 0;
     event_active(g->kick, 0, 0);
 }
@@ -338,6 +341,16 @@ group_run(struct group *g)
             for (size_t i = 0; i < g->n; i++)
                 taking += takes_events(g->members[i]->w);
             size_t share = (g->wait_n + taking - 1) / taking;
+            /* the pace: the last turns', else (the first turn) the
+             * member's deadline, the slowest an event may be */
+            uint64_t pace_us = g->event_us > 0 ? (uint64_t)g->event_us
+                               : bd->w->limits.timeout_ms
+                                   ? (uint64_t)bd->w->limits.timeout_ms * 1000
+                                   : dp->d->conf->message_timeout_ms * 1000;
+            uint64_t fit = dp->d->conf->lock_max_age_ms * 1000 / 4 /
+                           (pace_us ? pace_us : 1);
+            if (share > fit)
+                share = (size_t)fit;
             g->turn_max = share < 1            ? 1
                           : share > GROUP_TURN ? GROUP_TURN
                                                : (unsigned)share;
@@ -382,6 +395,7 @@ flow_group_locked(struct binding *bd, uint64_t token)
     if (g == NULL || g->turn_bd != bd)
         return;
     g->turn_token = token;
+    g->turn_start_us = timestamp_mono_us();
     event_active(g->kick, 0, 0);
 }
 
@@ -393,6 +407,11 @@ flow_group_turn_done(struct binding *bd)
     if (g == NULL || g->turn_bd != bd || g->turn_jobs == 0)
         return;
     if (--g->turn_jobs == 0) {
+        if (g->turn_start_us > 0 && g->turn_given > 0) {
+            int64_t per =
+                (timestamp_mono_us() - g->turn_start_us) / g->turn_given;
+            g->event_us = g->event_us ? (3 * g->event_us + per) / 4 : per;
+        }
         bd->token = 0;
         turn_end(g);
     }

@@ -67,7 +67,13 @@ struct group {
     uint64_t turn_token;     /* its holding's token; 0: being acquired */
     unsigned turn_given;     /* events given to it */
     unsigned turn_max;       /* its share of what waited as it opened */
-    unsigned turn_jobs;      /* its jobs not yet finished */
+    int64_t turn_start_us;   /* when its holding began (monotonic) */
+    /* µs per event of the last turns, smoothed (0 before the first
+     * ends: the member's deadline counts then): a turn takes no more
+     * events than a quarter of lock_max_age_ms holds at that pace, so
+     * that its lock is not left unrenewed long enough to look stale */
+    int64_t event_us;
+    unsigned turn_jobs; /* its jobs not yet finished */
     /* deliveries waiting for a turn, a ring of GROUP_WINDOW */
     struct broker_delivery *wait[GROUP_WINDOW];
     size_t wait_head, wait_n;
