@@ -109,6 +109,36 @@ run_until(const int *flag, int ms)
         run_for(20);
 }
 
+/* The test's own connection to JetStream, beside the broker's. */
+struct jsv {
+    natsConnection *nc;
+    jsCtx *js;
+};
+
+/* The info of the current test's stream (NULL when it cannot be had);
+ * close v with jsv_close() either way. */
+static jsStreamInfo *
+jsv_stream(struct jsv *v)
+{
+    char name[64];
+    jsStreamInfo *si = NULL;
+
+    memset(v, 0, sizeof *v);
+    snprintf(name, sizeof name, "%s_events", prefix);
+    if (natsConnection_ConnectTo(&v->nc, srv.url) != NATS_OK ||
+        natsConnection_JetStream(&v->js, v->nc, NULL) != NATS_OK ||
+        js_GetStreamInfo(&si, v->js, name, NULL, NULL) != NATS_OK)
+        return NULL;
+    return si;
+}
+
+static void
+jsv_close(struct jsv *v)
+{
+    jsCtx_Destroy(v->js);
+    natsConnection_Destroy(v->nc);
+}
+
 struct seen {
     int n;
     char ids[16][32];
@@ -324,27 +354,22 @@ test_live(void)
 static void
 test_stream_settings(void)
 {
-    char name[64];
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
+    struct jsv v;
+    jsStreamInfo *si;
 
     max_age_s = 3600;
     struct broker *b = open_broker(0);
     max_age_s = 0;
     REQUIRE(b != NULL);
-    snprintf(name, sizeof name, "%s_events", prefix);
-    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
-    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
-    CHECK(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    si = jsv_stream(&v);
+    CHECK(si != NULL);
     if (si != NULL) {
         CHECK(si->Config->MaxAge == (int64_t)3600 * 1000000000);
         CHECK(si->Config->Retention == js_LimitsPolicy);
         CHECK(si->Config->SubjectsLen == 1);
         jsStreamInfo_Destroy(si);
     }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    jsv_close(&v);
     broker_close(b);
 }
 
@@ -354,21 +379,17 @@ test_stream_settings(void)
 static void
 test_unhurried_failure_is_nobodys(void)
 {
-    char name[64], big[512];
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
+    char big[512];
+    struct jsv v;
+    jsStreamInfo *si;
     struct ipc_fb_builder eb;
     struct ipc_cloudevent ce;
 
     struct broker *b = open_broker(0);
     REQUIRE(b != NULL);
-    snprintf(name, sizeof name, "%s_events", prefix);
-    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
-    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
-    REQUIRE(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    REQUIRE((si = jsv_stream(&v)) != NULL);
     si->Config->MaxMsgSize = 300;
-    CHECK(js_UpdateStream(NULL, js, si->Config, NULL, NULL) == NATS_OK);
+    CHECK(js_UpdateStream(NULL, v.js, si->Config, NULL, NULL) == NATS_OK);
     jsStreamInfo_Destroy(si);
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
@@ -384,8 +405,7 @@ test_unhurried_failure_is_nobodys(void)
     CHECK(broker_publish_unhurried(b, "ten.ant", "u", eb.buf, eb.len) == 0);
     ipc_fb_builder_free(&eb);
     CHECK(publish_wait(b, "u", "small") == 0);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    jsv_close(&v);
     broker_close(b);
 }
 
@@ -489,21 +509,15 @@ batch_publish_wait(struct broker *b, const char *topic, struct batch *bt)
 static int64_t
 stream_msgs(void)
 {
-    char name[64];
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
+    struct jsv v;
+    jsStreamInfo *si = jsv_stream(&v);
     int64_t n = -1;
 
-    snprintf(name, sizeof name, "%s_events", prefix);
-    if (natsConnection_ConnectTo(&nc, srv.url) == NATS_OK &&
-        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
-        js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK) {
+    if (si != NULL) {
         n = (int64_t)si->State.Msgs;
         jsStreamInfo_Destroy(si);
     }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    jsv_close(&v);
     return n;
 }
 
@@ -760,29 +774,23 @@ test_batch_exhausted(void)
 static void
 test_full_stream_is_enospc(void)
 {
-    char name[64];
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
-    jsStreamInfo *si = NULL;
+    struct jsv v;
+    jsStreamInfo *si;
     static struct batch bt;
 
     struct broker *b = open_broker(0);
     REQUIRE(b != NULL);
-    snprintf(name, sizeof name, "%s_events", prefix);
-    REQUIRE(natsConnection_ConnectTo(&nc, srv.url) == NATS_OK);
-    REQUIRE(natsConnection_JetStream(&js, nc, NULL) == NATS_OK);
-    REQUIRE(js_GetStreamInfo(&si, js, name, NULL, NULL) == NATS_OK);
+    REQUIRE((si = jsv_stream(&v)) != NULL);
     si->Config->MaxMsgs = 1;
     si->Config->Discard = js_DiscardNew;
-    CHECK(js_UpdateStream(NULL, js, si->Config, NULL, NULL) == NATS_OK);
+    CHECK(js_UpdateStream(NULL, v.js, si->Config, NULL, NULL) == NATS_OK);
     jsStreamInfo_Destroy(si);
     CHECK(publish_wait(b, "f", "first") == 0);
     CHECK(publish_wait(b, "f", "second") == ENOSPC);
     batch_make(&bt, 3, 10);
     CHECK(batch_publish_wait(b, "f", &bt) == ENOSPC);
     batch_free(&bt);
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    jsv_close(&v);
     broker_close(b);
 }
 
