@@ -899,11 +899,7 @@ flow_free(struct flow *dp)
     }
     while ((g = LIST_FIRST(&dp->groups)) != NULL) {
         LIST_REMOVE(g, link);
-        free(g->members);
-        free(g->tenant);
-        free(g->topic);
-        free(g->name);
-        free(g);
+        flow_group_free(g);
     }
     free(dp);
 }

@@ -136,15 +136,21 @@ group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
 nomem:
     snprintf(err, errlen, "out of memory");
 fail:
-    if (g) {
-        if (g->kick)
-            event_free(g->kick);
-        free(g->tenant);
-        free(g->topic);
-        free(g->name);
-        free(g);
-    }
+    if (g)
+        flow_group_free(g);
     return NULL;
+}
+
+void
+flow_group_free(struct group *g)
+{
+    if (g->kick)
+        event_free(g->kick);
+    free(g->members);
+    free(g->tenant);
+    free(g->topic);
+    free(g->name);
+    free(g);
 }
 
 static void
@@ -171,13 +177,8 @@ group_remove(struct group *g, struct binding *bd)
     LIST_REMOVE(g, link);
     while (g->wait_n > 0)
         flow_delivery_refuse(g->dp, wait_pop(g), "its group is gone");
-    event_free(g->kick);
     broker_unsubscribe(g->sub, false);
-    free(g->members);
-    free(g->tenant);
-    free(g->topic);
-    free(g->name);
-    free(g);
+    flow_group_free(g);
 }
 
 int

@@ -146,6 +146,10 @@ bool flow_deliver_turn(struct flow *dp, struct binding *bd,
 
 /* ---- flow_bind.c ------------------------------------------------------- */
 
+/* Frees a group that is out of dp->groups (what it holds: its kick, its
+ * names, its members' array; not its subscription, nor the deliveries
+ * waiting in it). */
+void flow_group_free(struct group *g);
 /* The turn of bd's group has its holding under token. */
 void flow_group_locked(struct binding *bd, uint64_t token);
 /* A job of the turn of bd's group is finished (its lock share released). */

@@ -61,6 +61,8 @@ struct instances {
     char *beat; /* this instance's heartbeat, as written */
     size_t beatlen;
     bool writing;
+    bool stopped; /* instances_stop() came while writing: freed by the
+                     write's completion */
     enum instance_state self; /* connected while its heartbeat is stored */
     int64_t self_seen;
     struct other *others;
@@ -217,6 +219,11 @@ on_beat_written(enum store_status st, uint64_t revision, const char *message,
 
     (void)revision;
     in->writing = false;
+    if (in->stopped) {
+        free(in->beat);
+        free(in);
+        return;
+    }
     in->self = st == STORE_OK ? INSTANCE_CONNECTED : INSTANCE_DISCONNECTED;
     if (st == STORE_OK)
         in->self_seen = timestamp_mono_ms();
@@ -308,9 +315,13 @@ instances_stop(struct daemon *d)
         in->others = o->next;
         other_free(o);
     }
+    d->instances = NULL;
+    if (in->writing) {
+        in->stopped = true; /* its completion runs later (store_close) */
+        return;
+    }
     free(in->beat);
     free(in);
-    d->instances = NULL;
 }
 
 /* One instance's object, at last_seen (monotonic ms). */
