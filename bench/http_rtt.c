@@ -3,9 +3,10 @@
  * a C client sees them (bench/messages.py runs it: a Python client would
  * add its own tens of microseconds to every figure).
  *
- * Usage: http_rtt SOCKET METHOD PATH [BODY-FILE] [N]
+ * Usage: http_rtt SOCKET METHOD PATH [BODY-FILE] [N [WARMUP]]
  *
- * Sends the request N times (default 10000, after 500 of warm-up) on one
+ * Sends the request N times (default 10000, after WARMUP of warm-up,
+ * default 500; 0 measures a new worker from its first event) on one
  * keep-alive connection, each after the previous answer was read whole,
  * and prints `p50_us p99_us p999_us status` of the client-side times.
  * Exits 1 when any answer is not 2xx.
@@ -77,10 +78,11 @@ main(int argc, char **argv)
     char body[1 << 18] = "";
     size_t blen = 0;
     int n = argc > 5 ? atoi(argv[5]) : 10000, status = 0;
+    int warmup = argc > 6 ? atoi(argv[6]) : WARMUP;
 
     if (argc < 4) {
         fprintf(stderr, "usage: http_rtt SOCKET METHOD PATH [BODY-FILE] "
-                        "[N]\n");
+                        "[N [WARMUP]]\n");
         return 2;
     }
     if (argc > 4 && strcmp(argv[4], "-") != 0) {
@@ -107,7 +109,11 @@ main(int argc, char **argv)
     double *t = calloc((size_t)n, sizeof *t);
     if (t == NULL)
         return 2;
-    for (int i = 0; i < WARMUP + n; i++) {
+    if (n < 1 || warmup < 0) {
+        fprintf(stderr, "http_rtt: N must be at least 1, WARMUP at least 0\n");
+        return 2;
+    }
+    for (int i = 0; i < warmup + n; i++) {
         double t0 = now_us();
         if (write(fd, req, (size_t)len) != len) {
             perror("write");
@@ -118,8 +124,8 @@ main(int argc, char **argv)
             fprintf(stderr, "answer %d: %.200s\n", status, ans);
             return 1;
         }
-        if (i >= WARMUP)
-            t[i - WARMUP] = now_us() - t0;
+        if (i >= warmup)
+            t[i - warmup] = now_us() - t0;
     }
     qsort(t, (size_t)n, sizeof *t, cmp);
     printf("%.1f %.1f %.1f %d\n", t[n / 2], t[n * 99 / 100], t[n * 999 / 1000],
