@@ -2,7 +2,10 @@
  * flow_bind.c — bindings and groups (flow_private.h): a worker's place in
  * the message flow.  A worker alone subscribes to its topic under its own
  * id; the members of a group share one subscription, "group:<name>", and
- * each delivery goes to one running member, in turns (group_pick()).  A
+ * each delivery goes to one running member, in turns (struct group in
+ * flow_private.h; group_run(): a turn's first event acquires the group
+ * lock, the next share its holding, sent to the same member at once;
+ * group_pick(): the next turn's member, round robin).  A
  * subscription's mode follows its worker's (or its members') status:
  * running takes and delivers, suspended or failed takes and holds, stopped
  * takes nothing new.
