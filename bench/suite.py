@@ -360,6 +360,16 @@ def master_cpu_us(d, ns0, n):
     return round((cpu_ns(d.proc.pid) - ns0) / 1000 / max(n, 1), 2)
 
 
+def metric_sum(d, name):
+    """The sum of every sample of one metric of /metrics, any labels."""
+    total = 0.0
+    for line in d.get("/metrics").raw.decode().splitlines():
+        key, _, value = line.rpartition(" ")
+        if key == name or key.startswith(name + "{"):
+            total += float(value)
+    return total
+
+
 def processed(d, wid, what="processed"):
     return metric(d, f"workmanager_worker_events_{what}_total", worker=wid)
 
@@ -465,15 +475,18 @@ def wrk_values(res):
                                 "requests")}
 
 
-def invoke_wrk(cfg, d, eng, tmp, conns):
+def invoke_wrk(cfg, d, eng, tmp, conns, concurrency=1):
     """wrk's POSTs of the issue's 233-byte event (structured mode) to
     .../invoke over the daemon's TCP listener (plain or TLS, d.scheme),
-    one worker per daemon and engine."""
-    key = (id(d), eng.key)
-    wid = getattr(invoke_wrk, "wid", {}).get(key)
+    one worker per daemon, engine and concurrency (the Python engine's
+    concurrency is its number of processes)."""
+    key = (id(d), eng.key, concurrency)
+    wids = getattr(invoke_wrk, "wid", {})
+    wid = wids.get(key)
     if wid is None:
-        wid = eng.create(d, "wrk")
-        invoke_wrk.wid = {key: wid}
+        wid = eng.create(d, f"wrk{concurrency}", concurrency=concurrency)
+        invoke_wrk.wid = wids
+        wids[key] = wid
     body = Path(tmp) / "issue-event.json"
     body.write_bytes(ISSUE_EVENT)
     url = f"{d.scheme}://127.0.0.1:{d.port}/v1/workers/{wid}/invoke"
@@ -503,14 +516,17 @@ def publish_wrk(cfg, d, eng, tmp, conns):
     body = Path(tmp) / "issue-event.json"
     body.write_bytes(ISSUE_EVENT)
     url = f"{d.scheme}://127.0.0.1:{d.port}/v1/topics/{topic}/events"
-    pub0 = metric(d, "workmanager_events_published_total")
+    # The tenants' events in: the publishes and the workers' outputs,
+    # not the daemon's own events (an idle host's heartbeat, published
+    # meanwhile, would never be processed by this worker).
+    pub0 = metric_sum(d, "workmanager_tenant_events_in_total")
     ns0 = cpu_ns(d.proc.pid)
     res = run_wrk(url, body, cfg.wrk_s, conns, TOKEN, CE_JSON)
     t0 = time.monotonic()
     while True:
-        # The broker counts the echo's outputs as published too.
-        published = (metric(d, "workmanager_events_published_total") - pub0
-                     - processed(d, wid, "published"))
+        # The echo's outputs are counted in too.
+        published = (metric_sum(d, "workmanager_tenant_events_in_total")
+                     - pub0 - processed(d, wid, "published"))
         got = processed(d, wid)
         # Equal once every event is processed and its output counted
         # (the two counters move at different points of the flow).
@@ -782,6 +798,13 @@ def run_engine(cfg, rep, d, eng, tmp, groups):
                     f"{eng.label}: invoke with wrk, {c} connection(s)",
                     lambda c=c: invoke_wrk(cfg, d, eng, tmp, c), eng.key,
                     tcp, w)
+        # issue 24: two processes against uWSGI --http-socket's two
+        for c in (16, 64) if eng.key == "python" else ():
+            rep.run(f"{sid}.wrk2_c{c}",
+                    f"{eng.label}: invoke with wrk, {c} connections, "
+                    "concurrency 2 (two processes)",
+                    lambda c=c: invoke_wrk(cfg, d, eng, tmp, c, 2), eng.key,
+                    tcp, w + ", concurrency 2")
         rep.run(f"{sid}.pub_tcp_c8",
                 f"{eng.label}: single-event publish with wrk, 8 "
                 "connections",
@@ -1015,7 +1038,8 @@ def peer_scenarios(cfg, rep):
                 lambda: orig_persistent(cfg, tmp), "peer",
                 "4-byte length + JSON over a unix socket", handler)
         for kind in ("uwsgi_http", "uwsgi_http_socket", "gunicorn"):
-            for c in (1, 8):
+            for c in (1, 8) + ((16, 64) if kind == "uwsgi_http_socket"
+                               else ()):  # issue 24's comparison
                 rep.run(f"peer.{kind}.wrk_c{c}",
                         f"{PEER_LABELS[kind]}, wrk, {c} connection(s)",
                         lambda k=kind, c=c: http_peer(cfg, k, tmp, c),
@@ -1137,6 +1161,18 @@ def write_markdown(out, rep, meta, cfg, plots):
           f"| {ratio(v8.get('rps'), (base8 or {}).get('rps'))} "
           f"| {ratio(v1.get('p50_us'), (py or {}).get('p50_us'))} "
           f"| {ratio(v8.get('rps'), (py8 or {}).get('rps'))} |")
+    a("")
+    a("## Python invoke against uWSGI --http-socket (issue 24: >= 2.5x)\n")
+    a("Both with two processes (the worker at concurrency 2), the same "
+      "handler, wrk over TCP in this run; the ratio is workmanager's "
+      "requests/s over uWSGI's.\n")
+    a("| connections | workmanager, Python req/s | uWSGI --http-socket "
+      "req/s | ratio |")
+    a("|---|---|---|---|")
+    for c in (16, 64):
+        w = (rep.get(f"python.wrk2_c{c}") or {}).get("rps")
+        u = (rep.get(f"peer.uwsgi_http_socket.wrk_c{c}") or {}).get("rps")
+        a(f"| {c} | {fmt(w)} | {fmt(u)} | {ratio(w, u)} |")
     a("")
     a("## Engines\n")
     a("| figure | " + " | ".join(cls.label for cls in ENGINES) + " |")

@@ -33,7 +33,10 @@ PEER_SCENARIOS = (
     "peer.orig_spawn.c1", "peer.orig_persistent.c1",
     "peer.uwsgi_http.wrk_c1", "peer.uwsgi_http.wrk_c8",
     "peer.uwsgi_http_socket.wrk_c1", "peer.uwsgi_http_socket.wrk_c8",
-    "peer.gunicorn.wrk_c1", "peer.gunicorn.wrk_c8")
+    "peer.gunicorn.wrk_c1", "peer.gunicorn.wrk_c8",
+    # issue 24: Python's two processes against uWSGI's at 16 and 64
+    "peer.uwsgi_http_socket.wrk_c16", "peer.uwsgi_http_socket.wrk_c64")
+PYTHON_ONLY = ("wrk2_c16", "wrk2_c64")
 # Scenarios that have nothing to measure for an engine, and why.
 HOSTLESS = {"inprocess.idle_memory", "inprocess.crash"}
 
@@ -65,6 +68,8 @@ def test_bench_quick(wm_repo, wm_builddir, tmp_path):
     for e in ENGINE_KEYS:
         if engines_here[e]:
             want += [f"{e}.{s}" for s in ENGINE_SCENARIOS]
+            if e == "python":
+                want += [f"{e}.{s}" for s in PYTHON_ONLY]
         else:
             # An absent engine: one skip per group of scenarios, each
             # with the reason.
@@ -92,6 +97,8 @@ def test_bench_quick(wm_repo, wm_builddir, tmp_path):
     md = (out / "report.md").read_text()
     assert "## Against the peers" in md and "gunicorn" in md
     assert "## Master CPU per request" in md
+    if engines_here["python"]:
+        assert "## Python invoke against uWSGI --http-socket" in md
     for png in report["plots"]:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(report["plots"]) == {"throughput.png", "latency.png"}
