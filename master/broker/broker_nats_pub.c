@@ -123,16 +123,23 @@ bn_subject_parse(const struct broker_nats *b, const char *subj, char *tenant,
     return 0;
 }
 
-static uint64_t
-fnv64(const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
+#define FNV64_BASIS 0xcbf29ce484222325ull
 
+/* FNV-1a-64 of h's bytes so far, then s's. */
+static uint64_t
+fnv64_more(uint64_t h, const char *s, size_t len)
+{
     for (size_t i = 0; i < len; i++) {
         h ^= (uint8_t)s[i];
         h *= 0x100000001b3ull;
     }
     return h;
+}
+
+static uint64_t
+fnv64(const char *s, size_t len)
+{
+    return fnv64_more(FNV64_BASIS, s, len);
 }
 
 /* The event's Nats-Msg-Id: tenant/topic/hash of its source/its id (the
@@ -325,20 +332,15 @@ static void
 bundle_id(const char *tenant, const char *topic, const struct broker_event *evs,
           size_t n, char *buf, size_t size)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FNV64_BASIS;
 
     for (size_t i = 0; i < n; i++) {
         struct ipc_cloudevent ce;
         ipc_cloudevent_decode_trusted(evs[i].event, &ce);
-        const struct ipc_str parts[2] = { ce.source, ce.id };
-        for (int p = 0; p < 2; p++) {
-            for (size_t j = 0; j < parts[p].len; j++) {
-                h ^= (uint8_t)parts[p].ptr[j];
-                h *= 0x100000001b3ull;
-            }
-            h ^= '\n';
-            h *= 0x100000001b3ull;
-        }
+        h = fnv64_more(h, ce.source.ptr, ce.source.len);
+        h = fnv64_more(h, "\n", 1);
+        h = fnv64_more(h, ce.id.ptr, ce.id.len);
+        h = fnv64_more(h, "\n", 1);
     }
     snprintf(buf, size, "%s/%s/b%016" PRIx64 ".%zu", tenant, topic, h, n);
 }

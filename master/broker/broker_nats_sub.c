@@ -644,8 +644,9 @@ struct bn_events {
     uint8_t *buf;
     size_t len;
     long n; /* events in it (before the check of each) */
-    struct event_bundle_iter it;
-    bool single_done;
+    bool bundle;
+    struct event_bundle_iter it; /* a bundle's */
+    bool given;                  /* a single event's: handed out */
 };
 
 /* Copies m's data; -1 (logged) when it is empty or a malformed bundle. */
@@ -671,6 +672,7 @@ events_open(natsMsg *m, struct bn_events *e)
         e->buf = NULL;
         return -1;
     }
+    e->bundle = true;
     event_bundle_iter_init(&e->it, e->buf, e->len);
     return 0;
 }
@@ -681,14 +683,15 @@ events_next(struct broker_nats *b, struct bn_events *e, const char *subject,
             const uint8_t **ev, size_t *len)
 {
     for (;;) {
-        if (e->n == 1 && !event_bundle_is(e->buf, e->len)) {
-            if (e->single_done)
+        if (e->bundle) {
+            if (!event_bundle_next(&e->it, ev, len))
                 return false;
-            e->single_done = true;
+        } else {
+            if (e->given)
+                return false;
+            e->given = true;
             *ev = e->buf;
             *len = e->len;
-        } else if (!event_bundle_next(&e->it, ev, len)) {
-            return false;
         }
         if (b->verify == NULL || b->verify(*ev, *len) == 0)
             return true;
