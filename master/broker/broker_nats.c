@@ -292,23 +292,26 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 
 /* The tick.  When the loop was held up (a blocking call elsewhere in the
  * daemon, the process stopped), the answers that came meanwhile are
- * dispatched before any publish is given up, and none is given up on the
- * first tick after a long hold: libnats's threads may not have queued
- * what they read once the process ran again.  A publish is failed only
- * when its PubAck is missing, not when the loop was late to read it. */
+ * dispatched first, and the publishes still unanswered get their whole
+ * BN_PUBACK_MS again from now: libnats's threads were held up too, and
+ * may not yet have read (or even sent: a large batch's message is
+ * flushed by its thread) what belongs to them.  A publish is failed only
+ * when its PubAck is missing, not when the daemon was late. */
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct broker_nats *b = arg;
     int64_t now = timestamp_mono_ms();
-    bool held_up = b->tick_ms != 0 && now - b->tick_ms > BN_HELD_UP_MS;
+    bool held_up = now - b->tick_ms > BN_HELD_UP_MS;
 
     (void)fd;
     (void)what;
     b->tick_ms = now;
     drain(b);
     bn_connected(b);
-    if (!held_up)
+    if (held_up)
+        bn_pub_restart(b, now);
+    else
         bn_pub_expire(b, false);
     bn_sub_tick(b, now);
 }
@@ -497,6 +500,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     }
     struct timeval tv = { 0, BN_TICK_MS * 1000 };
     event_add(b->tick, &tv);
+    b->tick_ms = timestamp_mono_ms(); /* a hold before the first tick too */
     log_info("broker: NATS JetStream at %s, stream %s", b->url, b->stream);
     return &b->head;
 fail:

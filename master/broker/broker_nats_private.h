@@ -235,6 +235,9 @@ void bn_puback(struct broker_nats *b, uint64_t seq, natsMsg *m);
 /* Fails the publishes unanswered for BN_PUBACK_MS (the tick), or every
  * one (all, at close). */
 void bn_pub_expire(struct broker_nats *b, bool all);
+/* The publishes unanswered wait BN_PUBACK_MS from now (after a held-up
+ * loop: the tick). */
+void bn_pub_restart(struct broker_nats *b, int64_t now);
 /* Sends "+ACK" for a delivery's reply subject once every publish issued
  * before now is stored, or "-NAK" when one made since mark failed. */
 void bn_settle_ack(struct broker_nats *b, const char *reply, uint64_t mark);

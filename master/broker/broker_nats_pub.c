@@ -458,6 +458,13 @@ bn_pub_expire(struct broker_nats *b, bool all)
 }
 
 void
+bn_pub_restart(struct broker_nats *b, int64_t now)
+{
+    for (uint64_t seq = b->pub_head_seq; seq <= b->pub_issued; seq++)
+        pub_at(b, seq)->sent_ms = now;
+}
+
+void
 bn_settle_ack(struct broker_nats *b, const char *reply, uint64_t mark)
 {
     if (b->pub_issued < b->pub_head_seq) {
