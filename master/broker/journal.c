@@ -54,8 +54,11 @@
  * the new one), the fsync policy, the deletions (unlink, then one fsync
  * of the directory); then it publishes, under the mutex, the last lsn of
  * the batch done (and the last one done without error) and wakes the loop
- * through an eventfd.  The loop runs the callbacks of every lsn up to
- * there from a FIFO, in append order.  So the segment of every lsn is
+ * through an eventfd.  A small batch under the batch or off policy (one
+ * write(2), nothing to sync before its completion) the loop writes itself
+ * at the end of its turn when the writer is idle, saving two thread
+ * switches (journal_writer_inline()).  The loop runs the callbacks of
+ * every lsn up to there from a FIFO, in append order.  So the segment of every lsn is
  * known on the loop without asking the writer, and the writer never reads
  * loop state.
  *
@@ -526,6 +529,9 @@ jn_drain(struct journal *j)
         j->state_cb(!j->failed, j->state_arg);
 }
 
+/* The end of a loop turn that appended: a small batch is written here
+ * (journal_writer_inline()), saving the writer's wake-up and the eventfd
+ * back; the rest goes to the writer. */
 static void
 jn_on_wake(evutil_socket_t fd, short what, void *arg)
 {
@@ -533,6 +539,11 @@ jn_on_wake(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    if (journal_writer_inline(j)) {
+        j->inline_writes++;
+        jn_drain(j);
+        return;
+    }
     pthread_mutex_lock(&j->mu);
     pthread_cond_signal(&j->wcv);
     pthread_mutex_unlock(&j->mu);
@@ -1078,6 +1089,7 @@ journal_stats(const struct journal *j, struct journal_stats *out)
         .corrupt_records = j->corrupt_records,
         .syncs = __atomic_load_n(&j->syncs, __ATOMIC_RELAXED),
         .appends = j->appends,
+        .inline_writes = j->inline_writes,
     };
 }
 

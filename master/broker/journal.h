@@ -99,6 +99,7 @@ struct journal_stats {
     uint64_t corrupt_records; /* skipped at open */
     uint64_t syncs;           /* fdatasync calls so far */
     uint64_t appends;         /* records appended since open */
+    uint64_t inline_writes;   /* batches the loop wrote itself */
 };
 
 /* Completion of an append: error 0 once durable per the policy, else an

@@ -137,15 +137,20 @@ struct journal {
     struct jn_work pending;
     uint64_t done_lsn;      /* every lsn up to here is done... */
     uint64_t ok_lsn;        /* ...and up to here without error */
-    int werr;               /* the failure, or 0; written by the writer only */
+    int werr;               /* the failure, or 0; written by whoever is busy */
     char wmsg[JN_MSG_SIZE]; /* werr's message: the file and the error */
     uint64_t fail_seg;      /* at the failure: wseg, or 0 when wfd was closed */
     uint64_t fail_good;     /* ...and wgood */
     uint64_t recover_lsn;   /* the loop asks for a recovery at this lsn (0:
                                none asked, or the writer has answered) */
     bool stop;
+    /* Someone executes work (the fields below are theirs): the writer, or
+     * the loop writing a small batch itself (journal_writer_inline()). */
+    bool busy;
+    bool writer_waits; /* the writer found busy set by the loop: wake it */
 
-    /* writer thread only (the loop's before it starts, after it ends) */
+    /* whoever set busy (the writer's, or the loop's before the writer
+     * starts, after it ends, and inside journal_writer_inline()) */
     struct jn_work work;
     int wfd;
     uint64_t wseg;         /* the first lsn of wfd's segment */
@@ -154,6 +159,7 @@ struct journal {
     struct timespec deadline; /* batch: when the unsynced bytes sync */
 
     uint64_t syncs; /* __atomic: written by the writer, read anywhere */
+    uint64_t inline_writes; /* loop thread only */
     pthread_t thread;
     bool sync_ready, thread_started;
 };
@@ -254,6 +260,17 @@ int journal_writer_start(struct journal *j, char *err, size_t errlen);
  * and closed, a fresh segment created at lsn.  The writer answers through
  * the completion eventfd: werr cleared, or set to the new failure. */
 void journal_writer_recover(struct journal *j, uint64_t lsn);
+
+/*
+ * Executes the pending work on the loop thread instead of waking the
+ * writer, when that only costs one write(2): the policy is batch or off
+ * (no fdatasync before the completion), the work is small and has no cut
+ * and no deletion, and the writer is idle and not failed.  Completions
+ * are then published as the writer's are (jn_drain() takes them up); the
+ * writer is woken only to arm its sync timer (the first write since a
+ * sync) or when it waited for the loop.  Returns whether it did.
+ */
+bool journal_writer_inline(struct journal *j);
 
 /* Tells the writer to stop once its work is done, and joins it; it syncs
  * and closes the active segment on its way out. */

@@ -11,7 +11,9 @@
  * create the new one), the fsync policy, the deletions (unlink, then one
  * fsync of the directory); then it publishes, under the mutex, the last
  * lsn of the batch done (and the last one done without error) and wakes
- * the loop through an eventfd.  It never reads loop state.
+ * the loop through an eventfd.  It never reads loop state.  The loop may
+ * execute a small batch itself instead (journal_writer_inline()); `busy`
+ * says who owns the file meanwhile, and the writer waits for it.
  *
  * Durability.  always: the batch is fdatasync()ed before its completion is
  * published (one fdatasync for everything queued meanwhile: group
@@ -59,6 +61,10 @@
 /* The writer keeps its batch buffer for the next batch up to this size;
  * a larger one (a burst, a huge record) is freed after use. */
 #define JN_WORK_KEEP (4u << 20)
+/* The loop writes pending work itself up to this size (a few records of
+ * a quiet turn); larger batches go to the writer, which then runs beside
+ * the loop. */
+#define JN_INLINE_MAX (64u << 10)
 
 /* ---- the work queue ---------------------------------------------------- */
 
@@ -352,14 +358,11 @@ jn_wake_loop(struct journal *j)
         continue;
 }
 
-/* Publishes a batch's outcome (done up to last_lsn, without error up to
- * good_lsn) and wakes the loop. */
+/* Notes a batch's outcome (done up to last_lsn, without error up to
+ * good_lsn), mu held. */
 static void
-jn_publish(struct journal *j, uint64_t last_lsn, uint64_t good_lsn, int err)
+jn_note_done(struct journal *j, uint64_t last_lsn, uint64_t good_lsn, int err)
 {
-    if (last_lsn == 0 && err == 0)
-        return; /* deletions only: nothing for the loop */
-    pthread_mutex_lock(&j->mu);
     if (err != 0 && j->werr == 0) {
         j->werr = err;
         j->fail_seg = j->wfd >= 0 ? j->wseg : 0;
@@ -370,6 +373,16 @@ jn_publish(struct journal *j, uint64_t last_lsn, uint64_t good_lsn, int err)
     if (good_lsn > j->ok_lsn)
         j->ok_lsn = good_lsn;
     pthread_cond_broadcast(&j->dcv);
+}
+
+/* Publishes a batch's outcome and wakes the loop. */
+static void
+jn_publish(struct journal *j, uint64_t last_lsn, uint64_t good_lsn, int err)
+{
+    if (last_lsn == 0 && err == 0)
+        return; /* deletions only: nothing for the loop */
+    pthread_mutex_lock(&j->mu);
+    jn_note_done(j, last_lsn, good_lsn, err);
     pthread_mutex_unlock(&j->mu);
     jn_wake_loop(j);
 }
@@ -423,25 +436,36 @@ jn_writer(void *arg)
 
     pthread_mutex_lock(&j->mu);
     for (;;) {
+        if (j->busy) {
+            /* The loop writes (journal_writer_inline()): the file is its
+             * until it wakes us. */
+            j->writer_waits = true;
+            pthread_cond_wait(&j->wcv, &j->mu);
+            continue;
+        }
         if (!journal_work_empty(&j->pending)) {
             struct jn_work t = j->pending;
 
             /* Swap, so that both buffers keep their capacity. */
             j->pending = j->work;
             j->work = t;
+            j->busy = true;
             pthread_mutex_unlock(&j->mu);
             err = jn_write_batch(j, &j->work, &good);
             last = j->work.last_lsn;
             jn_work_reset(&j->work);
             jn_publish(j, last, good, err);
             pthread_mutex_lock(&j->mu);
+            j->busy = false;
             continue;
         }
         if (j->recover_lsn != 0) {
             lsn = j->recover_lsn;
+            j->busy = true;
             pthread_mutex_unlock(&j->mu);
             err = j->werr != 0 ? jn_recover(j, lsn) : 0;
             pthread_mutex_lock(&j->mu);
+            j->busy = false;
             j->werr = err;
             if (err == 0)
                 j->wmsg[0] = '\0';
@@ -460,10 +484,12 @@ jn_writer(void *arg)
                 (void)pthread_cond_timedwait(&j->wcv, &j->mu, &j->deadline);
                 continue;
             }
+            j->busy = true;
             pthread_mutex_unlock(&j->mu);
             err = jn_sync(j) != 0 ? (errno != 0 ? errno : EIO) : 0;
             jn_publish(j, 0, 0, err);
             pthread_mutex_lock(&j->mu);
+            j->busy = false;
             continue;
         }
         pthread_cond_wait(&j->wcv, &j->mu);
@@ -479,6 +505,48 @@ jn_writer(void *arg)
         j->wfd = -1;
     }
     return NULL;
+}
+
+bool
+journal_writer_inline(struct journal *j)
+{
+    struct jn_work t;
+    uint64_t good, last;
+    bool was_unsynced, wake;
+    int err;
+
+    if (j->fsync == JOURNAL_FSYNC_ALWAYS)
+        return false;
+    pthread_mutex_lock(&j->mu);
+    if (j->busy || j->werr != 0 || j->recover_lsn != 0 || j->stop ||
+        j->pending.len == 0 || j->pending.len > JN_INLINE_MAX ||
+        j->pending.ncuts != 0 || j->pending.ndels != 0) {
+        pthread_mutex_unlock(&j->mu);
+        return false;
+    }
+    t = j->pending;
+    j->pending = j->work;
+    j->work = t;
+    j->busy = true;
+    pthread_mutex_unlock(&j->mu);
+
+    was_unsynced = j->unsynced;
+    err = jn_write_batch(j, &j->work, &good);
+    last = j->work.last_lsn;
+    jn_work_reset(&j->work);
+
+    pthread_mutex_lock(&j->mu);
+    jn_note_done(j, last, good, err);
+    j->busy = false;
+    /* The writer arms the sync timer (batch) once there is something to
+     * sync; otherwise it has nothing to do, unless it waited for us. */
+    wake = j->writer_waits ||
+           (j->fsync == JOURNAL_FSYNC_BATCH && j->unsynced && !was_unsynced);
+    j->writer_waits = false;
+    if (wake)
+        pthread_cond_signal(&j->wcv);
+    pthread_mutex_unlock(&j->mu);
+    return true;
 }
 
 int

@@ -591,6 +591,57 @@ test_fsync_policy(void)
     free(r.v);
 }
 
+/* Under batch and off, the records of a quiet turn are written by the
+ * loop itself at the end of the turn: their callbacks run in that very
+ * turn, with no eventfd from the writer.  A large batch, and every batch
+ * under always (which syncs before its completion), go to the writer. */
+static void
+test_inline_write(void)
+{
+    bool inl = mode != JOURNAL_FSYNC_ALWAYS;
+    struct journal_stats st, after;
+    struct replay r = { 0 };
+    struct journal *j;
+    char dir[256];
+    int i;
+
+    new_dir(dir, sizeof dir);
+    tally_reset();
+    j = open_j(dir);
+    REQUIRE(j != NULL);
+    for (i = 0; i < 3; i++)
+        CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
+    (void)event_base_loop(base, EVLOOP_NONBLOCK);
+    journal_stats(j, &st);
+    CHECK_EQ(st.inline_writes, inl ? 1 : 0);
+    if (inl)
+        CHECK_EQ(tally.done, 3);
+    REQUIRE(wait_done());
+
+    /* 120 KB in one turn: the writer's, beside the loop. */
+    for (i = 0; i < 30; i++)
+        CHECK(put(j, 1, JOURNAL_LIVE, 4000, true) != 0);
+    (void)event_base_loop(base, EVLOOP_NONBLOCK);
+    REQUIRE(wait_done());
+    journal_stats(j, &after);
+    CHECK_EQ(after.inline_writes, st.inline_writes);
+
+    /* The loop's writes and the writer's interleave in one file. */
+    CHECK(put(j, 1, JOURNAL_LIVE, 100, true) != 0);
+    REQUIRE(wait_done());
+    journal_stats(j, &after);
+    CHECK_EQ(after.inline_writes, st.inline_writes + (inl ? 1 : 0));
+    CHECK_EQ(tally.errors, 0);
+    CHECK_EQ(tally.out_of_order, 0);
+    journal_close(j);
+    j = reopen(dir, &r);
+    REQUIRE(j != NULL);
+    CHECK_EQ(r.n, 34);
+    CHECK_EQ(r.bad_payloads, 0);
+    journal_close(j);
+    free(r.v);
+}
+
 /* Released records let whole segments go; a replay that releases does the
  * same after a restart. */
 static void
@@ -1305,6 +1356,7 @@ main(void)
         RUN(test_roundtrip);
         RUN(test_order);
         RUN(test_fsync_policy);
+        RUN(test_inline_write);
         RUN(test_rotation_release);
         RUN(test_compaction);
         RUN(test_budget);
