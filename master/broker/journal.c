@@ -58,9 +58,9 @@
  * write(2), nothing to sync before its completion) the loop writes itself
  * at the end of its turn when the writer is idle, saving two thread
  * switches (journal_writer_inline()).  The loop runs the callbacks of
- * every lsn up to there from a FIFO, in append order.  So the segment of every lsn is
- * known on the loop without asking the writer, and the writer never reads
- * loop state.
+ * every lsn up to there from a FIFO, in append order.  So the segment of every
+ * lsn is known on the loop without asking the writer, and the writer never
+ * reads loop state.
  *
  * Durability (journal.h's policies, as the writer applies them):
  * journal_writer.c.

@@ -158,7 +158,7 @@ struct journal {
     bool unsynced;
     struct timespec deadline; /* batch: when the unsynced bytes sync */
 
-    uint64_t syncs; /* __atomic: written by the writer, read anywhere */
+    uint64_t syncs;         /* __atomic: written by the writer, read anywhere */
     uint64_t inline_writes; /* loop thread only */
     pthread_t thread;
     bool sync_ready, thread_started;
