@@ -175,6 +175,38 @@ class NatsCluster:
         raise AssertionError(f"no live leader of stream {stream}:\n"
                              + self.logs_text())
 
+    def consumers_replicated(self, stream, timeout=30):
+        """Waits until `stream` has consumers and each has a live leader
+        that sees every other replica current: a consumer created moments
+        before a server dies may not have formed its group yet, and then
+        lacks a quorum for good (JetStream's limit, not the daemon's)."""
+        deadline = time.monotonic() + timeout
+        q = "accounts=true&streams=true&consumers=true"
+        while time.monotonic() < deadline:
+            seen, ok = set(), set()
+            for i in self.alive():
+                try:
+                    z = self.jsz(i, q)
+                except OSError:
+                    continue
+                for acc in z.get("account_details") or []:
+                    for sd in acc.get("stream_detail") or []:
+                        if sd.get("name") != stream:
+                            continue
+                        for cd in sd.get("consumer_detail") or []:
+                            seen.add(cd.get("name"))
+                            cl = cd.get("cluster") or {}
+                            reps = cl.get("replicas") or []
+                            if cl.get("leader") == self.names[i] and \
+                                    len(reps) == len(self.names) - 1 and \
+                                    all(r.get("current") for r in reps):
+                                ok.add(cd.get("name"))
+            if seen and seen == ok:
+                return sorted(seen)
+            time.sleep(0.1)
+        raise AssertionError(f"the consumers of {stream} are not replicated:"
+                             "\n" + self.logs_text())
+
     def kill(self, i):
         """SIGKILL of server i (by its pid)."""
         p = self.procs[i]

@@ -90,6 +90,10 @@ def test_stream_leader_killed_mid_load(wm_builddir, tmp_path, nats_cluster):
                    what="the worker on b")
         outs = [Stream(d, "echo.out") for d in (a, b)]
         time.sleep(0.5)  # b's consumer bound, the live subscriptions routed
+        # The worker's consumer exists on all three servers before one dies
+        # (once, on a loaded machine, it was created 130 ms before the kill
+        # and nothing was delivered afterwards).
+        cluster.consumers_replicated(STREAM)
         leader = cluster.leader_of(STREAM)
 
         pubs = [Publisher(a, "a"), Publisher(b, "b")]
