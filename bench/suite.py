@@ -480,7 +480,8 @@ def invoke_wrk(cfg, d, eng, tmp, conns, concurrency=1):
     .../invoke over the daemon's TCP listener (plain or TLS, d.scheme),
     one worker per daemon, engine and concurrency (the Python engine's
     concurrency is its number of processes)."""
-    key = (id(d), eng.key, concurrency)
+    # Not id(d): a later daemon object may get the id of one gone.
+    key = (str(d.socket), eng.key, concurrency)
     wids = getattr(invoke_wrk, "wid", {})
     wid = wids.get(key)
     if wid is None:
