@@ -121,9 +121,12 @@ topic_refuse(struct api_req *rq, enum api_action a, const char *tenant,
 
 /* ---- publish ----------------------------------------------------------- */
 
+/* A publish waiting for the broker: its answer, written before (the ids
+ * are the events', which the broker keeps no copy of for us). */
 struct publish {
     struct api_req *rq;
-    json_t *ids;
+    size_t len;
+    char body[]; /* {"ids":[...]} and a newline, as jansson dumps it */
 };
 
 /* Answers a publish the broker did not store: error is its errno, or
@@ -177,19 +180,62 @@ on_durable(int error, void *arg)
     if (error)
         refuse_unstored(p->rq, error, NULL);
     else
-        api_reply(p->rq, 202, json_pack("{s:O}", "ids", p->ids));
-    json_decref(p->ids);
+        api_reply_text(p->rq, 202, "application/json", p->body, p->len);
     free(p);
 }
 
 /* The id of an event events.c built: decoded, not verified again. */
-static void
-add_id(json_t *ids, const uint8_t *buf)
+static struct ipc_str
+id_of(const uint8_t *buf)
 {
     struct ipc_cloudevent ce;
 
     ipc_cloudevent_decode_trusted(buf, &ce);
-    json_array_append_new(ids, json_stringn(ce.id.ptr, ce.id.len));
+    return ce.id;
+}
+
+/* The answer to the publish of evs[0..n), written by hand (no tree per
+ * publish: issue 24), the bytes json_dumpb(JSON_COMPACT) would give. */
+static struct publish *
+publish_new(struct api_req *rq, const struct broker_event *evs, size_t n)
+{
+    static const char head[] = "{\"ids\":[", tail[] = "]}\n";
+    size_t len = sizeof head - 1 + sizeof tail - 1 + (n ? n - 1 : 0);
+    struct publish *p;
+    char *o;
+
+    for (size_t i = 0; i < n; i++) {
+        struct ipc_str id = id_of(evs[i].event);
+        len += events_json_quote(id.ptr, id.len, NULL);
+    }
+    if ((p = malloc(sizeof *p + len)) == NULL)
+        return NULL;
+    p->rq = rq;
+    p->len = len;
+    o = p->body;
+    memcpy(o, head, sizeof head - 1);
+    o += sizeof head - 1;
+    for (size_t i = 0; i < n; i++) {
+        struct ipc_str id = id_of(evs[i].event);
+        if (i > 0)
+            *o++ = ',';
+        o += events_json_quote(id.ptr, id.len, o);
+    }
+    memcpy(o, tail, sizeof tail - 1);
+    return p;
+}
+
+/* The ids of evs[0..n) as a JSON array (a refusal's "accepted"). */
+static json_t *
+ids_json(const struct broker_event *evs, size_t n)
+{
+    json_t *ids = json_array();
+
+    for (size_t i = 0; i < n && ids; i++) {
+        struct ipc_str id = id_of(evs[i].event);
+        json_array_append_new(ids, json_stringn(id.ptr, id.len));
+    }
+    return ids;
 }
 
 void
@@ -212,37 +258,26 @@ static void
 publish_batch(struct api_req *rq, const char *tenant, const char *topic,
               const struct events_batch *batch)
 {
-    struct publish *p = calloc(1, sizeof *p);
     char why[512], who[300];
 
-    if (p == NULL || (p->ids = json_array()) == NULL) {
-        free(p);
-        api_error(rq, 500, "internal", "out of memory");
-        return;
-    }
-    p->rq = rq;
     if (batch->n == 0) {
-        api_reply(rq, 202, json_pack("{s:o}", "ids", p->ids));
-        free(p);
+        api_reply(rq, 202, json_pack("{s:[]}", "ids"));
         return;
     }
     if (admit_publish(rq->d, tenant, topic, batch->n, why, sizeof why, who,
                       sizeof who) != 0) {
         api_backpressure_refuse(
             rq, "subscriber_full",
-            json_pack("{s:o, s:s}", "accepted", p->ids, "subscriber", who),
-            "%s", why);
-        free(p);
+            json_pack("{s:[], s:s}", "accepted", "subscriber", who), "%s", why);
         return;
     }
     /* After admission and the backlog quotas, which take nothing: a
      * refused publish spends no tokens. */
     struct broker_event *evs = malloc(batch->n * sizeof *evs);
+    struct publish *p = NULL;
     size_t accepted = 0;
     uint64_t bytes = 0;
     if (evs == NULL) {
-        json_decref(p->ids);
-        free(p);
         api_error(rq, 500, "internal", "out of memory");
         return;
     }
@@ -252,22 +287,19 @@ publish_batch(struct api_req *rq, const char *tenant, const char *topic,
     }
     if (api_quota_refuse_backlog(rq, tenant, batch->n, bytes) ||
         api_quota_refuse_rate(rq, tenant, batch->n, bytes)) {
-        json_decref(p->ids);
-        free(p);
         free(evs);
         return;
     }
-    for (size_t i = 0; i < batch->n; i++)
-        add_id(p->ids, evs[i].event);
+    if ((p = publish_new(rq, evs, batch->n)) == NULL) {
+        free(evs);
+        api_error(rq, 500, "internal", "out of memory");
+        return;
+    }
     /* on_durable runs later, from the loop, never inside the call. */
     if (flow_publish_batch(rq->d->flow, tenant, topic, evs, batch->n,
                            on_durable, p, &accepted) != 0) {
         int e = errno;
-        json_t *got = json_array();
-        for (size_t i = 0; i < accepted && got; i++)
-            json_array_append(got, json_array_get(p->ids, i));
-        json_t *extra = json_pack("{s:o}", "accepted", got);
-        json_decref(p->ids);
+        json_t *extra = json_pack("{s:o}", "accepted", ids_json(evs, accepted));
         free(p);
         if (e == ENOSPC) {
             admit_note_refused(ADMIT_JOURNAL_FULL);

@@ -429,7 +429,8 @@ prepare_outputs(struct job *j, const struct ipc_cloudevent *in,
             j->dp->st.refused_outputs++;
             continue;
         }
-        snprintf(topic, sizeof topic, "%.*s", (int)t.len, t.ptr);
+        memcpy(topic, t.ptr, t.len);
+        topic[t.len] = '\0';
         if (flow_topic_reserved(topic)) {
             activity_log(w, LOG_WARNING,
                          "an output to the reserved topic %s is refused",

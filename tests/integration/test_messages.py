@@ -63,6 +63,20 @@ def test_message_processing_routes_outputs_by_type(wmd):
     out.close()
 
 
+def test_publish_answer_ids_escaped(wmd):
+    """A publish's answer names every event's id, in order, as JSON
+    strings whatever they hold (the answer is written by hand since
+    issue 24): quotes, backslashes and UTF-8 (controls are refused)."""
+    wmd.create(topic="ids", name="ids")
+    ids = ['plain', 'a"b', 'back\\slash', 'caf\u00e9-\u2603', '/x/']
+    r = publish(wmd, "ids", [event("noop", id_=i) for i in ids])
+    assert r.status == 202, r
+    assert r.json == {"ids": ids}
+    assert r.raw.endswith(b"]}\n") and b"\\u" not in r.raw, r.raw
+    r = publish(wmd, "ids", [])
+    assert r.status == 202 and r.json == {"ids": []}, r
+
+
 def test_replytopic_wins_over_type(wmd):
     wmd.create(topic="orders")
     replies = Stream(wmd, "replies")
