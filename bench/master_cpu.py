@@ -2,8 +2,8 @@
 """bench/master_cpu.py — the master's CPU per request (issue 24), run after
 run, as medians: the ingress scenarios of bench/suite.py (invoke and
 single-event publish over TCP or TLS with wrk at 8 connections, invoke on
-the unix socket with bench/http_rtt), each on a fresh daemon after a 1 s
-warm-up, optionally under `perf record` of the master.
+the unix socket with bench/http_rtt), each on a fresh daemon after its
+1 s warm-up (suite.py's), optionally under `perf record` of the master.
 
     bench/master_cpu.py [--rounds N] [--seconds S] [--perf DIR]
                         [--daemon A --daemon B ...] BUILDDIR SCENARIO...
@@ -50,9 +50,8 @@ def run_one(builddir, engine, kind, ingress, seconds, perf_out):
             else:
                 wrk = suite.invoke_wrk if kind == "invoke" else \
                     suite.publish_wrk
+                # Each warms its new worker up with a second of wrk.
                 fn = (lambda c: wrk(c, d, eng, tmp, 8))
-                cfg.wrk_s = 1
-                fn(cfg)  # warm-up
             cfg.wrk_s = seconds
             perf = None
             if perf_out:
