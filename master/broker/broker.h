@@ -145,6 +145,11 @@ struct broker_sub_spec {
     bool drop_oldest;
     broker_overflow_cb overflow; /* may be NULL: dropped events vanish */
     void *arg;
+    /* durable: the events published from this instant on (unix ms) are
+     * its, 0 for those from the subscription on.  A backend whose
+     * subscription is made at its server after the call (nats) starts
+     * there, so that none published meanwhile is missed. */
+    int64_t since_ms;
 };
 
 /* Opens the backend and, for `embedded`, replays the journal: the backlog

@@ -272,20 +272,30 @@ consumer_create(struct bn_sub *s)
 {
     struct broker_nats *b = s->b;
     char subj[256], reply[160], filter[1400], *body = NULL;
+    char start[TIMESTAMP_SIZE + 64] = "\"deliver_policy\":\"new\"";
+    char since[TIMESTAMP_SIZE];
 
     if (bn_subject(b, s->tenant, s->topic, filter, sizeof filter) != 0)
         return;
+    /* From the worker's creation: the consumer exists only once JetStream
+     * has made it, and an event published before that (just after the
+     * worker's 201) would be missed by "new". */
+    if (s->spec.since_ms > 0 && timestamp_format(s->spec.since_ms, since) == 0)
+        snprintf(start, sizeof start,
+                 "\"deliver_policy\":\"by_start_time\","
+                 "\"opt_start_time\":\"%s\"",
+                 since);
     snprintf(subj, sizeof subj, "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s",
              b->stream, s->consumer);
     snprintf(reply, sizeof reply, "%sc.%" PRIu32, b->inbox_prefix, s->id);
     if (asprintf(&body,
                  "{\"stream_name\":\"%s\",\"config\":{\"durable_name\":\"%s\","
                  "\"description\":\"workmanager %s/%s/%s\","
-                 "\"deliver_policy\":\"new\",\"ack_policy\":\"explicit\","
+                 "%s,\"ack_policy\":\"explicit\","
                  "\"ack_wait\":%" PRIu64 ",\"max_deliver\":%d,"
                  "\"filter_subject\":\"%s\",\"max_ack_pending\":%d,"
                  "\"replay_policy\":\"instant\"}}",
-                 b->stream, s->consumer, s->tenant, s->topic, s->name,
+                 b->stream, s->consumer, s->tenant, s->topic, s->name, start,
                  (uint64_t)b->ack_wait_ms * 1000000, b->max_deliver, filter,
                  BN_MAX_ACK_PENDING) < 0)
         return;
@@ -307,8 +317,16 @@ on_created(struct bn_sub *s, natsMsg *m)
         s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS;
         return;
     }
-    if (data != NULL && strstr(data, "\"error\"") != NULL &&
-        strstr(data, "already") == NULL) {
+    /* 10012: it exists with another start (made by an earlier version
+     * with "new", or for a group by an instance whose first member was
+     * another): its position is the one that counts, so it is bound as
+     * it is (settings JetStream would have updated are left too). */
+    if (data != NULL && strstr(data, "\"err_code\":10012") != NULL) {
+        log_info("broker: consumer %s of %s/%s (%s) exists with other "
+                 "settings (%.200s): bound as it is",
+                 s->consumer, s->tenant, s->topic, s->name, data);
+    } else if (data != NULL && strstr(data, "\"error\"") != NULL &&
+               strstr(data, "already") == NULL) {
         log_warning("broker: consumer %s of %s/%s (%s): %.300s; trying "
                     "again",
                     s->consumer, s->tenant, s->topic, s->name, data);

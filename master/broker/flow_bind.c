@@ -124,6 +124,7 @@ group_get(struct flow *dp, const struct worker *w, char *err, size_t errlen)
         .deliver = on_delivery_group,
         .overflow = on_overflow_group,
         .arg = g,
+        .since_ms = w->created_at_ms, /* its first member's here */
     };
     g->kick = event_new(dp->d->base, -1, 0, on_group_kick, g);
     if (g->kick == NULL)
@@ -228,6 +229,7 @@ flow_attach(struct flow *dp, struct worker *w, char *err, size_t errlen)
         .deliver = on_delivery_solo,
         .overflow = on_overflow_solo,
         .arg = bd,
+        .since_ms = w->created_at_ms,
     };
     bd->sub = broker_subscribe(dp->d->broker, &spec);
     if (bd->sub == NULL) {

@@ -29,6 +29,7 @@
 
 #include "ipc/cloudevent.h"
 #include "ipc/fb.h"
+#include "lib/timestamp.h"
 #include "master/core/nats_link.h"
 #include "tests/unit/check.h"
 #include "tests/unit/nats_server.h"
@@ -51,6 +52,7 @@ verify(const uint8_t *ev, size_t len)
 }
 
 static uint32_t max_age_s; /* the next open's nats_max_age_s */
+static bool same_prefix;   /* the next open's stream is the last one's */
 
 static struct broker *
 open_broker(uint32_t max_deliver)
@@ -59,7 +61,9 @@ open_broker(uint32_t max_deliver)
     char err[512];
 
     nl = (struct nats_link_config){ .url = srv.url, .who = "test" };
-    snprintf(prefix, sizeof prefix, "t%u", ++prefix_seq);
+    if (!same_prefix)
+        snprintf(prefix, sizeof prefix, "t%u", ++prefix_seq);
+    same_prefix = false;
     struct broker_config cfg = {
         .backend = "nats",
         .verify = verify,
@@ -212,6 +216,7 @@ test_publish_deliver_ack(void)
         .name = "w1",
         .max_inflight = 8,
         .deliver = on_deliver,
+        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
         .arg = &s,
     };
 
@@ -241,6 +246,75 @@ test_publish_deliver_ack(void)
     broker_close(b);
 }
 
+/* A subscription with since_ms gets the events published from then on,
+ * even those stored before its consumer was made (a worker's first
+ * events, published just after its 201); without it, only what comes
+ * after.  A consumer made before with "new" (an earlier version) is
+ * bound as it is. */
+static void
+test_since(void)
+{
+    struct broker *b = open_broker(0);
+    struct seen s = { .ack = true }, s2 = { .ack = true };
+    struct broker_sub_spec spec = {
+        .tenant = "ten.ant",
+        .topic = "since",
+        .name = "w1",
+        .max_inflight = 8,
+        .deliver = on_deliver,
+        .arg = &s,
+    };
+
+    REQUIRE(b != NULL);
+    int64_t t0 = timestamp_now_ms();
+    CHECK(publish_wait(b, "since", "before") == 0);
+    spec.since_ms = t0;
+    struct broker_sub *sub = broker_subscribe(b, &spec);
+    REQUIRE(sub != NULL);
+    CHECK(publish_wait(b, "since", "after") == 0);
+    for (int t = 0; t < 3000 && s.n < 2; t += 20)
+        run_for(20);
+    CHECK_EQ(s.n, 2);
+    CHECK(strcmp(s.ids[0], "before") == 0 && strcmp(s.ids[1], "after") == 0);
+    broker_unsubscribe(sub, true);
+
+    /* "new" (since_ms 0): the event stored before is not its. */
+    spec.name = "w2";
+    spec.since_ms = 0;
+    spec.arg = &s2;
+    sub = broker_subscribe(b, &spec);
+    REQUIRE(sub != NULL);
+    run_for(300); /* its consumer is made */
+    CHECK(publish_wait(b, "since", "later") == 0);
+    for (int t = 0; t < 3000 && s2.n < 1; t += 20)
+        run_for(20);
+    run_for(200);
+    CHECK_EQ(s2.n, 1);
+    CHECK(strcmp(s2.ids[0], "later") == 0);
+    broker_unsubscribe(sub, true);
+    run_for(200);
+    broker_close(b); /* a new daemon: no pull of the last one left */
+    same_prefix = true;
+    b = open_broker(0);
+    REQUIRE(b != NULL);
+
+    /* The same consumer asked for again with a start: bound as it is. */
+    struct seen s3 = { .ack = true };
+    spec.since_ms = t0;
+    spec.arg = &s3;
+    sub = broker_subscribe(b, &spec);
+    REQUIRE(sub != NULL);
+    run_for(300);
+    CHECK(publish_wait(b, "since", "last") == 0);
+    for (int t = 0; t < 3000 && s3.n < 1; t += 20)
+        run_for(20);
+    run_for(200);
+    CHECK_EQ(s3.n, 1);
+    CHECK(s3.n >= 1 && strcmp(s3.ids[0], "last") == 0);
+    broker_unsubscribe(sub, false);
+    broker_close(b);
+}
+
 /* A nack delivers again, counting one more delivery. */
 static void
 test_nack_counts(void)
@@ -253,6 +327,7 @@ test_nack_counts(void)
         .name = "w1",
         .max_inflight = 1,
         .deliver = on_deliver,
+        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
         .arg = &s,
     };
 
@@ -303,6 +378,7 @@ test_max_deliveries_reach_the_hook(void)
         .name = "group:g",
         .max_inflight = 1,
         .deliver = on_deliver,
+        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
         .arg = &s,
     };
 
@@ -568,6 +644,7 @@ batch_subscribe(struct broker *b, const char *topic, struct bseen *s,
         .name = "w1",
         .max_inflight = max_inflight,
         .deliver = on_batch_deliver,
+        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
         .arg = s,
     };
 
@@ -815,6 +892,7 @@ main(void)
     }
     base = event_base_new();
     RUN(test_publish_deliver_ack);
+    RUN(test_since);
     RUN(test_nack_counts);
     RUN(test_max_deliveries_reach_the_hook);
     RUN(test_live);
