@@ -153,24 +153,29 @@ class NatsCluster:
         raise AssertionError("no JetStream meta leader in the cluster:\n"
                              + self.logs_text())
 
+    def stream_details(self, stream, query="accounts=true&streams=true"):
+        """(server index, the stream's detail as that server sees it), for
+        every live server that answers."""
+        for i in self.alive():
+            try:
+                z = self.jsz(i, query)
+            except OSError:
+                continue
+            for acc in z.get("account_details") or []:
+                for sd in acc.get("stream_detail") or []:
+                    if sd.get("name") == stream:
+                        yield i, sd
+
     def leader_of(self, stream, timeout=15):
         """The index of the live server that leads `stream` (waits until
         one does)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for i in self.alive():
-                try:
-                    z = self.jsz(i)
-                except OSError:
-                    continue
-                for acc in z.get("account_details") or []:
-                    for sd in acc.get("stream_detail") or []:
-                        if sd.get("name") != stream:
-                            continue
-                        leader = (sd.get("cluster") or {}).get("leader")
-                        if leader in self.names and \
-                                self.names.index(leader) in self.alive():
-                            return self.names.index(leader)
+            for _, sd in self.stream_details(stream):
+                leader = (sd.get("cluster") or {}).get("leader")
+                if leader in self.names and \
+                        self.names.index(leader) in self.alive():
+                    return self.names.index(leader)
             time.sleep(0.1)
         raise AssertionError(f"no live leader of stream {stream}:\n"
                              + self.logs_text())
@@ -184,23 +189,15 @@ class NatsCluster:
         q = "accounts=true&streams=true&consumers=true"
         while time.monotonic() < deadline:
             seen, ok = set(), set()
-            for i in self.alive():
-                try:
-                    z = self.jsz(i, q)
-                except OSError:
-                    continue
-                for acc in z.get("account_details") or []:
-                    for sd in acc.get("stream_detail") or []:
-                        if sd.get("name") != stream:
-                            continue
-                        for cd in sd.get("consumer_detail") or []:
-                            seen.add(cd.get("name"))
-                            cl = cd.get("cluster") or {}
-                            reps = cl.get("replicas") or []
-                            if cl.get("leader") == self.names[i] and \
-                                    len(reps) == len(self.names) - 1 and \
-                                    all(r.get("current") for r in reps):
-                                ok.add(cd.get("name"))
+            for i, sd in self.stream_details(stream, q):
+                for cd in sd.get("consumer_detail") or []:
+                    seen.add(cd.get("name"))
+                    cl = cd.get("cluster") or {}
+                    reps = cl.get("replicas") or []
+                    if cl.get("leader") == self.names[i] and \
+                            len(reps) == len(self.names) - 1 and \
+                            all(r.get("current") for r in reps):
+                        ok.add(cd.get("name"))
             if seen and seen == ok:
                 return sorted(seen)
             time.sleep(0.1)
