@@ -569,6 +569,11 @@ main(int argc, char **argv)
     d.conf = &conf;
     d.started_at_ms = timestamp_now_ms();
     signal(SIGPIPE, SIG_IGN);
+    /* A file past RLIMIT_FSIZE (LimitFSIZE=) fails its write with EFBIG,
+     * reported as the store's or the journal's failure, instead of killing
+     * the daemon: the loop writes journal records itself (journal.c).
+     * Hosts get every signal's default back (sandbox/spawn.c). */
+    signal(SIGXFSZ, SIG_IGN);
     if (make_dir(conf.state_dir, 0750) || make_dir(conf.runtime_dir, 0755))
         goto out;
     d.base = event_base_new();

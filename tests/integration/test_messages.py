@@ -540,6 +540,40 @@ def test_output_refused_by_full_disk_is_not_acked(wm_builddir, tmp_path):
         unmount()
 
 
+class FsizeDaemon(Daemon):
+    """A daemon under RLIMIT_FSIZE of 1 MiB (systemd's LimitFSIZE=; prlimit
+    execs it: the pid is the daemon's)."""
+
+    def argv(self):
+        return ["prlimit", f"--fsize={1 << 20}", "--"] + super().argv()
+
+
+def test_file_size_limit_fails_the_journal_not_the_daemon(wm_builddir,
+                                                          tmp_path):
+    """A journal segment that reaches the file size limit fails its write
+    (EFBIG): the publish is refused naming the error, and the daemon lives
+    on.  The loop writes quiet turns' records itself (issue 24), and the
+    default action of SIGXFSZ would kill it: the daemon ignores it."""
+    d = FsizeDaemon(wm_builddir, tmp_path,
+                    options=dict(FAST, journal_fsync="batch",
+                                 log_level="info"))
+    try:
+        d.start()
+        d.create(topic="big", name="big")
+        big = "z" * 16384
+        for i in range(200):
+            r = publish(d, "big", event("x", id_=f"f{i}", data=big))
+            if r.status != 202:
+                break
+        assert i > 0 and r.status in (503, 507), r
+        assert "File too large" in r.json["error"]["message"], r
+        assert d.proc.poll() is None, d.log()
+        assert d.get("/health").status in (200, 503)
+        assert d.invoke(d.create(name="still")["id"], "echo").status == 200
+    finally:
+        d.stop()
+
+
 def deliveries(log):
     """The ledger of a test host run with log_events: id -> deliveries."""
     seen = {}
