@@ -498,16 +498,6 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
         nats_link_fail(err, errlen, s, "nats broker: subscribing %s", subj);
         goto fail;
     }
-    /* Requests go out on the other connection (bulk): the server must
-     * know the inbox before the first one, or its answer (a consumer's
-     * creation) is dropped and waits for the retry.  A round trip on
-     * this connection makes sure. */
-    s = natsConnection_FlushTimeout(b->nc, 5000);
-    if (s != NATS_OK) {
-        nats_link_fail(err, errlen, s,
-                       "nats broker: NATS at %s does not answer", b->url);
-        goto fail;
-    }
     struct timeval tv = { 0, BN_TICK_MS * 1000 };
     event_add(b->tick, &tv);
     b->tick_ms = timestamp_mono_ms(); /* a hold before the first tick too */

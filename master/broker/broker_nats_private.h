@@ -161,9 +161,11 @@ struct broker_nats {
     struct event_base *base;
     natsOptions *opts, *bulk_opts;
     /* nc: publishes someone waits for (SendAsap: written at once), the
-     * subscriptions, the JetStream requests; bulk: what nobody waits for
-     * within a millisecond (acknowledgements, pulls, the outputs'
-     * publishes), gathered by libnats's flusher into fewer writes */
+     * subscriptions, the JetStream requests answered to the inbox
+     * (consumer creations, pulls: api_request()); bulk: what nobody waits
+     * for within a millisecond (acknowledgements, the outputs' publishes,
+     * consumer deletions), gathered by libnats's flusher into fewer
+     * writes */
     natsConnection *nc, *bulk;
     natsSubscription *inbox, *live_all, *advisories;
     char *url, *prefix, *stream, *inbox_prefix; /* "_WM.P.<instance>." */

@@ -154,12 +154,18 @@ cons_remove(struct broker_nats *b, struct bn_sub *s)
     }
 }
 
+/* A JetStream request whose answer comes to the inbox goes on nc, the
+ * inbox's connection: the server (and, through the route, the rest of
+ * a cluster) then knows the inbox before the request, also just after a
+ * reconnect, when libnats has sent the subscription again.  On bulk, the
+ * request could overtake it and its answer was dropped (a consumer's
+ * creation then waited for the retry; a pull's events for AckWait). */
 static void
-api_request(struct broker_nats *b, const char *subj, const char *reply,
+api_request(natsConnection *nc, const char *subj, const char *reply,
             const char *body)
 {
-    natsStatus s = natsConnection_PublishRequest(b->bulk, subj, reply, body,
-                                                 (int)strlen(body));
+    natsStatus s =
+        natsConnection_PublishRequest(nc, subj, reply, body, (int)strlen(body));
 
     if (s != NATS_OK)
         log_warning("broker: request %s: %s", subj, natsStatus_GetText(s));
@@ -300,7 +306,7 @@ consumer_create(struct bn_sub *s)
                  BN_MAX_ACK_PENDING) < 0)
         return;
     s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS * 3;
-    api_request(b, subj, reply, body);
+    api_request(b->nc, subj, reply, body);
     free(body);
 }
 
@@ -367,7 +373,7 @@ pull(struct bn_sub *s)
     snprintf(body, sizeof body, "{\"batch\":%zu,\"expires\":%" PRIu64 "}", msgs,
              (uint64_t)BN_PULL_EXPIRES_MS * 1000000);
     log_debug("broker: pull %s %s", reply, body);
-    api_request(b, subj, reply, body);
+    api_request(b->nc, subj, reply, body);
 }
 
 /* Hands waiting events on while the subscription is active. */
@@ -538,7 +544,7 @@ bn_unsubscribe(struct broker_sub *ss, bool keep)
         snprintf(subj, sizeof subj, "$JS.API.CONSUMER.DELETE.%s.%s", b->stream,
                  s->consumer);
         snprintf(reply, sizeof reply, "%sx", b->inbox_prefix);
-        api_request(b, subj, reply, "");
+        api_request(b->bulk, subj, reply, ""); /* after its -NAKs */
         log_info("broker: consumer %s of %s/%s (%s) deleted", s->consumer,
                  s->tenant, s->topic, s->name);
     }

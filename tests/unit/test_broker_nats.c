@@ -247,10 +247,10 @@ test_publish_deliver_ack(void)
 }
 
 /* A broker's first requests are answered: its inbox is known to the
- * server before it asks (the requests go out on its other connection).
- * Without that, a consumer's creation answer was now and then dropped
- * and the subscription waited 6 s for the retry (1 open in 10 beside
- * two CPU hogs).  Each round asks at once after the open. */
+ * server before it asks (both go on one connection).  When the requests
+ * went on the other one, a consumer's creation answer was now and then
+ * dropped and the subscription waited 6 s for the retry (1 open in 10
+ * beside two CPU hogs).  Each round asks at once after the open. */
 static void
 test_first_request_answered(void)
 {
