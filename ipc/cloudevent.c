@@ -141,6 +141,12 @@ ipc_cloudevent_decode_trusted(const uint8_t *buf, struct ipc_cloudevent *ce)
     ipc_cloudevent_decode(ipc_fb_root(buf, 0), ce);
 }
 
+struct ipc_str
+ipc_cloudevent_id_trusted(const uint8_t *buf)
+{
+    return ipc_fb_get_str(ipc_fb_root(buf, 0), CE_ID);
+}
+
 /* Writes a table of optional strings whose ids are 0..n-1. */
 static void
 patch_strings(struct ipc_fb_builder *b, const struct ipc_fb_table *t,

@@ -82,6 +82,8 @@ int ipc_cloudevent_read(const uint8_t *buf, size_t len,
  * process (a client, a host, a file) that were not verified. */
 void ipc_cloudevent_decode_trusted(const uint8_t *buf,
                                    struct ipc_cloudevent *ce);
+/* The id alone of such a buffer (one field read, not the whole event). */
+struct ipc_str ipc_cloudevent_id_trusted(const uint8_t *buf);
 /* Writes the CloudEvent table (and its children) into b; returns the
  * table's position. */
 size_t ipc_cloudevent_build(struct ipc_fb_builder *b,

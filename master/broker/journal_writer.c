@@ -426,6 +426,30 @@ jn_before(const struct timespec *a, const struct timespec *b)
            (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+/* Under j->mu: the pending work becomes the file's owner's (busy), the
+ * buffers swapped so that both keep their capacity. */
+static void
+take_pending(struct journal *j)
+{
+    struct jn_work t = j->pending;
+
+    j->pending = j->work;
+    j->work = t;
+    j->busy = true;
+}
+
+/* Without j->mu, by whoever took the pending work: writes it; 0 or the
+ * errno of the failure, *last its last LSN, *good as jn_write_batch(). */
+static int
+write_taken(struct journal *j, uint64_t *last, uint64_t *good)
+{
+    int err = jn_write_batch(j, &j->work, good);
+
+    *last = j->work.last_lsn;
+    jn_work_reset(&j->work);
+    return err;
+}
+
 static void *
 jn_writer(void *arg)
 {
@@ -444,16 +468,9 @@ jn_writer(void *arg)
             continue;
         }
         if (!journal_work_empty(&j->pending)) {
-            struct jn_work t = j->pending;
-
-            /* Swap, so that both buffers keep their capacity. */
-            j->pending = j->work;
-            j->work = t;
-            j->busy = true;
+            take_pending(j);
             pthread_mutex_unlock(&j->mu);
-            err = jn_write_batch(j, &j->work, &good);
-            last = j->work.last_lsn;
-            jn_work_reset(&j->work);
+            err = write_taken(j, &last, &good);
             jn_publish(j, last, good, err);
             pthread_mutex_lock(&j->mu);
             j->busy = false;
@@ -510,7 +527,6 @@ jn_writer(void *arg)
 bool
 journal_writer_inline(struct journal *j)
 {
-    struct jn_work t;
     uint64_t good, last;
     bool was_unsynced, wake;
     int err;
@@ -524,16 +540,11 @@ journal_writer_inline(struct journal *j)
         pthread_mutex_unlock(&j->mu);
         return false;
     }
-    t = j->pending;
-    j->pending = j->work;
-    j->work = t;
-    j->busy = true;
+    take_pending(j);
     pthread_mutex_unlock(&j->mu);
 
     was_unsynced = j->unsynced;
-    err = jn_write_batch(j, &j->work, &good);
-    last = j->work.last_lsn;
-    jn_work_reset(&j->work);
+    err = write_taken(j, &last, &good);
 
     pthread_mutex_lock(&j->mu);
     jn_note_done(j, last, good, err);

@@ -95,6 +95,9 @@ roundtrip_event(const struct ipc_cloudevent *ce, bool valid_app)
         CHECK(eq_cloudevent(ce, &out2));
         ipc_cloudevent_decode_trusted(b.buf, &out2);
         CHECK(eq_cloudevent(ce, &out2));
+        struct ipc_str id = ipc_cloudevent_id_trusted(b.buf);
+        CHECK(id.len == out2.id.len &&
+              (id.len == 0 || memcmp(id.ptr, out2.id.ptr, id.len) == 0));
         free(copy2);
     }
     free(copy);
