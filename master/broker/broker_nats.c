@@ -66,10 +66,82 @@ static const struct broker_ops broker_nats_ops;
 
 /* ---- the connection's state ------------------------------------------ */
 
+/* The server a connection is on, for the log. */
+static const char *
+server_of(natsConnection *nc, char *buf, size_t size)
+{
+    if (natsConnection_GetConnectedUrl(nc, buf, size) != NATS_OK ||
+        buf[0] == '\0')
+        snprintf(buf, size, "(none)");
+    return buf;
+}
+
+/* How many times libnats has reconnected nc (0 when it cannot say). */
+static uint64_t
+reconnects_of(struct broker_nats *b, natsConnection *nc)
+{
+    uint64_t n = 0;
+
+    if (b->stats != NULL && natsConnection_GetStats(nc, b->stats) == NATS_OK)
+        natsStatistics_GetCounts(b->stats, NULL, NULL, NULL, NULL, &n);
+    return n;
+}
+
+/* bulk reconnects on its own (libnats keeps what is sent meanwhile):
+ * only logged, so that an operator sees why acknowledgements and outputs
+ * wait, and where they go. */
+static void
+bulk_watch(struct broker_nats *b)
+{
+    bool up = natsConnection_Status(b->bulk) == NATS_CONN_STATUS_CONNECTED;
+    uint64_t n = reconnects_of(b, b->bulk);
+    bool moved = n != b->bulk_reconnects;
+    char url[256];
+
+    b->bulk_reconnects = n;
+    if (up == b->bulk_connected && !(up && moved))
+        return;
+    b->bulk_connected = up;
+    if (up)
+        log_notice("broker: the connection for acknowledgements and outputs "
+                   "is up again, at %s",
+                   server_of(b->bulk, url, sizeof url));
+    else
+        log_warning("broker: the connection for acknowledgements and "
+                    "outputs to NATS at %s is lost (reconnecting; what it "
+                    "carries waits)",
+                    b->url);
+}
+
+/* Once a tick: both connections' state.  In a cluster libnats reconnects
+ * to the next server at once, often between two ticks: that shows only in
+ * its count, and is handled as a reconnect all the same (nc's pulls at
+ * the server it left are gone with it). */
+static void
+watch(struct broker_nats *b)
+{
+    bool was = b->connected;
+    uint64_t n = reconnects_of(b, b->nc);
+    bool missed = was && n != b->nc_reconnects;
+    char url[256];
+
+    b->nc_reconnects = n;
+    bulk_watch(b);
+    if (!bn_connected(b) || !missed)
+        return;
+    b->health.failures++;
+    b->health.recoveries++;
+    log_notice("broker: connected to NATS at %s again (server %s), after a "
+               "disconnection shorter than %d ms",
+               b->url, server_of(b->nc, url, sizeof url), BN_TICK_MS);
+    bn_sub_reconnected(b);
+}
+
 bool
 bn_connected(struct broker_nats *b)
 {
     bool up = natsConnection_Status(b->nc) == NATS_CONN_STATUS_CONNECTED;
+    char url[256];
 
     if (up == b->connected)
         return up;
@@ -87,7 +159,8 @@ bn_connected(struct broker_nats *b)
         b->health.error = 0;
         b->health.recoveries++;
         b->health.message[0] = '\0';
-        log_notice("broker: connected to NATS at %s again", b->url);
+        log_notice("broker: connected to NATS at %s again (server %s)", b->url,
+                   server_of(b->nc, url, sizeof url));
         bn_sub_reconnected(b);
     }
     if (b->storage_cb)
@@ -308,7 +381,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     b->tick_ms = now;
     drain(b);
-    bn_connected(b);
+    watch(b);
     if (held_up)
         bn_pub_restart(b, now);
     else
@@ -384,6 +457,8 @@ bn_free(struct broker_nats *b)
     }
     natsOptions_Destroy(b->opts);
     natsOptions_Destroy(b->bulk_opts);
+    if (b->stats != NULL)
+        natsStatistics_Destroy(b->stats);
     /* No handler runs once the connection is closed. */
     for (size_t i = 0; i < b->qn; i++)
         natsMsg_Destroy(b->q[i]);
@@ -442,7 +517,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     b->max_deliver = cfg->nats_max_deliver ? (int)cfg->nats_max_deliver : -1;
     b->health.writable = true;
     b->health.remote = true;
-    b->connected = true;
+    b->connected = b->bulk_connected = true;
     b->pub_head_seq = 1;
     b->opened_ms = timestamp_now_ms();
     LIST_INIT(&b->subs);
@@ -477,6 +552,8 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     }
     struct nats_link_config bulk = *cfg->nats;
     bulk.buffered = true;
+    if (natsStatistics_Create(&b->stats) != NATS_OK)
+        b->stats = NULL; /* the quick reconnects go unseen */
     if (nats_link_connect(cfg->nats, &b->opts, &b->nc, err, errlen) != 0 ||
         nats_link_connect(&bulk, &b->bulk_opts, &b->bulk, err, errlen) != 0 ||
         stream_ensure(b, cfg, err, errlen) != 0)
@@ -501,7 +578,11 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     struct timeval tv = { 0, BN_TICK_MS * 1000 };
     event_add(b->tick, &tv);
     b->tick_ms = timestamp_mono_ms(); /* a hold before the first tick too */
-    log_info("broker: NATS JetStream at %s, stream %s", b->url, b->stream);
+    char on[256], bulk_on[256];
+    log_info("broker: NATS JetStream at %s, stream %s (connected to %s and, "
+             "for acknowledgements and outputs, %s)",
+             b->url, b->stream, server_of(b->nc, on, sizeof on),
+             server_of(b->bulk, bulk_on, sizeof bulk_on));
     return &b->head;
 fail:
     bn_free(b);

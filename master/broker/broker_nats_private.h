@@ -206,7 +206,10 @@ struct broker_nats {
     int pub_carry;                    /* a failure since the last cb */
     struct bn_held_list held;
 
-    bool connected;
+    bool connected;      /* nc's state, as the tick last saw it */
+    bool bulk_connected; /* bulk's (logged when it changes) */
+    natsStatistics *stats;
+    uint64_t nc_reconnects, bulk_reconnects; /* libnats's counts, last tick */
     bool closing; /* bn_sub_free_all(): nothing is settled any more */
     struct broker_health health;
     broker_storage_cb storage_cb;

@@ -306,6 +306,8 @@ consumer_create(struct bn_sub *s)
                  BN_MAX_ACK_PENDING) < 0)
         return;
     s->create_after_ms = timestamp_mono_ms() + BN_RETRY_MS * 3;
+    log_debug("broker: consumer %s: asked for, answer to %s", s->consumer,
+              reply);
     api_request(b->nc, subj, reply, body);
     free(body);
 }

@@ -6,6 +6,7 @@ seen), every other answer is 503 broker_unavailable, and both daemons
 carry on (publish with 202 again, stop cleanly) without a restart.
 Polls; no assertion on how fast."""
 
+import re
 import threading
 import time
 
@@ -155,3 +156,39 @@ def test_stream_leader_killed_mid_load(wm_builddir, tmp_path, nats_cluster):
         finally:
             rc_a = a.stop(timeout=40)
         assert (rc_b, rc_a) == (0, 0)
+
+
+def test_reconnect_between_two_ticks_is_seen(wm_builddir, tmp_path,
+                                             nats_cluster):
+    """The server the broker's connection is on killed: libnats moves to
+    another server at once, often between two of the broker's ticks (100
+    ms), which once went unseen (nothing logged, the pulls at the dead
+    server waited for their expiry).  The daemon says it reconnected, and
+    events published afterwards are processed."""
+    cluster = nats_cluster
+    d = cluster_daemon(wm_builddir, tmp_path / "d", cluster).start()
+    try:
+        d.create(name="w", topic="t")
+        out = Stream(d, "echo.out")
+        cluster.consumers_replicated(STREAM)
+        m = re.search(r"stream wm_events \(connected to (\S+) and,", d.log())
+        assert m, "the start-up line names the broker's server"
+        start = len(d.log())
+        cluster.kill(cluster.urls.index(m.group(1)))
+        d.wait_for(lambda: re.search(r"broker: connected to NATS at \S+ "
+                                     r"again \(server nats://",
+                                     d.log()[start:]),
+                   timeout=30, what="the reconnect logged")
+        n = [0]
+
+        def accepted():
+            n[0] += 1
+            return publish(d, "t", event("echo", id_=f"after-{n[0]}")
+                           ).status == 202
+        d.wait_for(accepted, timeout=45, what="a publish answered 202")
+        d.wait_for(lambda: any(e["id"] == f"after-{n[0]}"
+                               for e in out.events()),
+                   timeout=30, what="the event published after it processed")
+        out.close()
+    finally:
+        assert d.stop(timeout=40) == 0
