@@ -127,7 +127,8 @@ struct bn_sub {
     char consumer[48]; /* durable only */
     enum broker_sub_mode mode;
     unsigned max_inflight;
-    bool created; /* its consumer's creation answered */
+    bool created;      /* its consumer's creation answered */
+    bool create_asked; /* a creation is out, not answered yet */
     int64_t create_after_ms;
     uint32_t req; /* the current pull request, 0: none */
     uint32_t req_next;

@@ -16,7 +16,9 @@
 #include "master/broker/broker.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -278,6 +280,57 @@ test_first_request_answered(void)
         broker_unsubscribe(sub, true);
         broker_close(b);
     }
+}
+
+/* A creation JetStream leaves unanswered is said (once a tick, however
+ * many) when it is asked again, and the subscription works once the
+ * answer comes.  The server is stopped (SIGSTOP) meanwhile: the
+ * connection stays up, nothing answers. */
+static void
+test_silent_creation_is_warned(void)
+{
+    char path[sizeof root + 16];
+    struct broker *b = open_broker(0);
+    struct seen s = { .ack = true };
+    struct broker_sub_spec spec = {
+        .tenant = "ten.ant",
+        .topic = "quiet",
+        .name = "w1",
+        .max_inflight = 8,
+        .deliver = on_deliver,
+        .since_ms = timestamp_now_ms(),
+        .arg = &s,
+    };
+
+    REQUIRE(b != NULL);
+    snprintf(path, sizeof path, "%s/stderr", root);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int saved = dup(2);
+    REQUIRE(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    kill(srv.pid, SIGSTOP);
+    struct broker_sub *sub = broker_subscribe(b, &spec);
+    run_for(6700); /* the retry of an unanswered creation: 6 s */
+    kill(srv.pid, SIGCONT);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    REQUIRE(sub != NULL);
+    size_t len = 0;
+    char *said = check_read_file(path, &len);
+    CHECK(said != NULL &&
+          strstr(said, "did not answer the creation of 1 consumer(s)") &&
+          strstr(said, "ten.ant/quiet, w1"));
+    fputs(said ? said : "", stderr);
+    free(said);
+    CHECK(publish_wait(b, "quiet", "q1") == 0);
+    for (int t = 0; t < 3000 && s.n < 1; t += 20)
+        run_for(20);
+    CHECK(s.n == 1);
+    broker_unsubscribe(sub, true);
+    broker_close(b);
 }
 
 /* A subscription with since_ms gets the events published from then on,
@@ -927,6 +980,7 @@ main(void)
     base = event_base_new();
     RUN(test_publish_deliver_ack);
     RUN(test_first_request_answered);
+    RUN(test_silent_creation_is_warned);
     RUN(test_since);
     RUN(test_nack_counts);
     RUN(test_max_deliveries_reach_the_hook);
