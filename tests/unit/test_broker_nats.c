@@ -318,13 +318,11 @@ test_silent_creation_is_warned(void)
     close(saved);
     close(fd);
     REQUIRE(sub != NULL);
-    size_t len = 0;
-    char *said = check_read_file(path, &len);
+    const char *said = check_slurp(path);
     CHECK(said != NULL &&
           strstr(said, "did not answer the creation of 1 consumer(s)") &&
           strstr(said, "ten.ant/quiet, w1"));
     fputs(said ? said : "", stderr);
-    free(said);
     CHECK(publish_wait(b, "quiet", "q1") == 0);
     for (int t = 0; t < 3000 && s.n < 1; t += 20)
         run_for(20);
