@@ -521,6 +521,7 @@ broker_nats_open(const struct broker_config *cfg, struct event_base *base,
     b->pub_head_seq = 1;
     b->opened_ms = timestamp_now_ms();
     LIST_INIT(&b->subs);
+    b->kicked_tail = &b->kicked;
     TAILQ_INIT(&b->out);
     STAILQ_INIT(&b->held);
     uuid_new(inst);

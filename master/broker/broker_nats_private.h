@@ -143,6 +143,8 @@ struct bn_sub {
     bool keep; /* unsubscribed with keep */
     /* durable: the next of its chain in b->by_consumer */
     struct bn_sub *cnext;
+    bool kicked;          /* in b->kicked, to be run (kick()) */
+    struct bn_sub *knext; /* the next in b->kicked */
 };
 
 LIST_HEAD(bn_sub_list, bn_sub);
@@ -196,6 +198,7 @@ struct broker_nats {
     unsigned nlive;
     struct bn_dl_list out; /* deliveries handed out or released */
     struct event *kick;    /* deferred deliveries (broker_nats_sub.c) */
+    struct bn_sub *kicked, **kicked_tail; /* the subscriptions it runs */
     uint64_t next_delivery_id;
 
     /* publishes: seq is 1 + index from pub_head_seq */

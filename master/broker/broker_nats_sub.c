@@ -63,7 +63,7 @@
 #define BN_MAX_ACK_PENDING 20000
 #define BN_RETRY_MS 2000
 
-static void kick(struct broker_nats *b);
+static void kick(struct bn_sub *s);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -200,7 +200,7 @@ ack_count(const char *reply)
 static void
 sub_maybe_free(struct bn_sub *s)
 {
-    if (!s->gone || s->nout > 0 || s->ndelayed > 0 || s->hold > 0)
+    if (!s->gone || s->nout > 0 || s->ndelayed > 0 || s->hold > 0 || s->kicked)
         return;
     LIST_REMOVE(s, link);
     if (!s->live) {
@@ -347,7 +347,7 @@ on_created(struct bn_sub *s, natsMsg *m)
         return;
     }
     s->created = true;
-    kick(s->b);
+    kick(s);
 }
 
 /* Asks for more events when there is room (see Pulls). */
@@ -407,31 +407,46 @@ deliver_some(struct bn_sub *s)
     sub_maybe_free(s);
 }
 
+/* The subscriptions kicked since the last run, each once, in order (a
+ * kicked one is not freed before it is run: sub_maybe_free()). */
 static void
 on_kick(evutil_socket_t fd, short what, void *arg)
 {
     struct broker_nats *b = arg;
-    struct bn_sub *s, *next;
+    struct bn_sub *s, *next = b->kicked;
 
     (void)fd;
     (void)what;
-    for (s = LIST_FIRST(&b->subs); s != NULL; s = next) {
+    b->kicked = NULL; /* what they kick meanwhile is for the next run */
+    b->kicked_tail = &b->kicked;
+    while ((s = next) != NULL) {
+        next = s->knext;
+        s->kicked = false;
         s->hold++;
         if (!s->live)
             deliver_some(s);
-        next = LIST_NEXT(s, link);
         s->hold--;
         sub_maybe_free(s);
     }
 }
 
+/* Hands s's waiting events on from the loop, soon (never inside the call
+ * that made room): only the subscriptions kicked are visited. */
 static void
-kick(struct broker_nats *b)
+kick(struct bn_sub *s)
 {
+    struct broker_nats *b = s->b;
+
     if (b->kick == NULL) {
         b->kick = event_new(b->base, -1, 0, on_kick, b);
         if (b->kick == NULL)
             return;
+    }
+    if (!s->kicked) {
+        s->kicked = true;
+        s->knext = NULL;
+        *b->kicked_tail = s;
+        b->kicked_tail = &s->knext;
     }
     event_active(b->kick, 0, 0);
 }
@@ -510,7 +525,7 @@ bn_set_mode(struct broker_sub *ss, enum broker_sub_mode mode)
 
     s->mode = mode;
     if (mode == BROKER_SUB_ACTIVE)
-        kick(s->b);
+        kick(s);
 }
 
 void
@@ -519,7 +534,7 @@ bn_set_max_inflight(struct broker_sub *ss, unsigned n)
     struct bn_sub *s = (struct bn_sub *)ss;
 
     s->max_inflight = n ? n : 1;
-    kick(s->b);
+    kick(s);
 }
 
 void
@@ -569,7 +584,7 @@ settled(struct bn_dl *dl)
     TAILQ_REMOVE(&s->b->out, dl, link);
     s->nout--;
     dl_free(dl);
-    kick(s->b);
+    kick(s);
     sub_maybe_free(s);
 }
 
@@ -603,7 +618,7 @@ on_released(evutil_socket_t fd, short what, void *arg)
     dl->where = BN_WAITING;
     TAILQ_INSERT_HEAD(&s->waiting, dl, link);
     s->nwaiting++;
-    kick(s->b);
+    kick(s);
 }
 
 /* Delivers dl again from here after delay_ms (its message stays in
@@ -968,8 +983,8 @@ bn_sub_reconnected(struct broker_nats *b)
             s->create_after_ms = 0;
             s->create_asked = false; /* not the server's silence */
         }
+        kick(s);
     }
-    kick(b);
 }
 
 void
