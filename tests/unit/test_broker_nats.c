@@ -172,6 +172,22 @@ on_deliver(struct broker_delivery *d, void *arg)
         broker_ack(d);
 }
 
+/* A worker's subscription of topic as the daemon makes it (from the
+ * worker's creation: now), its deliveries counted in s. */
+static struct broker_sub_spec
+worker_spec(const char *topic, struct seen *s)
+{
+    return (struct broker_sub_spec){
+        .tenant = "ten.ant",
+        .topic = topic,
+        .name = "w1",
+        .max_inflight = 8,
+        .deliver = on_deliver,
+        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
+        .arg = s,
+    };
+}
+
 struct published {
     int done, error;
 };
@@ -212,15 +228,7 @@ test_publish_deliver_ack(void)
 {
     struct broker *b = open_broker(0);
     struct seen s = { .ack = true };
-    struct broker_sub_spec spec = {
-        .tenant = "ten.ant",
-        .topic = "a.b",
-        .name = "w1",
-        .max_inflight = 8,
-        .deliver = on_deliver,
-        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
-        .arg = &s,
-    };
+    struct broker_sub_spec spec = worker_spec("a.b", &s);
 
     REQUIRE(b != NULL);
     struct broker_sub *sub = broker_subscribe(b, &spec);
@@ -259,15 +267,7 @@ test_first_request_answered(void)
     for (int round = 0; round < 8; round++) {
         struct broker *b = open_broker(0);
         struct seen s = { .ack = true };
-        struct broker_sub_spec spec = {
-            .tenant = "ten.ant",
-            .topic = "first",
-            .name = "w1",
-            .max_inflight = 8,
-            .deliver = on_deliver,
-            .since_ms = timestamp_now_ms(),
-            .arg = &s,
-        };
+        struct broker_sub_spec spec = worker_spec("first", &s);
 
         REQUIRE(b != NULL);
         struct broker_sub *sub = broker_subscribe(b, &spec);
@@ -292,15 +292,7 @@ test_silent_creation_is_warned(void)
     char path[sizeof root + 16];
     struct broker *b = open_broker(0);
     struct seen s = { .ack = true };
-    struct broker_sub_spec spec = {
-        .tenant = "ten.ant",
-        .topic = "quiet",
-        .name = "w1",
-        .max_inflight = 8,
-        .deliver = on_deliver,
-        .since_ms = timestamp_now_ms(),
-        .arg = &s,
-    };
+    struct broker_sub_spec spec = worker_spec("quiet", &s);
 
     REQUIRE(b != NULL);
     snprintf(path, sizeof path, "%s/stderr", root);
@@ -406,16 +398,9 @@ test_nack_counts(void)
 {
     struct broker *b = open_broker(0);
     struct seen s = { .nack = true };
-    struct broker_sub_spec spec = {
-        .tenant = "ten.ant",
-        .topic = "n",
-        .name = "w1",
-        .max_inflight = 1,
-        .deliver = on_deliver,
-        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
-        .arg = &s,
-    };
+    struct broker_sub_spec spec = worker_spec("n", &s);
 
+    spec.max_inflight = 1;
     REQUIRE(b != NULL);
     REQUIRE(broker_subscribe(b, &spec) != NULL);
     run_for(200);
@@ -457,16 +442,10 @@ test_max_deliveries_reach_the_hook(void)
     struct broker *b = open_broker(2);
     struct seen s = { .nack = true };
     struct exhausted x = { 0 };
-    struct broker_sub_spec spec = {
-        .tenant = "ten.ant",
-        .topic = "d.x",
-        .name = "group:g",
-        .max_inflight = 1,
-        .deliver = on_deliver,
-        .since_ms = timestamp_now_ms(), /* as the daemon's workers */
-        .arg = &s,
-    };
+    struct broker_sub_spec spec = worker_spec("d.x", &s);
 
+    spec.name = "group:g";
+    spec.max_inflight = 1;
     REQUIRE(b != NULL);
     broker_set_exhausted_hook(b, on_exhausted, &x);
     REQUIRE(broker_subscribe(b, &spec) != NULL);
