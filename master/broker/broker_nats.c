@@ -113,39 +113,50 @@ bulk_watch(struct broker_nats *b)
                     b->url);
 }
 
+/* nc is connected again (how: for the log): counted, said, and what was
+ * asked of the server it left is asked again. */
+static void
+back_again(struct broker_nats *b, const char *how)
+{
+    char url[256];
+
+    b->health.recoveries++;
+    log_notice("broker: connected to NATS at %s again (server %s)%s", b->url,
+               server_of(b->nc, url, sizeof url), how);
+    bn_sub_reconnected(b);
+}
+
 /* Once a tick: both connections' state.  In a cluster libnats reconnects
  * to the next server at once, often between two ticks: that shows only in
  * its count, and is handled as a reconnect all the same (nc's pulls at
- * the server it left are gone with it). */
+ * the server it left are gone with it).  The count is compared only with
+ * one read while nc was up with no change of state since (bn_connected(),
+ * called on publishes too, handles the changes it sees itself). */
 static void
 watch(struct broker_nats *b)
 {
-    bool was = b->connected;
+    bool up = bn_connected(b);
     uint64_t n = reconnects_of(b, b->nc);
-    bool missed = was && n != b->nc_reconnects;
-    char url[256];
+    bool missed = up && b->nc_counted && n != b->nc_reconnects;
 
     b->nc_reconnects = n;
+    b->nc_counted = up;
     bulk_watch(b);
-    if (!bn_connected(b) || !missed)
+    if (!missed)
         return;
     b->health.failures++;
-    b->health.recoveries++;
-    log_notice("broker: connected to NATS at %s again (server %s), after a "
-               "disconnection shorter than %d ms",
-               b->url, server_of(b->nc, url, sizeof url), BN_TICK_MS);
-    bn_sub_reconnected(b);
+    back_again(b, ", after a disconnection shorter than a tick (100 ms)");
 }
 
 bool
 bn_connected(struct broker_nats *b)
 {
     bool up = natsConnection_Status(b->nc) == NATS_CONN_STATUS_CONNECTED;
-    char url[256];
 
     if (up == b->connected)
         return up;
     b->connected = up;
+    b->nc_counted = false; /* watch() reads the count afresh */
     b->health.writable = up;
     if (!up) {
         b->health.error = EIO;
@@ -157,11 +168,8 @@ bn_connected(struct broker_nats *b)
         log_err("broker: %s", b->health.message);
     } else {
         b->health.error = 0;
-        b->health.recoveries++;
         b->health.message[0] = '\0';
-        log_notice("broker: connected to NATS at %s again (server %s)", b->url,
-                   server_of(b->nc, url, sizeof url));
-        bn_sub_reconnected(b);
+        back_again(b, "");
     }
     if (b->storage_cb)
         b->storage_cb(up, b->storage_arg);

@@ -214,7 +214,8 @@ struct broker_nats {
     bool bulk_connected; /* bulk's (logged when it changes) */
     natsStatistics *stats;
     uint64_t nc_reconnects, bulk_reconnects; /* libnats's counts, last tick */
-    bool closing; /* bn_sub_free_all(): nothing is settled any more */
+    bool nc_counted; /* nc_reconnects read up, no change of state since */
+    bool closing;    /* bn_sub_free_all(): nothing is settled any more */
     struct broker_health health;
     broker_storage_cb storage_cb;
     void *storage_arg;

@@ -6,6 +6,7 @@ daemon that dies are processed by the others; a daemon whose NATS is away
 answers 503 broker_unavailable (never a false 202) and drains its backlog
 once NATS is back.  Polls; no assertion on how fast."""
 
+import re
 import signal
 import threading
 import time
@@ -173,6 +174,18 @@ def test_nats_down_means_503_then_the_backlog_drains(wm_builddir, tmp_path,
                    f"({processed(a, 'w')})")
         h = a.get("/health")
         assert h.status == 200, h
+        # The log says each connection was lost and where it is again.
+        log = a.log()
+        assert "broker: not connected to NATS at" in log
+        assert re.search(r"broker: the connection for acknowledgements and "
+                         r"outputs to NATS at \S+ is lost", log)
+        assert re.search(r"broker: the connection for acknowledgements and "
+                         r"outputs is up again, at nats://", log)
+        # Once: the tick saw this outage, so it is not a quick reconnect
+        # too (it once was said twice).
+        again = re.findall(r"broker: connected to NATS at \S+ again "
+                           r"\(server nats://[^)]*\)(.*)", log)
+        assert again == [""], again
     finally:
         assert a.stop() == 0
 
